@@ -1,0 +1,1 @@
+"""Backends: LLVM (SIMT IR -> LLVM IR -> PTX) and CPU (the IR interpreted with NumPy)."""

@@ -1,0 +1,1 @@
+"""The CPU backend: fearless IR interpreted with NumPy; the reference semantics of every op."""

@@ -1,0 +1,295 @@
+"""Interpret a SIMT kernel's IR with NumPy: many threads at once as vector lanes with masks.
+
+Each IR value holds one element per lane. Control flow runs both sides of a branch under masks;
+loops run until no lane is left; ``cf.break``/``continue``/``return`` park lanes in a ``dead`` mask
+until the loop iteration, the loop or the inlined function they leave is over. Threads are
+grouped whole blocks at a time, in block order (kernels of the SIMT subset have no block-level
+state, so a group of blocks is the same as blocks in turn).
+
+Out-of-bounds reads are skipped (they read zero) and the first one is reported through
+``on_bounds_error(site, index, extent, axis)``, like the error word on the GPU.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from fearless.backends.cpu.ops import ARITH, MATH, constant
+from fearless.errors import InternalError
+from fearless.ir.core import Function, Region
+from fearless.ir.types import Array, LocalRef, ThreadIndex
+
+LANES_PER_BATCH = 1 << 18
+
+
+class _Frame:
+    """Lanes that left a loop (broken) or one of its iterations (continued), or an inlined
+    function (returned). ``kind`` is "loop" or "inline"."""
+
+    def __init__(self, kind: str, n: int):
+        self.kind = kind
+        self.left = np.zeros(n, bool)
+        self.continued = np.zeros(n, bool)
+
+
+class _Interpreter:
+    def __init__(self, fn: Function, coords: list[np.ndarray], args: list, on_error: Callable):
+        n = coords[0].shape[0]
+        self.n = n
+        self.coords = coords  # per index space: [x] (1-d) or [row, col] (2-d)
+        self.env: dict[int, object] = {id(p.value): a for p, a in zip(fn.params, args)}
+        self.dead = np.zeros(n, bool)
+        self.frames: list[_Frame] = []
+        self.on_error = on_error
+
+    # regions and control flow ---------------------------------------------------------------
+
+    def region(self, region: Region, mask: np.ndarray) -> None:
+        live = mask & ~self.dead
+        for op in region.ops:
+            if not live.any():
+                return
+            rule = _RULES.get(op.name)
+            if rule is None:
+                raise InternalError(f"the cpu backend has no rule for {op.name}")
+            rule(self, op, live)
+            if op.regions or op.name.startswith("cf."):
+                live = live & ~self.dead
+
+    def value(self, v):
+        return self.env[id(v)]
+
+    def leave(self, mask: np.ndarray, kind: str, continued: bool = False) -> None:
+        """Park ``mask``'s lanes until the innermost frame of ``kind`` ends (or forever, for a
+        return from the kernel itself)."""
+        for frame in reversed(self.frames):
+            if frame.kind == kind:
+                (frame.continued if continued else frame.left)[mask] = True
+                break
+        self.dead |= mask
+
+    def loop(self, live, condition, body: Region, step=None):
+        frame = _Frame("loop", self.n)
+        self.frames.append(frame)
+        try:
+            while True:
+                running = live & condition()
+                if not running.any():
+                    break
+                self.region(body, running)
+                self.dead &= ~frame.continued  # continued lanes go on with the next iteration
+                frame.continued[:] = False
+                live = running & ~self.dead
+                if step is not None:
+                    step()
+        finally:
+            self.frames.pop()
+            self.dead &= ~frame.left
+
+    # memory ---------------------------------------------------------------------------------
+
+    def indices(self, op, mask):
+        array = op.operands[0]
+        arr = self.value(array)
+        idx = [np.broadcast_to(np.asarray(self.value(v), np.int64), (self.n,))
+               for v in op.operands[1:1 + array.type.ndim]]
+        inside = mask.copy()
+        first_bad = None
+        for axis, (i, extent) in enumerate(zip(idx, arr.shape)):
+            ok = (i >= 0) & (i < extent)
+            bad = inside & ~ok
+            if first_bad is None and bad.any():
+                lane = int(np.argmax(bad))
+                first_bad = (int(i[lane]), extent, axis)
+            inside &= ok
+        return arr, idx, inside, first_bad
+
+
+def _constant(st, op, mask):
+    st.env[id(op.result)] = constant(op)
+
+
+def _pure(rule):
+    def run(st, op, mask):
+        st.env[id(op.result)] = rule(op, *(st.value(v) for v in op.operands))
+    return run
+
+
+def _thread_index(st, op, mask):
+    space, axis = op.attrs["space"], op.attrs["axis"]
+    if len(st.coords) != space:
+        raise InternalError(f"kernel uses a {space}-d index in a {len(st.coords)}-d launch")
+    st.env[id(op.result)] = st.coords[axis]
+
+
+def _index_value(st, op, mask):
+    st.env[id(op.result)] = st.value(op.operands[0])
+
+
+def _dim(st, op, mask):
+    st.env[id(op.result)] = np.int64(st.value(op.operands[0]).shape[op.attrs["axis"]])
+
+
+def _load(st, op, mask):
+    arr, idx, inside, bad = st.indices(op, mask)
+    if bad is not None and op.attrs.get("checked"):
+        st.on_error(op.attrs["site"], *bad)
+    safe = [np.where(inside, i, 0) for i in idx]
+    if arr.size == 0:
+        out = np.zeros(st.n, arr.dtype)
+    else:
+        out = np.where(inside, arr[tuple(safe)], np.zeros((), arr.dtype))
+    st.env[id(op.result)] = out
+
+
+def _store(st, op, mask):
+    arr, idx, inside, _ = st.indices(op, mask)  # a store past the end is skipped (the tail)
+    value = np.broadcast_to(np.asarray(st.value(op.operands[-1])), (st.n,))
+    if inside.any():
+        arr[tuple(i[inside] for i in idx)] = value[inside]
+
+
+def _alloc(st, op, mask):
+    elem = op.result.type.elem
+    dtype = np.int64 if isinstance(elem, ThreadIndex) else elem.dtype.numpy
+    st.env[id(op.result)] = np.zeros(st.n, dtype)
+
+
+def _local_load(st, op, mask):
+    st.env[id(op.result)] = st.value(op.operands[0]).copy()
+
+
+def _local_store(st, op, mask):
+    slot = st.value(op.operands[0])
+    value = np.broadcast_to(np.asarray(st.value(op.operands[1])), slot.shape)
+    slot[mask] = value[mask]
+
+
+def _if(st, op, mask):
+    cond = np.broadcast_to(np.asarray(st.value(op.operands[0]), bool), mask.shape)
+    then, other = mask & cond, mask & ~cond
+    if then.any():
+        st.region(op.regions[0], then)
+    if other.any():
+        st.region(op.regions[1], other)
+
+
+def _for(st, op, mask):
+    lo, hi, step = (np.asarray(st.value(v), np.int64) for v in op.operands)
+    body = op.regions[0]
+    iv = np.broadcast_to(lo, (st.n,)).copy()
+    st.env[id(body.args[0])] = iv
+    sign = op.attrs["step_sign"]
+
+    def condition():
+        if sign > 0:
+            return iv < hi
+        if sign < 0:
+            return iv > hi
+        return np.where(step > 0, iv < hi, iv > hi)
+
+    def advance():
+        iv[...] = iv + step
+
+    st.loop(mask & ~st.dead, condition, body, advance)
+
+
+def _while(st, op, mask):
+    cond_region, body = op.regions
+    flag = cond_region.ops[-1].operands[0]
+
+    def condition():
+        live = mask & ~st.dead
+        st.region(cond_region, live)
+        return np.broadcast_to(np.asarray(st.env.get(id(flag), False), bool), (st.n,))
+
+    st.loop(mask & ~st.dead, condition, body)
+
+
+def _condition(st, op, mask):
+    pass  # the while rule reads the condition's operand itself
+
+
+def _inline(st, op, mask):
+    frame = _Frame("inline", st.n)
+    st.frames.append(frame)
+    try:
+        st.region(op.regions[0], mask)
+    finally:
+        st.frames.pop()
+        st.dead &= ~frame.left
+
+
+def _break(st, op, mask):
+    st.leave(mask, "loop")
+
+
+def _continue(st, op, mask):
+    st.leave(mask, "loop", continued=True)
+
+
+def _return(st, op, mask):
+    st.leave(mask, "inline")
+
+
+_RULES = {
+    "arith.constant": _constant,
+    **{name: _pure(rule) for name, rule in ARITH.items()},
+    **{name: _pure(rule) for name, rule in MATH.items()},
+    "simt.thread_index": _thread_index,
+    "simt.index_value": _index_value,
+    "mem.dim": _dim,
+    "mem.load": _load,
+    "mem.store": _store,
+    "local.alloc": _alloc,
+    "local.load": _local_load,
+    "local.store": _local_store,
+    "scf.if": _if,
+    "scf.for": _for,
+    "scf.while": _while,
+    "scf.condition": _condition,
+    "scf.inline": _inline,
+    "cf.break": _break,
+    "cf.continue": _continue,
+    "cf.return": _return,
+}
+RULES = _RULES
+
+
+def launch_coords(space: int, grid: tuple, block: tuple, first_block: int, blocks: int):
+    """Coordinates of the lanes of blocks ``first_block ..`` (linear block order, x fastest)."""
+    gx, bx = grid[0], block[0]
+    by = block[1] if space == 2 else 1
+    per_block = bx * by
+    b = first_block + np.arange(blocks, dtype=np.int64).repeat(per_block)
+    t = np.tile(np.arange(per_block, dtype=np.int64), blocks)
+    col = (b % gx) * bx + t % bx
+    if space == 2:
+        row = (b // gx) * by + t // bx
+        return [row, col]
+    return [col]
+
+
+def run(fn: Function, grid: tuple, block: tuple, args: list, on_bounds_error: Callable) -> None:
+    """Run ``fn`` over ``grid`` x ``block`` threads (1-d or 2-d tuples) with NumPy arguments.
+
+    ``args``: per parameter, a NumPy scalar or a NumPy array view (written in place).
+    """
+    space = max(1, len(grid))
+    per_block = int(np.prod(block))
+    total = int(np.prod(grid))
+    step = max(1, LANES_PER_BATCH // max(per_block, 1))
+    reported = [False]
+
+    def report(*event):
+        if not reported[0]:
+            reported[0] = True
+            on_bounds_error(*event)
+
+    with np.errstate(all="ignore"):
+        for first in range(0, total, step):
+            blocks = min(step, total - first)
+            coords = launch_coords(space, grid, block, first, blocks)
+            interp = _Interpreter(fn, coords, args, report)
+            interp.region(fn.body, np.ones(coords[0].shape[0], bool))

@@ -1,0 +1,275 @@
+"""LLVM rules for the scalar ops: ``arith.*`` and ``math.*``.
+
+Semantics match the CPU backend (``backends/cpu/ops.py``): integer division and modulo floor like
+Python and give 0 for a zero divisor; shifts by the width or more give 0 (sign for signed right
+shifts); float -> int casts saturate (``llvm.fpto[su]i.sat``, NaN -> 0); min/max of floats return
+the non-NaN operand (``llvm.minnum``). f16/bf16 math functions run in f32 and round once.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from fearless.backends.llvm.nvvm import F32, intrinsic, llvm_type
+
+_PRED = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_FMA = ("contract",)  # a*b+c may become one fma, as with nvcc's default -fmad=true
+
+# math op -> LLVM intrinsic (no libdevice needed) or libdevice base name
+_INTRINSIC = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
+              "trunc": "llvm.trunc", "fabs": "llvm.fabs", "copysign": "llvm.copysign"}
+_LIBDEVICE = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+              "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
+              "erfc", "cbrt", "pow", "atan2", "hypot", "fmod")
+
+
+def _d(op, i=0):
+    return op.operands[i].type.dtype
+
+
+def _zero(v):
+    return ir.Constant(v.type, 0)
+
+
+def _bitwise(name):
+    def rule(low, op):
+        a, b = (low.v(v) for v in op.operands)
+        low.set(op, getattr(low.b, name)(a, b))
+    return rule
+
+
+def _safe_divisor(b, a_, b_, signed):
+    """Divisor with 0 (and -1 for signed, to dodge INT_MIN / -1) replaced by 1."""
+    zero = b.icmp_unsigned("==", b_, _zero(b_))
+    bad = zero
+    if signed:
+        bad = b.or_(zero, b.icmp_signed("==", b_, ir.Constant(b_.type, -1)))
+    return zero, b.select(bad, ir.Constant(b_.type, 1), b_)
+
+
+def _int_div(signed, want_mod):
+    def run(b, x, y):
+        zero, safe = _safe_divisor(b, x, y, signed)
+        if not signed:
+            r = (b.urem if want_mod else b.udiv)(x, safe)
+            return b.select(zero, _zero(x), r)
+        q, r = b.sdiv(x, safe), b.srem(x, safe)
+        minus_one = b.icmp_signed("==", y, ir.Constant(y.type, -1))
+        # floor: when the remainder is non-zero and its sign differs from the divisor's
+        adjust = b.and_(b.icmp_signed("!=", r, _zero(r)),
+                        b.icmp_signed("!=", b.icmp_signed("<", r, _zero(r)),
+                                      b.icmp_signed("<", y, _zero(y))))
+        if want_mod:
+            out = b.select(adjust, b.add(r, y), r)
+            out = b.select(minus_one, _zero(x), out)
+        else:
+            out = b.select(adjust, b.sub(q, ir.Constant(q.type, 1)), q)
+            out = b.select(minus_one, b.neg(x), out)
+        return b.select(zero, _zero(x), out)
+    return run
+
+
+def _floordiv(low, op):
+    a, b_ = (low.v(v) for v in op.operands)
+    d = _d(op)
+    if d.is_float:
+        low.set(op, _call_float(low, "llvm.floor", [low.b.fdiv(a, b_)], d))
+    else:
+        low.set(op, _int_div(d.is_signed, False)(low.b, a, b_))
+
+
+def _mod(low, op):
+    a, b_ = (low.v(v) for v in op.operands)
+    d = _d(op)
+    if not d.is_float:
+        low.set(op, _int_div(d.is_signed, True)(low.b, a, b_))
+        return
+    b = low.b
+    r = b.frem(a, b_)
+    zero = ir.Constant(r.type, 0.0)
+    adjust = b.and_(b.fcmp_ordered("!=", r, zero),
+                    b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", b_, zero)))
+    low.set(op, b.select(adjust, b.fadd(r, b_), r))
+
+
+def _minmax(is_min):
+    def rule(low, op):
+        a, b_ = (low.v(v) for v in op.operands)
+        d = _d(op)
+        if d.is_float:
+            name = "llvm.minnum" if is_min else "llvm.maxnum"
+            low.set(op, _call_float(low, name, [a, b_], d, keep_type=True))
+            return
+        cmp = (low.b.icmp_signed if d.is_signed else low.b.icmp_unsigned)("<" if is_min else ">",
+                                                                           a, b_)
+        low.set(op, low.b.select(cmp, a, b_))
+    return rule
+
+
+def _shift(left):
+    def rule(low, op):
+        a, n = (low.v(v) for v in op.operands)
+        d, b = _d(op), low.b
+        big = b.icmp_unsigned(">=", n, ir.Constant(n.type, d.bits))
+        if left or not d.is_signed:
+            shifted = (b.shl if left else b.lshr)(a, b.select(big, _zero(n), n))
+            low.set(op, b.select(big, _zero(a), shifted))
+        else:  # arithmetic shift by >= width fills with the sign
+            low.set(op, b.ashr(a, b.select(big, ir.Constant(n.type, d.bits - 1), n)))
+    return rule
+
+
+def _neg(low, op):
+    a = low.v(op.operands[0])
+    low.set(op, low.b.fneg(a) if _d(op).is_float else low.b.neg(a))
+
+
+def _not(low, op):
+    low.set(op, low.b.not_(low.v(op.operands[0])))
+
+
+def _abs(low, op):
+    a, d = low.v(op.operands[0]), _d(op)
+    if d.is_float:
+        low.set(op, _call_float(low, "llvm.fabs", [a], d, keep_type=True))
+    elif d.is_signed:
+        low.set(op, low.b.select(low.b.icmp_signed("<", a, _zero(a)), low.b.neg(a), a))
+    else:
+        low.set(op, a)
+
+
+def _cmp(low, op):
+    a, b_ = (low.v(v) for v in op.operands)
+    pred, d = _PRED[op.attrs["pred"]], _d(op)
+    if d.is_float:  # != is unordered so that nan != nan, as in Python
+        fn = low.b.fcmp_unordered if pred == "!=" else low.b.fcmp_ordered
+    else:
+        fn = low.b.icmp_signed if d.is_signed else low.b.icmp_unsigned
+    low.set(op, fn(pred, a, b_))
+
+
+def _cast(low, op):
+    a = low.v(op.operands[0])
+    src, dst = _d(op), op.result.type.dtype
+    b, to = low.b, llvm_type(dst)
+    if dst.is_bool:
+        low.set(op, b.fcmp_unordered("!=", a, ir.Constant(a.type, 0.0)) if src.is_float
+                else b.icmp_unsigned("!=", a, _zero(a)))
+    elif src.is_float and dst.is_float:
+        if dst.bits > src.bits:
+            low.set(op, b.fpext(a, to))
+        elif dst.bits < src.bits:
+            low.set(op, b.fptrunc(a, to))
+        else:  # f16 <-> bf16 through f32, which holds both exactly
+            low.set(op, b.fptrunc(b.fpext(a, F32), to))
+    elif src.is_float:
+        name = "llvm.fptosi.sat" if dst.is_signed else "llvm.fptoui.sat"
+        fn = intrinsic(b.module, f"{name}.{to}.{_fname(a.type)}", to, [a.type])
+        low.set(op, b.call(fn, [a]))
+    elif dst.is_float:
+        low.set(op, (b.sitofp if src.is_signed else b.uitofp)(a, to))
+    elif dst.bits == src.bits:
+        low.set(op, a)
+    elif dst.bits < src.bits:
+        low.set(op, b.trunc(a, to))
+    else:
+        low.set(op, (b.sext if src.is_signed else b.zext)(a, to))
+
+
+def _fname(t: ir.Type) -> str:
+    return {"half": "f16", "float": "f32", "double": "f64", "bfloat": "bf16"}.get(str(t), str(t))
+
+
+def _select(low, op):
+    c, a, b_ = (low.v(v) for v in op.operands)
+    low.set(op, low.b.select(c, a, b_))
+
+
+def _constant(low, op):
+    low.set(op, ir.Constant(llvm_type(op.result.type.dtype), op.attrs["value"]))
+
+
+def _call_float(low, name, args, d, keep_type=False):
+    """Call a float intrinsic; f16/bf16 go through f32 unless the intrinsic takes them."""
+    b = low.b
+    if d.bits == 16 and not keep_type:
+        args = [b.fpext(a, F32) for a in args]
+    t = args[0].type
+    fn = intrinsic(b.module, f"{name}.{_fname(t)}", t, [t] * len(args))
+    out = b.call(fn, args)
+    return b.fptrunc(out, llvm_type(d)) if out.type != llvm_type(d) else out
+
+
+def _libdevice(name):
+    def rule(low, op):
+        d, b = _d(op), low.b
+        args = [low.v(v) for v in op.operands]
+        if d.bits == 16:
+            args = [b.fpext(a, F32) for a in args]
+        t = args[0].type
+        symbol = f"__nv_{name}{'' if str(t) == 'double' else 'f'}"
+        fn = intrinsic(b.module, symbol, t, [t] * len(args))
+        low.uses_libdevice = True
+        out = b.call(fn, args)
+        low.set(op, b.fptrunc(out, llvm_type(d)) if d.bits == 16 else out)
+    return rule
+
+
+def _intrinsic(name):
+    def rule(low, op):
+        args = [low.v(v) for v in op.operands]
+        low.set(op, _call_float(low, name, args, _d(op)))
+    return rule
+
+
+def _predicate(kind):
+    def rule(low, op):
+        a, d, b = low.v(op.operands[0]), _d(op), low.b
+        if kind == "isnan":
+            low.set(op, b.fcmp_unordered("uno", a, a))
+            return
+        mag = _call_float(low, "llvm.fabs", [a], d, keep_type=True)
+        inf = ir.Constant(a.type, float("inf"))
+        low.set(op, b.fcmp_ordered("==" if kind == "isinf" else "<", mag, inf))
+    return rule
+
+
+def _arith(int_name, float_name):
+    def rule(low, op):
+        a, b_ = (low.v(v) for v in op.operands)
+        if _d(op).is_float:
+            low.set(op, getattr(low.b, float_name)(a, b_, flags=_FMA))
+        else:
+            low.set(op, getattr(low.b, int_name)(a, b_))
+    return rule
+
+
+def _fdiv(low, op):
+    a, b_ = (low.v(v) for v in op.operands)
+    low.set(op, low.b.fdiv(a, b_))
+
+
+RULES = {
+    "arith.constant": _constant,
+    "arith.add": _arith("add", "fadd"),
+    "arith.sub": _arith("sub", "fsub"),
+    "arith.mul": _arith("mul", "fmul"),
+    "arith.div": _fdiv,
+    "arith.floordiv": _floordiv,
+    "arith.mod": _mod,
+    "arith.min": _minmax(True),
+    "arith.max": _minmax(False),
+    "arith.and": _bitwise("and_"),
+    "arith.or": _bitwise("or_"),
+    "arith.xor": _bitwise("xor"),
+    "arith.shl": _shift(True),
+    "arith.shr": _shift(False),
+    "arith.neg": _neg,
+    "arith.not": _not,
+    "arith.abs": _abs,
+    "arith.cmp": _cmp,
+    "arith.cast": _cast,
+    "arith.select": _select,
+    **{f"math.{n}": _intrinsic(i) for n, i in _INTRINSIC.items()},
+    **{f"math.{n}": _libdevice(n) for n in _LIBDEVICE},
+    **{f"math.{n}": _predicate(n) for n in ("isnan", "isinf", "isfinite")},
+}

@@ -1,0 +1,90 @@
+"""NVPTX specifics: types of dtypes, special registers, LLVM intrinsics and libdevice.
+
+libdevice (``libdevice.10.bc``, NVIDIA's math library as LLVM bitcode) is found with
+cuda.pathfinder (the ``nvidia-nvvm`` wheel, or a CUDA toolkit), parsed by llvmlite and linked
+into a kernel module only when the kernel calls one of its functions.
+"""
+from __future__ import annotations
+
+import functools
+import struct
+
+from llvmlite import ir
+
+from fearless.dtypes import DType, Kind
+from fearless.errors import BackendError
+
+GLOBAL = 1  # NVPTX address space of global memory
+
+
+class BFloatType(ir.Type):
+    """LLVM's ``bfloat``, which llvmlite.ir lacks; constants print as ``0xR`` + 4 hex digits."""
+
+    null = "0xR0000"
+    intrinsic_name = "bf16"
+
+    def _to_string(self):
+        return "bfloat"
+
+    def __eq__(self, other):
+        return isinstance(other, BFloatType)
+
+    def __hash__(self):
+        return hash(BFloatType)
+
+    def format_constant(self, value):
+        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+        if value != value:  # NaN: a quiet NaN
+            return "0xR7FC0"
+        return f"0xR{(bits + 0x7FFF + ((bits >> 16) & 1)) >> 16:04X}"
+
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F32 = ir.FloatType()
+GPTR = ir.PointerType(addrspace=GLOBAL)
+
+
+def llvm_type(d: DType) -> ir.Type:
+    """Register type of a dtype (bool is i1 in registers, i8 in memory)."""
+    if d.kind is Kind.BOOL:
+        return I1
+    if d.is_int:
+        return ir.IntType(d.bits)
+    return {16: BFloatType() if d.name == "bf16" else ir.HalfType(), 32: F32,
+            64: ir.DoubleType()}[d.bits]
+
+
+def memory_type(d: DType) -> ir.Type:
+    return I8 if d.kind is Kind.BOOL else llvm_type(d)
+
+
+def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret, args), name)
+    return fn
+
+
+def special_register(builder: ir.IRBuilder, reg: str, axis: str) -> ir.Value:
+    """``%tid.x`` and friends, zero-extended to i64 (reg: tid, ctaid, ntid, nctaid)."""
+    fn = intrinsic(builder.module, f"llvm.nvvm.read.ptx.sreg.{reg}.{axis}", I32, [])
+    return builder.zext(builder.call(fn, []), I64)
+
+
+@functools.lru_cache(maxsize=1)
+def libdevice_path() -> str:
+    try:
+        from cuda.pathfinder import find_bitcode_lib
+        return find_bitcode_lib("device")
+    except Exception as exc:  # not installed: math functions cannot be compiled
+        raise BackendError(f"libdevice.10.bc was not found ({exc})",
+                           help="pip install nvidia-nvvm (it ships libdevice)") from None
+
+
+@functools.lru_cache(maxsize=1)
+def libdevice_bitcode() -> bytes:
+    with open(libdevice_path(), "rb") as f:
+        return f.read()

@@ -1,0 +1,102 @@
+"""The error hierarchy every user-facing failure of fearless belongs to.
+
+    FearlessError
+    +-- CompileError            the kernel cannot be compiled (bad syntax, types, unsupported feature)
+    |   +-- SafetyError         the kernel could race or write where it must not
+    +-- LaunchError             a launch was refused before anything ran on the GPU
+    |   +-- ContractError       launch configuration does not fit the kernel or the device
+    |   +-- AliasError          a writable argument overlaps another argument
+    +-- KernelBoundsError       a read went out of bounds on the device (raised at synchronisation)
+    +-- BackendError            the GPU, driver or toolchain is missing or failed
+    +-- InternalError           a bug in fearless; keeps its traceback
+
+Messages read like a compiler's: ``kernel 'k', parameter 'p': what went wrong``, then the source
+location with a caret under the expression, then a ``help:`` line. Argument count, dtype and rank
+mismatches at launch are ``ArgumentTypeError``, a subclass of both ``LaunchError`` and the built-in
+``TypeError``, so ``except TypeError`` keeps working.
+"""
+from __future__ import annotations
+
+from fearless.frontend.spans import Span
+
+
+class FearlessError(Exception):
+    """Base of all fearless errors.
+
+    Attributes: ``kernel`` (name or None), ``param`` (parameter name or None), ``span`` (a Span
+    into the user's source or None), ``help`` (one line of advice or None), ``reason`` (the bare
+    message without location).
+    """
+
+    def __init__(self, reason: str, *, kernel: str | None = None, param: str | None = None,
+                 span: Span | None = None, help: str | None = None):
+        self.reason = reason
+        self.kernel = kernel
+        self.param = param
+        self.span = span
+        self.help = help
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        head = []
+        if self.kernel:
+            head.append(f"kernel '{self.kernel}'")
+        if self.param:
+            head.append(f"parameter '{self.param}'")
+        text = (", ".join(head) + ": " if head else "") + self.reason
+        if self.span is not None:
+            text += "\n" + self.span.render()
+        if self.help:
+            text += f"\nhelp: {self.help}"
+        return text
+
+    def with_kernel(self, kernel: str) -> "FearlessError":
+        """Return this error with the kernel name filled in (used as errors cross layers)."""
+        if self.kernel is None:
+            self.kernel = kernel
+            self.args = (self.render(),)
+        return self
+
+
+class CompileError(FearlessError):
+    """The kernel cannot be compiled: unsupported syntax, a type error, an unknown name."""
+
+
+class SafetyError(CompileError):
+    """The kernel could race or write outside its own element; refused at compile time."""
+
+
+class LaunchError(FearlessError):
+    """A launch was refused before anything touched the GPU."""
+
+
+class ContractError(LaunchError):
+    """The launch configuration does not fit the kernel, its contract or the device limits."""
+
+
+class AliasError(LaunchError):
+    """A writable argument overlaps another argument (or itself, through a broadcast view)."""
+
+
+class ArgumentTypeError(LaunchError, TypeError):
+    """Wrong argument count, dtype, rank or device for a kernel parameter."""
+
+
+class KernelBoundsError(FearlessError):
+    """A read inside a kernel was out of bounds; recorded on the device, raised at the next sync.
+
+    Attributes besides FearlessError's: ``index`` (the offending index), ``length`` (the extent
+    of that axis), ``axis``.
+    """
+
+    def __init__(self, reason: str, *, index: int, length: int, axis: int, **kw):
+        self.index, self.length, self.axis = index, length, axis
+        super().__init__(reason, **kw)
+
+
+class BackendError(FearlessError):
+    """The GPU, driver or compilation toolchain is missing, too old or failed."""
+
+
+class InternalError(FearlessError):
+    """A bug in fearless itself. Raised ``from`` the original exception so its traceback stays."""

@@ -1,0 +1,593 @@
+"""AST -> IR: one ``visit_*`` per supported Python node; anything else is a CompileError.
+
+Variables: a name bound once to a compile-time value (a constant, an array parameter, a module,
+a function) is kept as that value. Other locals live in typed slots (``local.*`` ops). A slot's
+type is the join (``infer.join``) of every type assigned to the name over the whole function,
+found by regenerating the function until the types stop changing, so ``acc = 0`` followed by
+``acc += x[i]`` (f32) makes ``acc`` an f32. Device functions (``@fearless.func``) are inlined at
+each call, with their own slots.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from fearless.errors import CompileError
+from fearless.frontend import intrinsics
+from fearless.frontend.capture import MISSING, Captured
+from fearless.frontend.emit import Emitter, describe
+from fearless.frontend.infer import (WEAK_FLOAT, Const, Static, TupleValue, TypingError, join,
+                                     weak_marker)
+from fearless.ir import types as T
+from fearless.ir.core import Builder, Function, Param, Region, Value
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
+           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and",
+           ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
+_CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
+           ast.GtE: "ge"}
+_MAX_PASSES = 16
+
+
+@dataclass
+class Slot:
+    key: str
+
+
+@dataclass
+class TupleSlot:
+    items: list
+
+
+@dataclass
+class Bound:
+    value: object
+
+
+@dataclass
+class GenContext:
+    """State shared by the kernel and every function inlined into it, for one generation pass."""
+
+    kernel: str
+    var_types: dict
+    builder: Builder
+    entry: list = field(default_factory=list)            # local.alloc ops, hoisted to entry
+    slots: dict = field(default_factory=dict)            # key -> ref Value
+    observed: dict = field(default_factory=dict)         # key -> [(type or weak marker, span)]
+    declared: dict = field(default_factory=dict)         # key -> type from `x: f32 = ...`
+    inline_count: int = 0
+    call_stack: list = field(default_factory=list)
+
+    def slot(self, key: str, first) -> Value:
+        ref = self.slots.get(key)
+        if ref is None:
+            elem = self.declared.get(key) or self.var_types.get(key) or join([first])
+            op_region = Region()
+            with self.builder.at(op_region):
+                ref = self.builder.create("local.alloc", [], [T.LocalRef(elem)]).result
+            self.entry.extend(op_region.ops)
+            self.slots[key] = ref
+        return ref
+
+    def unified(self) -> dict:
+        out = dict(self.var_types)
+        for key, seen in self.observed.items():
+            if key in self.declared:
+                out[key] = self.declared[key]
+                continue
+            prior = [out[key]] if key in out else []
+            try:
+                out[key] = join(prior + [t for t, _ in seen])
+            except TypingError as exc:
+                raise CompileError(f"variable '{key.split('.')[-1]}' {exc}", kernel=self.kernel,
+                                   span=seen[-1][1]) from None
+        return out
+
+
+def _type_or_marker(fv):
+    if isinstance(fv, Const):
+        return weak_marker(fv) if fv.weak else T.Scalar(fv.dtype)
+    return fv.type
+
+
+def _shape(binding):
+    if isinstance(binding, TupleSlot):
+        return tuple(_shape(b) for b in binding.items)
+    return None
+
+
+def _is_static(fv) -> bool:
+    if isinstance(fv, TupleValue):
+        return all(_is_static(x) for x in fv.items)
+    return isinstance(fv, (Const, Static)) or (isinstance(fv, Value)
+                                                and isinstance(fv.type, T.Array))
+
+
+class FunctionGen(ast.NodeVisitor):
+    """Generates IR for one function body (the kernel, or one inlined call of a device function)."""
+
+    def __init__(self, ctx: GenContext, cap: Captured, prefix: str = "", ret_key: str | None = None):
+        self.ctx, self.cap, self.prefix, self.ret_key = ctx, cap, prefix, ret_key
+        self.b = ctx.builder
+        self.emit = Emitter(self.b)
+        self.env: dict[str, object] = {}
+        self.loop_depth = 0
+        self.returned = None  # the binding of the return slot(s), once a return has a value
+
+    # diagnostics ----------------------------------------------------------------------------
+
+    def error(self, node, message, help=None, cls=CompileError):
+        return cls(message, kernel=self.ctx.kernel, span=self.cap.span(node), help=help)
+
+    def visit(self, node):
+        saved = self.b.span
+        self.b.span = self.cap.span(node)
+        try:
+            return super().visit(node)
+        except TypingError as exc:
+            raise self.error(node, str(exc), exc.help) from None
+        finally:
+            self.b.span = saved
+
+    def generic_visit(self, node):
+        raise self.error(node, f"{type(node).__name__} is not supported in kernels",
+                         help="kernels support numbers, arrays, if/for/while, calls of "
+                              "@fearless.func functions and the math module")
+
+    # statements -----------------------------------------------------------------------------
+
+    def body(self, stmts) -> bool:
+        """Visit statements in order; stop after one that leaves the region. True if one did."""
+        for stmt in stmts:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) \
+                    and isinstance(stmt.value.value, str):
+                continue  # a docstring
+            if self.visit(stmt):
+                return True
+        return False
+
+    def visit_Pass(self, node):
+        return False
+
+    def visit_Expr(self, node):
+        self.visit(node.value)
+        return False
+
+    def visit_Assign(self, node):
+        value = self.visit(node.value)
+        for target in node.targets:
+            self.assign(target, value, node)
+        return False
+
+    def visit_AnnAssign(self, node):
+        if not isinstance(node.target, ast.Name) or node.value is None:
+            raise self.error(node, "annotated assignments need a plain name and a value")
+        ann = self.visit(node.annotation)
+        dtype = intrinsics.as_dtype(ann)
+        if dtype is None:
+            raise self.error(node.annotation, f"{describe(ann)} is not a dtype")
+        self.ctx.declared[self.prefix + node.target.id] = T.Scalar(dtype)
+        self.assign_slot(node.target.id, self.visit(node.value), node)
+        return False
+
+    def visit_AugAssign(self, node):
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise self.error(node, f"operator {type(node.op).__name__} is not supported")
+        target = node.target
+        if isinstance(target, ast.Subscript):
+            array = self.visit(target.value)
+            indices = self.visit_indices(target.slice)
+            current = self.load(array, indices, target)
+            self.store(array, indices, self.emit.binary(op, current, self.visit(node.value)),
+                       target)
+            return False
+        if not isinstance(target, ast.Name):
+            raise self.error(target, "augmented assignment needs a name or an array element")
+        self.assign(target, self.emit.binary(op, self.read_name(target), self.visit(node.value)),
+                    node)
+        return False
+
+    def visit_If(self, node):
+        cond = self.emit.truth(self.visit(node.test))
+        if isinstance(cond, Const):  # decided at compile time: only one branch exists
+            return self.body(node.body if cond.value else node.orelse)
+        then, other = Region(), Region()
+        self.b.create("scf.if", [cond], [], regions=[then, other])
+        with self.b.at(then):
+            left = self.body(node.body)
+        with self.b.at(other):
+            right = self.body(node.orelse)
+        return left and right  # both branches left: the statements after are unreachable
+
+    def visit_For(self, node):
+        if node.orelse:
+            raise self.error(node, "for ... else is not supported")
+        it = node.iter
+        if not (isinstance(it, ast.Call) and self.is_static(it.func, range)):
+            raise self.error(it, "kernels loop only over range(...)")
+        if it.keywords or not 1 <= len(it.args) <= 3:
+            raise self.error(it, "range() takes 1 to 3 positional arguments")
+        args = [self.visit(a) for a in it.args]
+        for a, n in zip(args, it.args):
+            d = self.emit.dtype_of(a)
+            if d == WEAK_FLOAT or (not isinstance(d, str) and not (d.is_int or d.is_bool)):
+                raise self.error(n, "range() needs integers")
+        if len(args) == 1:
+            start, stop, step = Const(0), args[0], Const(1)
+        elif len(args) == 2:
+            start, stop, step = args[0], args[1], Const(1)
+        else:
+            start, stop, step = args
+        sign = 0
+        if isinstance(step, Const):
+            if step.value == 0:
+                raise self.error(it.args[2], "range() step must not be zero")
+            sign = 1 if step.value > 0 else -1
+        bounds = [self.emit.scalar(v, T.INDEX.dtype) for v in (start, stop, step)]
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "the loop variable must be a plain name")
+        body = Region([Value(T.INDEX, node.target.id)])
+        self.b.create("scf.for", bounds, [], {"step_sign": sign}, [body])
+        with self.b.at(body):
+            self.assign_slot(node.target.id, body.args[0], node.target)
+            self.loop(node.body)
+        return False
+
+    def visit_While(self, node):
+        if node.orelse:
+            raise self.error(node, "while ... else is not supported")
+        cond, body = Region(), Region()
+        self.b.create("scf.while", [], [], regions=[cond, body])
+        with self.b.at(cond):
+            test = self.emit.truth(self.visit(node.test))
+            if isinstance(test, Const):
+                test = self.emit.constant(test.value, T.BOOL.dtype)
+            self.b.create("scf.condition", [test], [])
+        with self.b.at(body):
+            self.loop(node.body)
+        return False
+
+    def loop(self, stmts):
+        self.loop_depth += 1
+        try:
+            self.body(stmts)
+        finally:
+            self.loop_depth -= 1
+
+    def visit_Break(self, node):
+        self.b.create("cf.break", [], [])
+        return True
+
+    def visit_Continue(self, node):
+        self.b.create("cf.continue", [], [])
+        return True
+
+    def visit_Return(self, node):
+        if self.ret_key is None:  # the kernel itself
+            if node.value is not None and not (isinstance(node.value, ast.Constant)
+                                               and node.value.value is None):
+                raise self.error(node.value, "a kernel returns nothing",
+                                 help="write results into a fl.DisjointSlice parameter")
+        elif node.value is not None:
+            binding = self.bind(self.ret_key, self.visit(node.value), node, is_return=True)
+            if self.returned is not None and _shape(binding) != _shape(self.returned):
+                raise self.error(node, "this return gives a value of another shape than an "
+                                       "earlier return")
+            self.returned = binding
+        self.b.create("cf.return", [], [])
+        return True
+
+    # assignment -----------------------------------------------------------------------------
+
+    def assign(self, target, value, node):
+        if isinstance(target, ast.Name):
+            self.assign_name(target.id, value, node)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, TupleValue) or len(value.items) != len(target.elts):
+                raise self.error(node, f"cannot unpack {describe(value)} into "
+                                       f"{len(target.elts)} names")
+            for t, v in zip(target.elts, value.items):
+                self.assign(t, v, node)
+        elif isinstance(target, ast.Subscript):
+            array = self.visit(target.value)
+            self.store(array, self.visit_indices(target.slice), value, target)
+        else:
+            raise self.error(target, f"cannot assign to {type(target).__name__}")
+
+    def assign_name(self, name: str, value, node):
+        if _is_static(value) and self.cap.assign_counts[name] == 1:
+            self.env[name] = Bound(value)
+            return
+        if _is_static(value) and not isinstance(value, (Const, TupleValue)):
+            raise self.error(node, f"'{name}' refers to {describe(value)} and is assigned more "
+                                   f"than once", help="give each array or function its own name")
+        self.assign_slot(name, value, node)
+
+    def assign_slot(self, name: str, value, node):
+        self.env[name] = self.bind(self.prefix + name, value, node)
+
+    def bind(self, key: str, value, node, is_return=False):
+        """Store ``value`` into the slot(s) named ``key``; return the env binding."""
+        span = self.cap.span(node)
+        if isinstance(value, TupleValue):
+            return TupleSlot([self.bind(f"{key}[{i}]", v, node, is_return)
+                              for i, v in enumerate(value.items)])
+        if not isinstance(value, (Const, Value)) or (isinstance(value, Value)
+                                                     and isinstance(value.type, T.Array)):
+            raise self.error(node, f"cannot {'return' if is_return else 'store'} "
+                                   f"{describe(value)} in a variable here",
+                             help="bind arrays and functions once, at one place")
+        observed = _type_or_marker(value)
+        self.ctx.observed.setdefault(key, []).append((observed, span))
+        ref = self.ctx.slot(key, observed)
+        name = key.rsplit(".", 1)[-1]
+        stored = self.emit.implicit(value, ref.type.elem, f"variable '{name}'")
+        self.b.create("local.store", [ref, stored], [])
+        return Slot(key)
+
+    def read_binding(self, binding):
+        if isinstance(binding, Bound):
+            return binding.value
+        if isinstance(binding, TupleSlot):
+            return TupleValue(tuple(self.read_binding(b) for b in binding.items))
+        ref = self.ctx.slots[binding.key]
+        return self.b.create("local.load", [ref], [ref.type.elem]).result
+
+    # expressions ----------------------------------------------------------------------------
+
+    def visit_Constant(self, node):
+        v = node.value
+        if v is None:
+            return Static(None)
+        if isinstance(v, (bool, int, float)):
+            return Const(v)
+        raise self.error(node, f"{type(v).__name__} constants are not supported in kernels")
+
+    def visit_Name(self, node):
+        return self.read_name(node)
+
+    def read_name(self, node):
+        binding = self.env.get(node.id)
+        if binding is not None:
+            return self.read_binding(binding)
+        if node.id in self.cap.assign_counts:
+            raise self.error(node, f"'{node.id}' is read before it is assigned",
+                             help="assign it before this line (before the loop, for a value "
+                                  "carried between iterations)")
+        value = self.cap.resolve(node.id)
+        if value is MISSING:
+            raise self.error(node, f"name '{node.id}' is not defined")
+        return self.from_python(value, node)
+
+    def from_python(self, value, node):
+        try:
+            return intrinsics.from_python(value)
+        except TypingError as exc:
+            raise self.error(node, str(exc), exc.help) from None
+
+    def is_static(self, node, obj) -> bool:
+        try:
+            v = self.visit(node)
+        except CompileError:
+            return False
+        return isinstance(v, Static) and v.obj is obj
+
+    def visit_Attribute(self, node):
+        value = self.visit(node.value)
+        return intrinsics.attribute(self, value, node.attr, node)
+
+    def visit_Tuple(self, node):
+        return TupleValue(tuple(self.visit(e) for e in node.elts))
+
+    def visit_BinOp(self, node):
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise self.error(node, f"operator {type(node.op).__name__} is not supported")
+        return self.emit.binary(op, self.visit(node.left), self.visit(node.right))
+
+    def visit_UnaryOp(self, node):
+        operand = self.visit(node.operand)
+        if isinstance(node.op, ast.UAdd):
+            self.emit.dtype_of(operand)
+            return operand
+        if isinstance(node.op, ast.Not):
+            truth = self.emit.truth(operand)
+            return Const(not truth.value) if isinstance(truth, Const) else \
+                self.emit.unary("not", truth)
+        return self.emit.unary("neg" if isinstance(node.op, ast.USub) else "not", operand)
+
+    def visit_Compare(self, node):
+        result, left = None, self.visit(node.left)
+        for op, comp in zip(node.ops, node.comparators):
+            pred = _CMPOPS.get(type(op))
+            if pred is None:
+                raise self.error(node, f"comparison {type(op).__name__} is not supported")
+            right = self.visit(comp)
+            cmp = self.emit.compare(pred, left, right)
+            result = cmp if result is None else self.emit.binary("and", result, cmp)
+            left = right
+        return result
+
+    def visit_BoolOp(self, node):
+        # Short-circuit: `i < n and x[i] > 0` must not read x[i] when i >= n.
+        is_and = isinstance(node.op, ast.And)
+        first = self.emit.truth(self.visit(node.values[0]))
+        if isinstance(first, Const):
+            if first.value != is_and:
+                return first
+            rest = node.values[1:]
+            if len(rest) == 1:
+                return self.emit.truth(self.visit(rest[0]))
+            return self.visit(ast.copy_location(ast.BoolOp(node.op, rest), node))
+        key = f"{self.prefix}<bool@{node.lineno}:{node.col_offset}>"
+        ref = self.ctx.slot(key, T.BOOL)
+        self.b.create("local.store", [ref, first], [])
+        for value in node.values[1:]:
+            current = self.b.create("local.load", [ref], [T.BOOL]).result
+            if not is_and:
+                current = self.emit.unary("not", current)
+            then = Region()
+            self.b.create("scf.if", [current], [], regions=[then, Region()])
+            with self.b.at(then):
+                nxt = self.emit.truth(self.visit(value))
+                if isinstance(nxt, Const):
+                    nxt = self.emit.constant(nxt.value, T.BOOL.dtype)
+                self.b.create("local.store", [ref, nxt], [])
+        return self.b.create("local.load", [ref], [T.BOOL]).result
+
+    def visit_IfExp(self, node):
+        cond = self.emit.truth(self.visit(node.test))
+        if isinstance(cond, Const):
+            return self.visit(node.body if cond.value else node.orelse)
+        then, other = Region(), Region()
+        self.b.create("scf.if", [cond], [], regions=[then, other])
+        with self.b.at(then):
+            a = self.visit(node.body)
+        with self.b.at(other):
+            c = self.visit(node.orelse)
+        key = f"{self.prefix}<ifexp@{node.lineno}:{node.col_offset}>"
+        ta, tc = _type_or_marker(a), _type_or_marker(c)
+        ref = self.ctx.slot(key, join([ta, tc]))
+        for region, v in ((then, a), (other, c)):
+            with self.b.at(region):
+                stored = self.emit.implicit(v, ref.type.elem, "the conditional expression")
+                self.b.create("local.store", [ref, stored], [])
+        return self.b.create("local.load", [ref], [ref.type.elem]).result
+
+    def visit_Call(self, node):
+        func = self.visit(node.func)
+        return intrinsics.call(self, func, node)
+
+    def visit_Subscript(self, node):
+        value = self.visit(node.value)
+        if isinstance(value, TupleValue):
+            index = self.visit(node.slice)
+            if not (isinstance(index, Const) and isinstance(index.value, int)):
+                raise self.error(node.slice, "tuples are indexed by constant integers")
+            try:
+                return value.items[index.value]
+            except IndexError:
+                raise self.error(node.slice, f"tuple index {index.value} out of range") from None
+        return self.load(value, self.visit_indices(node.slice), node)
+
+    # device functions -----------------------------------------------------------------------
+
+    def inline(self, func, args: list, node):
+        """Inline a call of the device function ``func`` with frontend values ``args``."""
+        cap = func.captured
+        if func in self.ctx.call_stack:
+            raise self.error(node, f"'{cap.name}' calls itself; recursion is not supported")
+        params = cap.params
+        if len(args) != len(params):
+            raise self.error(node, f"'{cap.name}' takes {len(params)} arguments, got {len(args)}")
+        self.ctx.inline_count += 1
+        prefix = f"{cap.name}#{self.ctx.inline_count}."
+        returns = [n for n in ast.walk(cap.tree) if isinstance(n, ast.Return)]
+        tail = cap.tree.body[-1] if cap.tree.body else None
+        simple = len(returns) == 1 and returns[0] is tail and tail.value is not None
+        callee = FunctionGen(self.ctx, cap, prefix, None if simple else prefix + "<return>")
+        self.ctx.call_stack.append(func)
+        try:
+            for name, arg, pnode in zip(params, args, cap.tree.args.args):
+                if cap.assign_counts[name] > 1:
+                    callee.assign_slot(name, arg, pnode)
+                else:
+                    callee.env[name] = Bound(arg)
+            if simple:  # one trailing `return expr`: no region, the value flows through
+                callee.body(cap.tree.body[:-1])
+                return callee.visit(tail.value)
+            region = Region()
+            self.b.create("scf.inline", [], [], {"name": cap.name}, [region])
+            with self.b.at(region):
+                callee.body(cap.tree.body)
+            if callee.returned is None:
+                return Static(None)
+            return callee.read_binding(callee.returned)
+        finally:
+            self.ctx.call_stack.pop()
+
+    # array access ---------------------------------------------------------------------------
+
+    def visit_indices(self, node) -> list:
+        if isinstance(node, ast.Slice):
+            raise self.error(node, "slices are not supported inside kernels",
+                             help="index one element at a time, or slice on the host")
+        value = self.visit(node)
+        items = list(value.items) if isinstance(value, TupleValue) else [value]
+        out = []
+        for item in items:
+            if isinstance(item, Const):
+                if not isinstance(item.value, int) or isinstance(item.value, bool):
+                    raise self.error(node, f"index {item.value!r} is not an integer")
+                if item.value < 0:
+                    raise self.error(node, "negative indices do not wrap around in kernels",
+                                     help="write len(x) - 1 instead of -1")
+            elif isinstance(item, Value) and isinstance(item.type, T.ThreadIndex):
+                pass
+            else:
+                d = self.emit.dtype_of(item)
+                if not d.is_int:
+                    raise self.error(node, f"array index must be an integer, not {d}")
+            out.append(item)
+        return out
+
+    def index_operands(self, array: Value, indices: list, node) -> list:
+        if len(indices) != array.type.ndim:
+            raise self.error(node, f"{array.type.ndim}-d array indexed with {len(indices)} "
+                                   f"indices")
+        keep_tid = array.type.access is T.Access.DISJOINT
+        return [i if keep_tid and isinstance(i, Value) and isinstance(i.type, T.ThreadIndex)
+                else self.emit.scalar(i, T.INDEX.dtype) for i in indices]
+
+    def array(self, value, node) -> Value:
+        if not (isinstance(value, Value) and isinstance(value.type, T.Array)):
+            raise self.error(node, f"{describe(value)} cannot be indexed")
+        return value
+
+    def load(self, array, indices, node):
+        array = self.array(array, node)
+        operands = self.index_operands(array, indices, node)
+        return self.b.create("mem.load", [array, *operands], [T.Scalar(array.type.dtype)],
+                             {"checked": False}).result
+
+    def store(self, array, indices, value, node):
+        array = self.array(array, node)
+        operands = self.index_operands(array, indices, node)
+        stored = self.emit.implicit(value, T.Scalar(array.type.dtype), "an array element")
+        self.b.create("mem.store", [array, *operands, stored], [])
+
+
+def generate(cap: Captured, params: list[tuple[str, T.Type]]) -> Function:
+    """The IR of kernel ``cap`` for parameter types ``params``. Raises CompileError."""
+    var_types: dict = {}
+    for _ in range(_MAX_PASSES):
+        ctx = GenContext(cap.name, var_types, Builder(Region()))
+        error, fn = None, None
+        try:
+            fn = _generate_once(ctx, cap, params)
+        except CompileError as exc:
+            error = exc
+        new_types = ctx.unified()
+        if new_types == var_types:
+            if error is not None:
+                raise error
+            return fn
+        var_types = new_types
+    raise CompileError("variable types did not settle", kernel=cap.name, span=cap.span(cap.tree))
+
+
+def _generate_once(ctx: GenContext, cap: Captured, params) -> Function:
+    gen = FunctionGen(ctx, cap)
+    ir_params = []
+    for (name, type_), node in zip(params, cap.tree.args.args):
+        value = Value(type_, name)
+        ir_params.append(Param(name, type_, value, cap.span(node)))
+        if cap.assign_counts[name] > 1:
+            gen.assign_slot(name, value, node)
+        else:
+            gen.env[name] = Bound(value)
+    gen.body(cap.tree.body)
+    body = ctx.builder.region
+    body.ops[:0] = ctx.entry
+    return Function(cap.name, ir_params, body, {})

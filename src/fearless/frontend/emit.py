@@ -1,0 +1,192 @@
+"""Typed emission helpers between the AST visitor and the IR Builder.
+
+Every expression the frontend evaluates becomes a *frontend value*: an IR ``Value`` (scalars,
+ThreadIndex proofs, array parameters), a ``Const`` (folded at compile time), a ``Static`` Python
+object or a ``TupleValue``. ``Emitter`` applies the typing rules of ``infer`` to such values and
+emits the IR ops, inserting casts where promotion asks for them.
+"""
+from __future__ import annotations
+
+from fearless import dtypes
+from fearless.dtypes import DType
+from fearless.frontend.infer import (Const, Static, TupleValue, TypingError, const_fits, fold,
+                                     implicit_conversion_error, promote, promote_weak, weak_marker)
+from fearless.ir import types as T
+from fearless.ir.core import Builder, Value
+
+_CMP = {"eq", "ne", "lt", "le", "gt", "ge"}
+_BITWISE = {"and", "or", "xor", "shl", "shr"}
+_MAX_UNROLLED_POWER = 16
+
+
+def describe(fv) -> str:
+    if isinstance(fv, Value):
+        return str(fv.type)
+    if isinstance(fv, Const):
+        return f"the constant {fv.value!r}"
+    if isinstance(fv, TupleValue):
+        return "a tuple"
+    return f"{type(fv.obj).__name__} {getattr(fv.obj, '__name__', '')}".strip()
+
+
+class Emitter:
+    """Emits typed scalar arithmetic into ``builder``; raises TypingError on a rule violation."""
+
+    def __init__(self, builder: Builder):
+        self.b = builder
+
+    # values ---------------------------------------------------------------------------------
+
+    def constant(self, value, dtype: DType) -> Value:
+        if dtype.is_bool:
+            value = bool(value)
+        elif dtype.is_int:
+            value = int(value)
+        else:
+            value = float(value)
+        return self.b.create("arith.constant", [], [T.Scalar(dtype)], {"value": value}).result
+
+    def dtype_of(self, fv):
+        """The DType of a scalar operand, or a weak marker for a weak Const."""
+        if isinstance(fv, Const):
+            return weak_marker(fv) if fv.weak else fv.dtype
+        if isinstance(fv, Value):
+            if isinstance(fv.type, T.ThreadIndex):
+                return dtypes.i64
+            if isinstance(fv.type, T.Scalar):
+                return fv.type.dtype
+        raise TypingError(f"expected a number, got {describe(fv)}")
+
+    def scalar(self, fv, dtype: DType | None = None) -> Value:
+        """``fv`` as an IR scalar Value, cast to ``dtype`` when given (an explicit cast)."""
+        if isinstance(fv, Const):
+            target = dtype or fv.dtype or dtypes.of_python_scalar(fv.value)
+            if target.is_bool and not isinstance(fv.value, bool):
+                return self.constant(fv.value != 0, target)
+            if target.is_int and isinstance(fv.value, float):
+                return self.constant(int(fv.value), target)
+            return self.constant(fv.value, target)
+        if isinstance(fv, Value) and isinstance(fv.type, T.ThreadIndex):
+            fv = self.b.create("simt.index_value", [fv], [T.INDEX]).result
+        if not (isinstance(fv, Value) and isinstance(fv.type, T.Scalar)):
+            raise TypingError(f"expected a number, got {describe(fv)}")
+        return fv if dtype is None else self.cast(fv, dtype)
+
+    def cast(self, v: Value, dtype: DType) -> Value:
+        if v.type.dtype is dtype:
+            return v
+        if dtype.is_bool:  # Python's bool(x): x != 0
+            zero = self.constant(0, v.type.dtype)
+            return self.b.create("arith.cmp", [v, zero], [T.BOOL], {"pred": "ne"}).result
+        return self.b.create("arith.cast", [v], [T.Scalar(dtype)]).result
+
+    def implicit(self, fv, target: T.Type, what: str) -> Value:
+        """``fv`` converted for assignment to ``what`` of type ``target`` (implicit rules)."""
+        if isinstance(target, T.ThreadIndex):
+            if isinstance(fv, Value) and fv.type == target:
+                return fv
+            raise TypingError(f"{what} holds a ThreadIndex; it cannot be given {describe(fv)}")
+        if isinstance(fv, Const):
+            why = const_fits(fv, target.dtype) if fv.weak else implicit_conversion_error(
+                fv.dtype, target.dtype)
+            if why:
+                raise TypingError(f"cannot assign {fv.value!r} to {what} ({target}): {why}")
+            return self.constant(fv.value, target.dtype)
+        v = self.scalar(fv)
+        why = implicit_conversion_error(v.type.dtype, target.dtype)
+        if why:
+            raise TypingError(f"cannot assign to {what} ({target}): {why}")
+        return self.cast(v, target.dtype)
+
+    def truth(self, fv):
+        """Python truthiness: a Const bool, or an IR bool Value."""
+        if isinstance(fv, Const):
+            return Const(bool(fv.value))
+        if isinstance(fv, Static) and fv.obj is None:
+            return Const(False)
+        v = self.scalar(fv)
+        return self.cast(v, dtypes.bool_)
+
+    # arithmetic -----------------------------------------------------------------------------
+
+    def common(self, a, b, op: str) -> DType:
+        """The operand type of a binary op on ``a`` and ``b`` (weak literals adapt)."""
+        ta, tb = self.dtype_of(a), self.dtype_of(b)
+        if isinstance(ta, str) and isinstance(tb, str):  # two weak constants that did not fold
+            ta = dtypes.of_python_scalar(a.value)
+        if isinstance(ta, str):
+            ta, tb = tb, ta
+        d = promote_weak(ta, tb) if isinstance(tb, str) else promote(ta, tb)
+        if op in _BITWISE and d.is_float:
+            raise TypingError(f"bitwise operator needs integers or bools, not {d}")
+        if op in ("shl", "shr") and d.is_bool:
+            d = dtypes.i64
+        if op in ("add", "sub", "mul", "floordiv", "mod", "min", "max") and d.is_bool:
+            d = dtypes.i64  # Python: True + True == 2
+        return d
+
+    def binary(self, op: str, a, b):
+        """``a <op> b`` for op in add/sub/mul/div/floordiv/mod/pow/min/max/and/or/xor/shl/shr."""
+        if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak:
+            folded = fold(op, a, b)
+            if folded is not None:
+                return folded
+        if op == "pow":
+            return self.power(a, b)
+        d = self.common(a, b, op)
+        if op == "div" and not d.is_float:
+            d = dtypes.f64
+        va, vb = self.scalar(a, d), self.scalar(b, d)
+        return self.b.create(f"arith.{op}", [va, vb], [T.Scalar(d)]).result
+
+    def power(self, a, b):
+        if isinstance(b, Const) and isinstance(b.value, int) and not isinstance(b.value, bool) \
+                and 0 <= b.value <= _MAX_UNROLLED_POWER:
+            d = self.common(a, b, "mul")
+            base = self.scalar(a, d)
+            result = self.constant(1, d)
+            for _ in range(b.value):  # x**n by repeated products: exact for integers
+                result = self.b.create("arith.mul", [result, base], [T.Scalar(d)]).result
+            return result
+        d = self.common(a, b, "pow")
+        if not d.is_float:
+            raise TypingError("an integer power needs a constant exponent between 0 and 16",
+                              help="convert the base to a float for a general power")
+        return self.math("pow", [a, b])
+
+    def compare(self, pred: str, a, b):
+        if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak:
+            return fold(pred, a, b)
+        d = self.common(a, b, "cmp")
+        va, vb = self.scalar(a, d), self.scalar(b, d)
+        return self.b.create("arith.cmp", [va, vb], [T.BOOL], {"pred": pred}).result
+
+    def unary(self, op: str, a):
+        if isinstance(a, Const) and a.weak:
+            value = {"neg": lambda x: -x, "abs": abs,
+                     "not": lambda x: not x if isinstance(x, bool) else ~x}[op](a.value)
+            return Const(value)
+        v = self.scalar(a)
+        if op in ("neg", "abs") and v.type.dtype.is_bool:
+            v = self.cast(v, dtypes.i64)
+        if op == "not" and v.type.dtype.is_float:
+            raise TypingError(f"~ needs an integer or bool, not {v.type.dtype}")
+        return self.b.create(f"arith.{op}", [v], [v.type]).result
+
+    def select(self, cond: Value, a, b):
+        d = self.common(a, b, "select")
+        va, vb = self.scalar(a, d), self.scalar(b, d)
+        return self.b.create("arith.select", [cond, va, vb], [T.Scalar(d)]).result
+
+    def math(self, fn: str, args: list):
+        """``math.<fn>`` on floats: integers go to f64, a weak literal takes the other's type."""
+        if len(args) == 2:
+            d = self.common(args[0], args[1], fn)
+        else:
+            d = self.dtype_of(args[0])
+            d = dtypes.f64 if isinstance(d, str) else d
+        if not d.is_float:
+            d = dtypes.f64
+        values = [self.scalar(a, d) for a in args]
+        result = T.BOOL if fn in ("isnan", "isinf", "isfinite") else T.Scalar(d)
+        return self.b.create(f"math.{fn}", values, [result]).result

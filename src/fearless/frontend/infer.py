@@ -1,0 +1,184 @@
+"""Typing rules of the kernel language: compile-time values, promotion, implicit conversion.
+
+Python number literals are *weak*: they take the type of the other operand (``x * 2.0`` stays
+f32 for an f32 ``x``), the rule of NumPy 2 (NEP 50) and JAX. Between typed operands:
+
+* bool with anything -> the other type
+* signed with signed, unsigned with unsigned -> the wider
+* signed (s bits) with unsigned (u bits) -> signed s if s > u, else signed 2u; with u64 it is a
+  CompileError (no exact common type; cast one side)
+* integer with float F -> F (like Triton and JAX, so f32 code stays f32 on the GPU)
+* float with float -> the wider; f16 with bf16 -> f32
+* a weak float with an integer type -> f64 (Python's float); weak alone: int -> i64, float -> f64
+
+``/`` is true division (integers go to f64 first); ``//`` and ``%`` follow Python's floor rules.
+Implicit conversions (assigning a variable, storing an array element) may change width and go
+from bool/int to float, but never float -> int or number -> bool: that needs an explicit cast.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+from fearless import dtypes
+from fearless.dtypes import DType, Kind
+from fearless.ir import types as T
+
+
+class TypingError(Exception):
+    """A typing rule failed; the frontend turns it into a CompileError with a span."""
+
+    def __init__(self, message: str, help: str | None = None):
+        super().__init__(message)
+        self.help = help
+
+
+@dataclass(frozen=True)
+class Const:
+    """A compile-time scalar. ``dtype`` None means a weak Python number."""
+
+    value: Any
+    dtype: DType | None = None
+
+    @property
+    def weak(self) -> bool:
+        return self.dtype is None
+
+    def python_kind(self) -> str:
+        if isinstance(self.value, bool):
+            return "bool"
+        return "int" if isinstance(self.value, int) else "float"
+
+
+@dataclass(frozen=True)
+class Static:
+    """A compile-time Python object: a module, a stub, a dtype, a device function, a builtin."""
+
+    obj: Any
+
+
+@dataclass(frozen=True)
+class TupleValue:
+    items: tuple
+
+
+# Weak type markers, used when unifying the types a variable is assigned over a function.
+WEAK_BOOL, WEAK_INT, WEAK_FLOAT = "weak bool", "weak int", "weak float"
+_WEAK_ORDER = {WEAK_BOOL: 0, WEAK_INT: 1, WEAK_FLOAT: 2}
+_DEFAULT = {WEAK_BOOL: dtypes.bool_, WEAK_INT: dtypes.i64, WEAK_FLOAT: dtypes.f64}
+_SIGNED = {8: dtypes.i8, 16: dtypes.i16, 32: dtypes.i32, 64: dtypes.i64}
+
+
+def weak_marker(c: Const) -> str:
+    return {"bool": WEAK_BOOL, "int": WEAK_INT, "float": WEAK_FLOAT}[c.python_kind()]
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The common type of two typed operands (see the module docstring). Raises TypingError."""
+    if a is b:
+        return a
+    if a.is_bool or b.is_bool:
+        return b if a.is_bool else a
+    if a.is_float or b.is_float:
+        if a.is_float and b.is_float:
+            if a.bits == b.bits:  # f16 with bf16
+                return dtypes.f32
+            return a if a.bits > b.bits else b
+        return a if a.is_float else b
+    if a.kind is b.kind:
+        return a if a.bits >= b.bits else b
+    s, u = (a, b) if a.kind is Kind.INT else (b, a)
+    if s.bits > u.bits:
+        return s
+    if u.bits < 64:
+        return _SIGNED[2 * u.bits]
+    raise TypingError(f"no integer type holds both {a} and {b}",
+                      help="cast one operand explicitly, for example fl.i64(x)")
+
+
+def promote_weak(strong: DType, marker: str) -> DType:
+    """The type of a typed operand combined with a weak literal of kind ``marker``."""
+    if marker == WEAK_FLOAT and not strong.is_float:
+        return dtypes.f64
+    if marker != WEAK_BOOL and strong.is_bool:
+        return _DEFAULT[marker]
+    return strong
+
+
+def join(types) -> T.Type:
+    """The one type a variable gets from all the types assigned to it over the function.
+
+    Members are IR types or weak markers. ThreadIndex values joined with anything else become
+    i64 (the variable then holds a plain integer). Raises TypingError.
+    """
+    types = list(dict.fromkeys(types))
+    tids = [t for t in types if isinstance(t, T.ThreadIndex)]
+    if tids and len(types) == 1:
+        return tids[0]
+    types = [T.INDEX if isinstance(t, T.ThreadIndex) else t for t in types]
+    strong = [t for t in types if isinstance(t, T.Scalar)]
+    others = [t for t in types if not isinstance(t, (T.Scalar, str))]
+    if others:
+        raise TypingError(f"a variable cannot hold {others[0]}")
+    weak = [t for t in types if isinstance(t, str)]
+    if strong:
+        d = strong[0].dtype
+        for t in strong[1:]:
+            d = promote(d, t.dtype)
+        for w in weak:
+            d = promote_weak(d, w)
+        return T.Scalar(d)
+    return T.Scalar(_DEFAULT[max(weak, key=_WEAK_ORDER.__getitem__)])
+
+
+def implicit_conversion_error(src: DType, dst: DType) -> str | None:
+    """Why ``src`` may not silently become ``dst``, or None when it may."""
+    if src is dst:
+        return None
+    if dst.is_bool and not src.is_bool:
+        return f"a {src} value does not silently become bool; compare it (x != 0)"
+    if src.is_float and not dst.is_float:
+        return (f"a {src} value does not silently become {dst}; "
+                f"cast it explicitly with fl.{dst.name}(x)")
+    return None
+
+
+def const_fits(c: Const, dst: DType) -> str | None:
+    """Why the literal ``c`` cannot be a ``dst`` constant, or None."""
+    v = c.value
+    if dst.is_bool:
+        return None if isinstance(v, bool) else f"{v!r} is not a bool"
+    if dst.is_int:
+        if isinstance(v, float):
+            return f"{v!r} is not an integer; {dst} needs one"
+        lo, hi = ((-(1 << (dst.bits - 1)), (1 << (dst.bits - 1)) - 1) if dst.is_signed
+                  else (0, (1 << dst.bits) - 1))
+        return None if lo <= int(v) <= hi else f"{v} does not fit in {dst}"
+    return None
+
+
+# Constant folding with Python semantics --------------------------------------------------------
+
+_FOLD = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
+    "and": operator.and_, "or": operator.or_, "xor": operator.xor,
+    "shl": operator.lshift, "shr": operator.rshift,
+    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+    "gt": operator.gt, "ge": operator.ge,
+}
+
+
+def fold(op: str, a: Const, b: Const) -> Const | None:
+    """Fold two weak constants (Python semantics); None when folding would raise."""
+    try:
+        value = _FOLD[op](a.value, b.value)
+    except (ZeroDivisionError, OverflowError, ValueError, TypeError):
+        return None
+    if isinstance(value, complex) or (isinstance(value, float) and not math.isfinite(value)
+                                      and math.isfinite(float(a.value))
+                                      and math.isfinite(float(b.value))):
+        return None
+    return Const(value)

@@ -1,0 +1,247 @@
+"""Calls and attributes the kernel language knows: API stubs, builtins, math, casts.
+
+``from_python`` turns a value found in the kernel's namespace (a closure or module global) into a
+frontend value, freezing numbers as constants. ``call`` dispatches a call on its callee: a dtype
+(a cast), a device function (inlined by the generator), or an entry of ``HANDLERS``.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import types
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fearless import dtypes
+from fearless.frontend.emit import describe
+from fearless.frontend.infer import Const, Static, TupleValue, TypingError
+from fearless.ir import types as T
+from fearless.ir.core import Value
+from fearless.simt import thread
+
+if TYPE_CHECKING:
+    from fearless.frontend.astgen import FunctionGen
+
+_MATH_NAMES = {  # Python math-module name -> IR math op
+    "sqrt": "sqrt", "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log",
+    "log2": "log2", "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos",
+    "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
+    "cosh": "cosh", "tanh": "tanh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
+    "erf": "erf", "erfc": "erfc", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
+    "fabs": "fabs", "cbrt": "cbrt", "pow": "pow", "atan2": "atan2", "hypot": "hypot",
+    "copysign": "copysign", "fmod": "fmod", "isnan": "isnan", "isinf": "isinf",
+    "isfinite": "isfinite",
+}
+_NUMPY_NAMES = {  # NumPy ufunc name -> IR math op, for kernels written with np.*
+    "sqrt": "sqrt", "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log",
+    "log2": "log2", "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos",
+    "tan": "tan", "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh",
+    "cosh": "cosh", "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh",
+    "arctanh": "atanh", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "fabs": "fabs",
+    "cbrt": "cbrt", "power": "pow", "arctan2": "atan2", "hypot": "hypot",
+    "copysign": "copysign", "fmod": "fmod", "isnan": "isnan", "isinf": "isinf",
+    "isfinite": "isfinite",
+}
+
+
+def from_python(value):
+    """A frontend value for a Python object the kernel refers to. Raises TypingError."""
+    if isinstance(value, (bool, int, float)):
+        return Const(value)
+    if isinstance(value, np.generic):
+        try:
+            return Const(value.item(), dtypes.from_numpy(value.dtype))
+        except TypeError as exc:
+            raise TypingError(str(exc)) from None
+    if isinstance(value, tuple):
+        return TupleValue(tuple(from_python(v) for v in value))
+    if value is None or isinstance(value, (types.ModuleType, types.FunctionType,
+                                           types.BuiltinFunctionType, type, np.ufunc,
+                                           dtypes.DType)) or callable(value):
+        return Static(value)
+    raise TypingError(f"a {type(value).__name__} object cannot be used inside a kernel",
+                      help="kernels can refer to numbers, tuples, dtypes, modules and functions")
+
+
+def as_dtype(fv) -> dtypes.DType | None:
+    """The DType a frontend value names (``fl.f32``, ``np.float32``, ``float``...), or None."""
+    if not isinstance(fv, Static):
+        return None
+    obj = fv.obj
+    if isinstance(obj, dtypes.DType):
+        return obj
+    if obj in (int, float, bool) or (isinstance(obj, type) and issubclass(obj, np.generic)):
+        try:
+            return dtypes.coerce(obj)
+        except TypeError:
+            return None
+    return None
+
+
+def attribute(gen: "FunctionGen", value, attr: str, node):
+    if isinstance(value, Value) and isinstance(value.type, T.Array):
+        return _array_attribute(gen, value, attr, node)
+    if isinstance(value, Static) and value.obj is not None:
+        try:
+            found = getattr(value.obj, attr)
+        except AttributeError:
+            raise gen.error(node, f"{describe(value)} has no attribute '{attr}'") from None
+        return gen.from_python(found, node)
+    raise gen.error(node, f"{describe(value)} has no attribute '{attr}' in a kernel")
+
+
+def _array_attribute(gen, array: Value, attr: str, node):
+    if attr == "shape":
+        return TupleValue(tuple(gen.b.create("mem.dim", [array], [T.INDEX], {"axis": k}).result
+                                for k in range(array.type.ndim)))
+    if attr == "ndim":
+        return Const(array.type.ndim)
+    if attr == "dtype":
+        return Static(array.type.dtype)
+    if attr == "size":
+        size = None
+        for dim in _array_attribute(gen, array, "shape", node).items:
+            size = dim if size is None else gen.emit.binary("mul", size, dim)
+        return size
+    raise gen.error(node, f"arrays have no attribute '{attr}' in kernels",
+                    help="kernels can use .shape, .ndim, .dtype and .size of an array")
+
+
+def call(gen: "FunctionGen", func, node):
+    if node.keywords:
+        raise gen.error(node, "keyword arguments are not supported in kernel calls")
+    args = [gen.visit(a) for a in node.args]
+    if not isinstance(func, Static):
+        raise gen.error(node.func, f"{describe(func)} is not callable")
+    obj = func.obj
+    if getattr(obj, "__fearless_func__", False):
+        return gen.inline(obj, args, node)
+    if getattr(obj, "__fearless_kernel__", False):
+        raise gen.error(node.func, "a kernel cannot call another kernel",
+                        help="decorate the callee with @fearless.func to inline it")
+    dtype = as_dtype(func)
+    if dtype is not None:
+        return _cast(gen, dtype, args, node)
+    handler = _handler(obj)
+    if handler is None:
+        raise gen.error(node.func, f"{describe(func)} cannot be called inside a kernel")
+    return handler(gen, args, node)
+
+
+def _handler(obj):
+    try:
+        found = HANDLERS.get(obj)
+    except TypeError:  # unhashable callee
+        return None
+    if found is not None:
+        return found
+    name = _MATH_BY_OBJECT.get(id(obj))
+    if name is not None:
+        return lambda gen, args, node: _math(gen, name, args, node)
+    return None
+
+
+def _arity(gen, args, node, *counts):
+    if len(args) not in counts:
+        raise gen.error(node, f"takes {' or '.join(map(str, counts))} arguments, got {len(args)}")
+
+
+def _cast(gen, dtype, args, node):
+    _arity(gen, args, node, 1)
+    (x,) = args
+    if isinstance(x, Const):
+        return Const(dtype.numpy.type(x.value).item(), dtype)
+    return gen.emit.scalar(x, dtype)
+
+
+def _math(gen, name, args, node):
+    _arity(gen, args, node, 2 if name in ("pow", "atan2", "hypot", "copysign", "fmod") else 1)
+    return gen.emit.math(name, args)
+
+
+def _index_1d(gen, args, node):
+    _arity(gen, args, node, 0)
+    return gen.b.create("simt.thread_index", [], [T.ThreadIndex(1, 0)],
+                        {"space": 1, "axis": 0}).result
+
+
+def _index_2d(gen, args, node):
+    _arity(gen, args, node, 0)
+    return TupleValue(tuple(
+        gen.b.create("simt.thread_index", [], [T.ThreadIndex(2, axis)],
+                     {"space": 2, "axis": axis}).result for axis in (0, 1)))
+
+
+def _len(gen, args, node):
+    _arity(gen, args, node, 1)
+    (x,) = args
+    if isinstance(x, TupleValue):
+        return Const(len(x.items))
+    if isinstance(x, Value) and isinstance(x.type, T.Array):
+        return gen.b.create("mem.dim", [x], [T.INDEX], {"axis": 0}).result
+    raise gen.error(node, f"len() of {describe(x)}")
+
+
+def _minmax(op):
+    def handler(gen, args, node):
+        if len(args) < 2:
+            raise gen.error(node, f"{op}() inside kernels takes two or more numbers")
+        result = args[0]
+        for a in args[1:]:
+            result = gen.emit.binary(op, result, a)
+        return result
+    return handler
+
+
+def _abs(gen, args, node):
+    _arity(gen, args, node, 1)
+    return gen.emit.unary("abs", args[0])
+
+
+def _python_cast(dtype):
+    def handler(gen, args, node):
+        _arity(gen, args, node, 1)
+        if dtype.is_bool:
+            return gen.emit.truth(args[0])
+        if isinstance(args[0], Const):  # Python's own int()/float() of a literal
+            return Const((int if dtype.is_int else float)(args[0].value))
+        return gen.emit.scalar(args[0], dtype)
+    return handler
+
+
+def _where(gen, args, node):
+    _arity(gen, args, node, 3)
+    cond = gen.emit.truth(args[0])
+    if isinstance(cond, Const):
+        return args[1] if cond.value else args[2]
+    return gen.emit.select(cond, args[1], args[2])
+
+
+def _refuse(message, help=None):
+    def handler(gen, args, node):
+        raise gen.error(node, message, help)
+    return handler
+
+
+HANDLERS = {
+    thread.index_1d: _index_1d,
+    thread.index_2d: _index_2d,
+    builtins.len: _len,
+    builtins.min: _minmax("min"),
+    builtins.max: _minmax("max"),
+    builtins.abs: _abs,
+    np.minimum: _minmax("min"),
+    np.maximum: _minmax("max"),
+    np.abs: _abs,
+    np.where: _where,
+    builtins.int: _python_cast(dtypes.i64),
+    builtins.float: _python_cast(dtypes.f64),
+    builtins.bool: _python_cast(dtypes.bool_),
+    builtins.range: _refuse("range() is only allowed as the iterable of a for loop"),
+    builtins.print: _refuse("print() inside kernels is not supported yet"),
+}
+
+_MATH_BY_OBJECT = {id(getattr(math, n)): op for n, op in _MATH_NAMES.items() if hasattr(math, n)}
+_MATH_BY_OBJECT.update({id(getattr(np, n)): op for n, op in _NUMPY_NAMES.items()
+                        if hasattr(np, n)})

@@ -1,0 +1,109 @@
+"""Arithmetic ops on scalars: constants, binary and unary arithmetic, comparisons, casts, select.
+
+Binary ops need operands of one type (the frontend inserts ``arith.cast`` by the promotion
+rules first). Integer division and modulo follow Python (floor) semantics; ``arith.div`` is true
+division and only takes floats; ``arith.shr`` is arithmetic for signed and logical for unsigned.
+"""
+from __future__ import annotations
+
+from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.types import BOOL, Scalar
+
+BINARY = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max",
+          "and", "or", "xor", "shl", "shr")
+UNARY = ("neg", "not", "abs")
+PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
+_INT_ONLY = {"shl", "shr"}
+_INT_OR_BOOL = {"and", "or", "xor"}
+_NUMERIC = {"add", "sub", "mul", "floordiv", "mod", "min", "max"}
+
+
+def _scalar_operands(op):
+    for v in op.operands:
+        if not isinstance(v.type, Scalar):
+            return f"operand of type {v.type} is not a scalar"
+    return None
+
+
+def _binary_types(name):
+    def check(op):
+        a, b = op.operands
+        if a.type != b.type or op.result.type != a.type:
+            return f"operand and result types differ: {a.type}, {b.type} -> {op.result.type}"
+        d = a.type.dtype
+        if name in _INT_ONLY and not d.is_int:
+            return f"needs integers, got {d}"
+        if name in _INT_OR_BOOL and d.is_float:
+            return f"needs integers or bools, got {d}"
+        if name == "div" and not d.is_float:
+            return f"true division needs floats, got {d}"
+        if name in _NUMERIC and d.is_bool:
+            return f"needs numbers, got {d}"
+        return None
+    return check
+
+
+for _name in BINARY:
+    define(f"arith.{_name}", f"elementwise {_name} of two scalars of one type",
+           all_of(counts(2, 1), _scalar_operands, _binary_types(_name)))
+
+
+def _unary_types(name):
+    def check(op):
+        (a,) = op.operands
+        if op.result.type != a.type:
+            return f"result type {op.result.type} differs from operand {a.type}"
+        if name in ("neg", "abs") and a.type.dtype.is_bool:
+            return f"{name} needs a number"
+        if name == "not" and a.type.dtype.is_float:
+            return "bitwise/logical not needs an integer or bool"
+        return None
+    return check
+
+
+for _name in UNARY:
+    define(f"arith.{_name}", f"{_name} of a scalar",
+           all_of(counts(1, 1), _scalar_operands, _unary_types(_name)))
+
+
+def _cmp(op):
+    a, b = op.operands
+    if a.type != b.type:
+        return f"compares different types {a.type} and {b.type}"
+    if op.attrs.get("pred") not in PREDICATES:
+        return f"unknown predicate {op.attrs.get('pred')!r}"
+    if op.result.type != BOOL:
+        return "result must be bool"
+    return None
+
+
+define("arith.cmp", "compare two scalars of one type; attr pred in eq/ne/lt/le/gt/ge",
+       all_of(counts(2, 1), _scalar_operands, _cmp))
+
+
+def _constant(op):
+    if not isinstance(op.result.type, Scalar):
+        return "constant must be a scalar"
+    if not isinstance(op.attrs.get("value"), (bool, int, float)):
+        return f"constant value {op.attrs.get('value')!r} is not a Python number"
+    return None
+
+
+define("arith.constant", "a scalar constant; attr value (Python bool/int/float)",
+       all_of(counts(0, 1), _constant))
+
+define("arith.cast", "convert a scalar to the result's scalar type (numeric conversion)",
+       all_of(counts(1, 1), _scalar_operands,
+              lambda op: None if isinstance(op.result.type, Scalar) else "result must be scalar"))
+
+
+def _select(op):
+    c, a, b = op.operands
+    if c.type != BOOL:
+        return "condition must be bool"
+    if a.type != b.type or op.result.type != a.type:
+        return "both choices and the result need one type"
+    return None
+
+
+define("arith.select", "cond ? a : b, evaluating both", all_of(counts(3, 1), _scalar_operands, _select))

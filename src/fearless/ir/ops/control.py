@@ -1,0 +1,56 @@
+"""Structured control flow.
+
+    scf.if %cond { then } { else }
+    scf.for %lo, %hi, %step { ^(%iv: i64) body }     attr step_sign: +1, -1 or 0 (unknown)
+    scf.while { cond ...; scf.condition %c } { body }
+    scf.inline { body }                              an inlined @fl.func; cf.return leaves it
+    cf.break / cf.continue                           leave / restart the innermost loop
+    cf.return                                        leave the innermost scf.inline or the kernel
+
+Exits may appear anywhere in a region; the frontend emits nothing after them in that region.
+"""
+from __future__ import annotations
+
+from fearless.ir.opdef import counts, define
+from fearless.ir.types import BOOL, INDEX
+
+
+def _if(op):
+    if len(op.operands) != 1 or op.operands[0].type != BOOL:
+        return "needs one bool condition"
+    return None
+
+
+def _for(op):
+    if len(op.operands) != 3 or any(v.type != INDEX for v in op.operands):
+        return "needs i64 start, stop and step"
+    (body,) = op.regions
+    if len(body.args) != 1 or body.args[0].type != INDEX:
+        return "body needs one i64 induction variable"
+    if op.attrs.get("step_sign") not in (-1, 0, 1):
+        return "step_sign must be -1, 0 or 1"
+    return None
+
+
+def _while(op):
+    cond = op.regions[0]
+    if not cond.ops or cond.ops[-1].name != "scf.condition":
+        return "condition region must end with scf.condition"
+    return None
+
+
+def _condition(op):
+    if len(op.operands) != 1 or op.operands[0].type != BOOL:
+        return "needs one bool"
+    return None
+
+
+define("scf.if", "run the then or the else region", _if, regions=2)
+define("scf.for", "counted loop over range(start, stop, step)", _for, regions=1)
+define("scf.while", "loop while the condition region yields true", _while, regions=2)
+define("scf.condition", "ends a while condition region with its bool", _condition, terminator=True)
+define("scf.inline", "the body of an inlined device function; cf.return leaves it",
+       counts(0, 0), regions=1)
+define("cf.break", "leave the innermost loop", counts(0, 0), terminator=True)
+define("cf.continue", "start the next iteration of the innermost loop", counts(0, 0), terminator=True)
+define("cf.return", "leave the innermost scf.inline, or the kernel", counts(0, 0), terminator=True)

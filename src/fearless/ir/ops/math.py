@@ -1,0 +1,41 @@
+"""Math functions on floats (``math.<fn>``), lowered to libdevice / NVVM on the GPU and NumPy on CPU.
+
+Operands and result share one float type (f16/bf16 operands are computed in f32 by the backends
+and rounded back, which gives the correctly rounded result for these functions' inputs).
+``math.isnan``/``isinf``/``isfinite`` return bool.
+"""
+from __future__ import annotations
+
+from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.types import BOOL, Scalar
+
+UNARY = ("sqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
+         "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+         "asinh", "acosh", "atanh", "erf", "erfc", "floor", "ceil", "trunc", "fabs",
+         "cbrt")
+BINARY = ("pow", "atan2", "hypot", "copysign", "fmod")
+PREDICATES = ("isnan", "isinf", "isfinite")
+
+
+def _floats(op):
+    for v in op.operands:
+        if not (isinstance(v.type, Scalar) and v.type.dtype.is_float):
+            return f"operand of type {v.type} is not a float"
+    if len({v.type for v in op.operands}) != 1:
+        return "operands differ in type"
+    return None
+
+
+def _same_result(op):
+    return None if op.result.type == op.operands[0].type else "result type differs from operand"
+
+
+for _fn in UNARY:
+    define(f"math.{_fn}", f"{_fn}(x) for a float x", all_of(counts(1, 1), _floats, _same_result))
+for _fn in BINARY:
+    define(f"math.{_fn}", f"{_fn}(x, y) for floats of one type",
+           all_of(counts(2, 1), _floats, _same_result))
+for _fn in PREDICATES:
+    define(f"math.{_fn}", f"{_fn}(x) -> bool for a float x",
+           all_of(counts(1, 1), _floats,
+                  lambda op: None if op.result.type == BOOL else "result must be bool"))

@@ -1,0 +1,80 @@
+"""Array element access and local variable slots.
+
+    mem.load %arr, %i0, ...          -> element      attrs: checked (bool), site (int, bounds pass)
+    mem.store %arr, %i0, ..., %v                     (a DisjointSlice store at the own index, past
+                                                      the end, is skipped: the last block's tail)
+    mem.dim %arr                     -> i64          attr axis: the extent of one axis
+    local.alloc                      -> ref<T>       a zero-initialised slot (hoisted to entry)
+    local.load %ref -> T  /  local.store %ref, %v
+
+Index operands are i64 values or ThreadIndex proofs; which of them an access needs is decided by
+the safety passes, not here.
+"""
+from __future__ import annotations
+
+from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.types import INDEX, Array, LocalRef, Scalar, ThreadIndex
+
+
+def _indices_ok(arr, indices):
+    if not isinstance(arr.type, Array):
+        return f"first operand must be an array, got {arr.type}"
+    if len(indices) != arr.type.ndim:
+        return f"{arr.type.ndim}-d array indexed with {len(indices)} indices"
+    for v in indices:
+        if v.type != INDEX and not isinstance(v.type, ThreadIndex):
+            return f"index of type {v.type} is neither i64 nor a ThreadIndex"
+    return None
+
+
+def _load(op):
+    msg = _indices_ok(op.operands[0], op.operands[1:])
+    if msg:
+        return msg
+    if len(op.results) != 1 or op.result.type != Scalar(op.operands[0].type.dtype):
+        return "result must be the element type"
+    return None
+
+
+def _store(op):
+    msg = _indices_ok(op.operands[0], op.operands[1:-1])
+    if msg:
+        return msg
+    if op.operands[-1].type != Scalar(op.operands[0].type.dtype):
+        return f"stored value {op.operands[-1].type} is not the element type"
+    return None
+
+
+def _dim(op):
+    if len(op.operands) != 1 or not isinstance(op.operands[0].type, Array):
+        return "needs one array"
+    if not 0 <= op.attrs.get("axis", -1) < op.operands[0].type.ndim:
+        return "axis out of range"
+    return None if op.result.type == INDEX else "result must be i64"
+
+
+def _alloc(op):
+    return None if isinstance(op.result.type, LocalRef) else "result must be a ref"
+
+
+def _local_load(op):
+    (ref,) = op.operands
+    if not isinstance(ref.type, LocalRef) or op.result.type != ref.type.elem:
+        return "loads the slot's own type from a ref"
+    return None
+
+
+def _local_store(op):
+    ref, value = op.operands
+    if not isinstance(ref.type, LocalRef) or value.type != ref.type.elem:
+        return f"stores {value.type} into {ref.type}"
+    return None
+
+
+define("mem.load", "read one array element", _load)
+define("mem.store", "write one array element", _store, side_effects=True)
+define("mem.dim", "extent of one array axis", _dim)
+define("local.alloc", "a zero-initialised local variable slot", all_of(counts(0, 1), _alloc),
+       side_effects=True)
+define("local.load", "read a local slot", _local_load)
+define("local.store", "write a local slot", _local_store, side_effects=True)

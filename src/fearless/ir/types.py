@@ -1,0 +1,67 @@
+"""IR types. Frozen dataclasses, compared by value, printed by ``str()``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from fearless.dtypes import DType, bool_, i64
+
+
+class Access(Enum):
+    """How a kernel may touch an array parameter."""
+
+    READ = "read"          # Slice / Array: shared, read-only
+    DISJOINT = "disjoint"  # DisjointSlice / DisjointArray: each thread its own element only
+
+
+@dataclass(frozen=True)
+class Scalar:
+    dtype: DType
+
+    def __str__(self) -> str:
+        return self.dtype.name
+
+
+@dataclass(frozen=True)
+class Array:
+    """A strided array parameter. ``contiguous`` arrays are C-ordered and get no stride operands."""
+
+    dtype: DType
+    ndim: int
+    access: Access
+    contiguous: bool
+
+    def __str__(self) -> str:
+        layout = "" if self.contiguous else ", strided"
+        return f"array<{self.dtype.name}, {self.ndim}d, {self.access.value}{layout}>"
+
+
+@dataclass(frozen=True)
+class ThreadIndex:
+    """The calling thread's own coordinate ``axis`` in an index space of ``space`` dimensions.
+
+    Only ``simt.thread_index`` produces it; it is the proof that a DisjointSlice write goes to the
+    thread's own element. ``simt.index_value`` turns it into a plain i64 (losing the proof).
+    """
+
+    space: int
+    axis: int
+
+    def __str__(self) -> str:
+        return f"tid<{self.space}d, axis {self.axis}>"
+
+
+@dataclass(frozen=True)
+class LocalRef:
+    """A mutable slot holding one value of type ``elem`` (a Python local variable)."""
+
+    elem: "Type"
+
+    def __str__(self) -> str:
+        return f"ref<{self.elem}>"
+
+
+Type = Scalar | Array | ThreadIndex | LocalRef
+
+BOOL = Scalar(bool_)
+INDEX = Scalar(i64)  # the type of sizes, loop counters and index arithmetic (64-bit)

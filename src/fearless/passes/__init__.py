@@ -1,0 +1,33 @@
+"""Passes over a kernel's IR, in the order they run. Each is one module with one ``run`` function.
+
+``run(fn, options) -> fn``: a pass either returns the function (updating op attributes and
+``fn.attrs`` in place) or raises a user-facing error (SafetyError, CompileError) that points at the
+kernel's source. The verifier runs after each pass in tests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fearless.passes import access, bounds, contract, disjoint, simplify
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    bounds_checks: bool = True  # False for fl.unchecked kernels
+
+
+PASSES = (
+    ("access", access.run),        # no writes to read-only arrays
+    ("disjoint", disjoint.run),    # DisjointSlice accesses only at the thread's own index
+    ("contract", contract.run),    # the index space the kernel uses (none, 1-d or 2-d)
+    ("simplify", simplify.run),    # drop unused pure ops
+    ("bounds", bounds.run),        # mark reads bounds-checked, number their sites
+)
+
+
+def run_all(fn, options: PassOptions, verify=None):
+    for _, run in PASSES:
+        fn = run(fn, options)
+        if verify is not None:
+            verify(fn)
+    return fn

@@ -1,0 +1,25 @@
+"""Bounds checks on reads: mark every ``mem.load`` checked and give it a site number.
+
+A checked read that is out of bounds is skipped (it yields zero) and the first such event of a
+launch is recorded (site, index, extent, axis) in the launch's error word; the host raises
+``KernelBoundsError`` at the next synchronisation. ``fn.attrs["bounds_sites"]`` maps a site number
+to ``(parameter name, span)`` for that message. ``fl.unchecked`` kernels skip this pass's marks.
+"""
+from __future__ import annotations
+
+from fearless.ir.core import Function
+from fearless.passes.common import params_by_value
+
+
+def run(fn: Function, options) -> Function:
+    params = params_by_value(fn)
+    sites = []
+    for op in fn.walk():
+        if op.name != "mem.load":
+            continue
+        op.attrs["checked"] = options.bounds_checks
+        if options.bounds_checks:
+            op.attrs["site"] = len(sites) + 1  # 0 means "no error" in the error word
+            sites.append((params[id(op.operands[0])].name, op.span))
+    fn.attrs["bounds_sites"] = tuple(sites)
+    return fn

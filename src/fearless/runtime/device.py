@@ -1,0 +1,74 @@
+"""Backend selection (cpu or cuda) and the CUDA device.
+
+The backend is chosen once, lazily: ``FEARLESS_BACKEND`` (via Config) or ``set_backend()`` wins;
+otherwise cuda when cuda.core imports, a driver answers and GPU 0 has compute capability 8.0 or
+newer, else cpu. Probing never raises: the reason cuda is unusable is kept for ``fearless doctor``.
+"""
+from __future__ import annotations
+
+import functools
+
+from fearless.config import CONFIG
+from fearless.errors import BackendError
+
+MIN_COMPUTE_CAPABILITY = (8, 0)
+_BACKENDS = ("cpu", "cuda")
+_chosen: str | None = CONFIG.backend
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_probe() -> tuple[bool, str]:
+    """``(usable, detail)``: whether GPU 0 can run fearless kernels, and why not or which GPU."""
+    try:
+        from cuda.core import Device
+        dev = Device(0)
+        cc = tuple(dev.compute_capability)
+        name = dev.name
+    except Exception as exc:  # no driver, no GPU, broken install: all mean "no cuda backend"
+        return False, f"no usable CUDA driver or GPU ({type(exc).__name__}: {exc})"
+    if cc < MIN_COMPUTE_CAPABILITY:
+        return False, (f"{name} has compute capability {cc[0]}.{cc[1]}; fearless needs "
+                       f"{MIN_COMPUTE_CAPABILITY[0]}.{MIN_COMPUTE_CAPABILITY[1]} (Ampere) or newer")
+    return True, f"{name}, compute capability {cc[0]}.{cc[1]}"
+
+
+def current_backend() -> str:
+    """``"cuda"`` or ``"cpu"``; decided on first call unless set explicitly."""
+    global _chosen
+    if _chosen is None:
+        _chosen = "cuda" if cuda_probe()[0] else "cpu"
+    return _chosen
+
+
+def set_backend(name: str) -> None:
+    """Select ``"cpu"`` or ``"cuda"`` for tensors and launches created from now on.
+
+    Raises ValueError for another name and BackendError when cuda is asked for but unusable.
+    """
+    global _chosen
+    if name not in _BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; expected one of {_BACKENDS}")
+    if name == "cuda":
+        ok, why = cuda_probe()
+        if not ok:
+            raise BackendError(f"the cuda backend is unusable: {why}",
+                               help="run `fearless doctor`, or use the cpu backend")
+    _chosen = name
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_device():
+    """The cuda.core Device for GPU 0, made current on first use. Raises BackendError."""
+    ok, why = cuda_probe()
+    if not ok:
+        raise BackendError(f"the cuda backend is unusable: {why}", help="run `fearless doctor`")
+    from cuda.core import Device
+    dev = Device(0)
+    dev.set_current()
+    return dev
+
+
+def cuda_arch() -> str:
+    """The GPU's ``sm_XY`` target name, for example ``"sm_90"`` on an H100/H200."""
+    major, minor = cuda_device().compute_capability
+    return f"sm_{major}{minor}"

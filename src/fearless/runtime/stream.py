@@ -1,0 +1,61 @@
+"""Streams: where launches and copies are enqueued, and where deferred errors surface.
+
+A fearless Stream wraps a cuda.core Stream (cuda backend) or nothing (cpu backend, where work is
+synchronous). Launches register *deferred checks* on their stream (reading the bounds-error
+word of a launch, for example); ``synchronize()`` waits for the device and then runs them, so a
+``KernelBoundsError`` surfaces at the next synchronisation on both backends alike.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from fearless.runtime import device
+
+
+class Stream:
+    """An ordered queue of GPU work. ``handle`` is the CUstream as an int (0 for cpu)."""
+
+    def __init__(self, core=None):
+        self.core = core
+        self._deferred: list[Callable[[], None]] = []
+
+    @property
+    def handle(self) -> int:
+        return 0 if self.core is None else int(self.core.handle)
+
+    def defer(self, check: Callable[[], None]) -> None:
+        """Run ``check`` after the next synchronisation of this stream (it may raise)."""
+        self._deferred.append(check)
+
+    def synchronize(self) -> None:
+        """Wait for all enqueued work, then run the deferred checks (first error wins)."""
+        if self.core is not None:
+            self.core.sync()
+        checks, self._deferred = self._deferred, []
+        for check in checks:
+            check()
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+_current: dict[str, Stream] = {}
+
+
+def current_stream() -> Stream:
+    """The stream of the current backend that launches and copies go to.
+
+    On cuda it is the device's default stream (the legacy one, so work is ordered with PyTorch's
+    and CuPy's default streams without extra events).
+    """
+    backend = device.current_backend()
+    stream = _current.get(backend)
+    if stream is None:
+        core = device.cuda_device().default_stream if backend == "cuda" else None
+        stream = _current[backend] = Stream(core)
+    return stream
+
+
+def synchronize() -> None:
+    """Wait for the current stream and raise any deferred kernel error (``KernelBoundsError``)."""
+    current_stream().synchronize()

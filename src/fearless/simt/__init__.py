@@ -1,0 +1,5 @@
+"""The user-facing surface of the SIMT track: parameter kinds, thread indices, safety switches.
+
+Everything here is a *stub*: the compiler recognises these objects inside a kernel and emits IR
+for them; called on the host, the index functions raise a clear error instead.
+"""
