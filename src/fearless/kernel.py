@@ -1,0 +1,345 @@
+"""The Kernel object behind ``@fearless.kernel``: specialise -> compile (cached) -> prepare -> launch.
+
+    @fl.kernel
+    def saxpy(a: f32, x: fl.Slice[f32], y: fl.Slice[f32], out: fl.DisjointSlice[f32]): ...
+
+    launch = saxpy.prepare(n)        # PreparedLaunch, checked against kernel and device
+    saxpy[launch](2.0, x, y, out)    # checked arguments, compiled on first use, enqueued
+
+A kernel is compiled once per *specialisation*: the dtypes, ranks and contiguity of its array
+arguments and the dtypes of its scalars. Module globals and closure values are frozen into the
+code at the first compile (like numba). ``@fearless.func`` marks device functions, inlined where
+they are called.
+"""
+from __future__ import annotations
+
+import ast
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+
+from fearless import dtypes
+from fearless.compiler import Compiled, compile_simt, show
+from fearless.config import CONFIG
+from fearless.errors import ArgumentTypeError, CompileError, FearlessError, InternalError, \
+    LaunchError
+from fearless.frontend.annotations import ArgInfo, param_kinds, specialize
+from fearless.frontend.capture import MISSING, Captured, capture
+from fearless.frontend.spans import Span
+from fearless.ir import types as T
+from fearless.passes import PassOptions
+from fearless.runtime import cache, device, dispatch, launch as contracts
+from fearless.runtime.module import load, nvjitlink_version
+from fearless.runtime.stream import current_stream
+from fearless.runtime.tensor import as_tensor
+from fearless.simt import thread
+
+VERSION = "0.1.0"
+_unsafe = threading.local()
+
+
+@contextmanager
+def unsafe():
+    """Allow operations that skip fearless's launch checks (``kernel.launch_raw``)."""
+    depth = getattr(_unsafe, "depth", 0)
+    _unsafe.depth = depth + 1
+    try:
+        yield
+    finally:
+        _unsafe.depth = depth
+
+
+def in_unsafe() -> bool:
+    return getattr(_unsafe, "depth", 0) > 0
+
+
+class DeviceFunction:
+    """A ``@fearless.func`` helper: inlined into the kernels that call it, not callable on the host."""
+
+    __fearless_func__ = True
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self._captured = None
+
+    @property
+    def captured(self) -> Captured:
+        if self._captured is None:
+            self._captured = capture(self.fn)
+        return self._captured
+
+    def __call__(self, *args, **kwargs):
+        raise CompileError(f"@fearless.func '{self.__name__}' runs only inside a kernel",
+                           help="call it from a @fearless.kernel body")
+
+
+def _called(cap: Captured):
+    """The Python objects a function calls by name or attribute chain (resolved statically)."""
+    out = []
+    for node in ast.walk(cap.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        chain, f = [], node.func
+        while isinstance(f, ast.Attribute):
+            chain.append(f.attr)
+            f = f.value
+        if not isinstance(f, ast.Name) or f.id in cap.assign_counts:
+            continue
+        obj = cap.resolve(f.id)
+        for attr in reversed(chain):
+            obj = getattr(obj, attr, MISSING) if obj is not MISSING else MISSING
+        if obj is not MISSING:
+            out.append(obj)
+    return out
+
+
+def _walk_functions(cap: Captured):
+    """``cap`` and every device function it calls, transitively, each once."""
+    seen, todo, out = set(), [cap], []
+    while todo:
+        c = todo.pop()
+        if id(c.fn) in seen:
+            continue
+        seen.add(id(c.fn))
+        out.append(c)
+        todo += [o.captured for o in _called(c) if isinstance(o, DeviceFunction)]
+    return out
+
+
+class Kernel:
+    """A compiled-on-demand SIMT kernel. See the module docstring for use."""
+
+    __fearless_kernel__ = True
+
+    def __init__(self, fn, *, bounds_checks: bool = True):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__name__, self.__doc__ = fn.__name__, fn.__doc__
+        self.bounds_checks = bounds_checks
+        self._cap: Captured | None = None
+        self._kinds = None
+        self._compiled: dict = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<fearless kernel {self.name}>"
+
+    # facts independent of argument types -----------------------------------------------------
+
+    @property
+    def captured(self) -> Captured:
+        if self._cap is None:
+            self._cap = capture(self.fn)
+            self._kinds = param_kinds(self._cap)
+        return self._cap
+
+    @property
+    def params(self):
+        self.captured
+        return self._kinds
+
+    @property
+    def index_space(self) -> int:
+        """1 or 2 when the kernel (or a function it calls) uses index_1d / index_2d, else 0."""
+        called = [o for c in _walk_functions(self.captured) for o in _called(c)]
+        return 2 if thread.index_2d in called else 1 if thread.index_1d in called else 0
+
+    def fingerprint(self) -> list:
+        """Sources and frozen constants the compiled code depends on (the disk-cache key)."""
+        parts = []
+        for c in _walk_functions(self.captured):
+            parts.append(c.source)
+            for name in c.free_names():
+                value = c.resolve(name)
+                if isinstance(value, (bool, int, float, tuple, np.generic, dtypes.DType)):
+                    parts.append(f"{name}={value!r}")
+        return parts
+
+    # compiling -------------------------------------------------------------------------------
+
+    def _options(self) -> PassOptions:
+        return PassOptions(bounds_checks=self.bounds_checks)
+
+    def compile_for(self, types: tuple, backend: str, arch: str | None = None) -> Compiled:
+        """The compiled specialisation for parameter ``types`` (cached in memory and on disk)."""
+        key = (types, backend, arch)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            with self._lock:
+                compiled = self._compiled.get(key)
+                if compiled is None:
+                    compiled = self._compiled[key] = self._compile(types, backend, arch)
+        return compiled
+
+    def _compile(self, types, backend, arch) -> Compiled:
+        params = [(name, t) for (name, _), t in zip(self.params, types)]
+        try:
+            if backend == "cpu":
+                return compile_simt(self.captured, params, self._options(), None, "passes")
+            disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
+            key = cache.digest([VERSION, _llvm_version(), nvjitlink_version(), arch,
+                                repr(types), self.bounds_checks, *self.fingerprint()])
+            hit = disk.get(key)
+            if hit is not None:
+                ptx, cubin, meta = hit
+                return Compiled(self.name, types, ptx=ptx, cubin=cubin, meta=_load_meta(meta))
+            compiled = compile_simt(self.captured, params, self._options(), arch, "cubin")
+            disk.put(key, compiled.ptx, compiled.cubin, _dump_meta(compiled.meta))
+            return compiled
+        except FearlessError as exc:
+            raise exc.with_kernel(self.name) from None
+        except Exception as exc:
+            raise InternalError(f"compiling kernel '{self.name}' failed inside fearless: "
+                                f"{type(exc).__name__}: {exc}") from exc
+
+    # launching -------------------------------------------------------------------------------
+
+    def prepare(self, size, block=None) -> contracts.PreparedLaunch:
+        """Check a launch over ``size`` (``n`` or ``(rows, cols)``) and return its ticket.
+
+        ``block``: threads per block, ``n`` or ``(cols, rows)``; default 256 (1-d) or (32, 8).
+        Raises ContractError when the launch does not fit the kernel's index space or the
+        device's limits, CompileError when the kernel's source cannot be read.
+        """
+        return contracts.plan(self, self.index_space, size, block, device.current_backend())
+
+    def __getitem__(self, launch):
+        if not isinstance(launch, contracts.PreparedLaunch):
+            raise LaunchError(f"kernel[...] takes a PreparedLaunch, got {launch!r}",
+                              kernel=self.name,
+                              help=f"launch = {self.name}.prepare(n); {self.name}[launch](...)")
+        if launch.kernel is not self:
+            raise contracts.ContractError(f"this PreparedLaunch was made for kernel "
+                                          f"'{launch.kernel.name}'", kernel=self.name,
+                                          help=f"call {self.name}.prepare(...) for this kernel")
+        return lambda *args: self._launch(launch, args, checked=True)
+
+    def launch_raw(self, grid, block, *args) -> None:
+        """Launch with a raw grid and block, skipping the contract checks. Only in fl.unsafe()."""
+        if not in_unsafe():
+            raise LaunchError("launch_raw skips the launch checks and needs `with fl.unsafe():`",
+                              kernel=self.name, help=f"use {self.name}.prepare(...) instead")
+        grid, block = tuple(np.atleast_1d(grid).tolist()), tuple(np.atleast_1d(block).tolist())
+        size = tuple(g * b for g, b in zip(reversed(grid), reversed(block)))
+        raw = contracts.PreparedLaunch(self, device.current_backend(), size, grid, block)
+        self._launch(raw, args, checked=False)
+
+    def __call__(self, *args, **kwargs):
+        raise LaunchError(f"a kernel is launched through a PreparedLaunch",
+                          kernel=self.name,
+                          help=f"launch = {self.name}.prepare(n); {self.name}[launch](...)")
+
+    def _arguments(self, args, backend: str):
+        kinds = self.params
+        if len(args) != len(kinds):
+            raise ArgumentTypeError(f"takes {len(kinds)} arguments "
+                                    f"({', '.join(n for n, _ in kinds)}), got {len(args)}",
+                                    kernel=self.name)
+        tensors, infos = [], []
+        for (name, _), arg in zip(kinds, args):
+            if isinstance(arg, (bool, int, float, np.generic)):
+                tensors.append(None)
+                infos.append(ArgInfo(dtypes.of_python_scalar(arg), weak=not isinstance(
+                    arg, (bool, np.generic))))
+                continue
+            try:
+                t = as_tensor(arg)
+            except TypeError as exc:
+                raise ArgumentTypeError(str(exc), kernel=self.name, param=name) from None
+            if t is None or t.backend != backend:
+                where = "host memory" if isinstance(arg, np.ndarray) else type(arg).__name__
+                raise ArgumentTypeError(f"got {where}, which is not an array on the {backend} "
+                                        f"backend", kernel=self.name, param=name,
+                                        help="pass fl.asarray(x), or a CUDA array (PyTorch, "
+                                             "CuPy) when the backend is cuda")
+            tensors.append(t)
+            infos.append(ArgInfo(t.dtype, t.ndim, t.is_contiguous()))
+        types = specialize(self.name, kinds, infos)
+        values = []
+        for (name, _), arg, ty in zip(kinds, args, types):
+            if isinstance(ty, T.Scalar):
+                try:
+                    ty.dtype.numpy.type(arg)
+                except (OverflowError, ValueError, TypeError) as exc:
+                    raise ArgumentTypeError(f"{arg!r} does not fit {ty.dtype}: {exc}",
+                                            kernel=self.name, param=name) from None
+            values.append(arg)
+        return types, values, tensors
+
+    def _launch(self, launch, args, checked: bool) -> None:
+        backend = device.current_backend()
+        if launch.backend != backend:
+            raise contracts.ContractError(f"the launch was prepared for the {launch.backend} "
+                                          f"backend, but {backend} is current", kernel=self.name)
+        types, values, tensors = self._arguments(args, backend)
+        names = [n for n, _ in self.params]
+        contracts.check_arguments(self.name, names, types, tensors)
+        if checked:
+            contracts.check_coverage(self.name, launch, names, types, tensors)
+        stream = current_stream()
+        if backend == "cpu":
+            compiled = self.compile_for(types, "cpu")
+            dispatch.launch_cpu(self.name, compiled.fn, launch, types, values, tensors,
+                                compiled.meta["bounds_sites"], stream)
+            return
+        compiled = self.compile_for(types, "cuda", device.cuda_arch())
+        loaded = self._loaded(compiled)
+        contracts.check_compiled(self.name, launch, loaded.registers, loaded.max_threads_per_block)
+        dispatch.launch_cuda(self.name, loaded, launch, types, values, tensors,
+                             compiled.meta["bounds_sites"], stream)
+
+    def _loaded(self, compiled: Compiled):
+        loaded = getattr(compiled, "loaded", None)
+        if loaded is None:
+            loaded = compiled.loaded = load(self.name, compiled.cubin, compiled.ptx)
+        return loaded
+
+    # inspection ------------------------------------------------------------------------------
+
+    def inspect(self, stage: str, types: tuple, arch: str = "sm_90") -> str:
+        """The text of one compile stage (ast, ir, passes, llvm, ptx, cubin) for ``types``."""
+        params = [(name, t) for (name, _), t in zip(self.params, types)]
+        try:
+            compiled = compile_simt(self.captured, params, self._options(),
+                                    arch if stage in ("llvm", "ptx", "cubin") else None, stage)
+        except FearlessError as exc:
+            raise exc.with_kernel(self.name) from None
+        return show(compiled, stage)
+
+
+def _llvm_version() -> str:
+    from fearless.backends.llvm.ptx import llvm_version
+    return llvm_version()
+
+
+def _dump_meta(meta: dict) -> dict:
+    sites = [(name, [s.filename, s.line, s.col, s.end_col, s.text]) for name, s in
+             meta["bounds_sites"]]
+    return {"index_space": meta["index_space"], "bounds_sites": sites}
+
+
+def _load_meta(meta: dict) -> dict:
+    sites = tuple((name, Span(*span)) for name, span in meta["bounds_sites"])
+    return {"index_space": meta["index_space"], "bounds_sites": sites}
+
+
+def kernel(fn=None, *, unchecked: bool = False):
+    """Decorator: make ``fn`` a fearless SIMT kernel (``unchecked=True``: no read bounds checks)."""
+    if fn is None:
+        return lambda f: kernel(f, unchecked=unchecked)
+    return Kernel(fn, bounds_checks=not unchecked)
+
+
+def func(fn):
+    """Decorator: a device function, inlined into the kernels that call it."""
+    return DeviceFunction(fn)
+
+
+def unchecked(k):
+    """``fl.unchecked(kernel)`` (or ``@fl.unchecked`` above ``@fl.kernel``): the same kernel with
+    read bounds checks turned off. Writes stay confined to the thread's own element."""
+    fn = k.fn if isinstance(k, Kernel) else k
+    return Kernel(fn, bounds_checks=False)

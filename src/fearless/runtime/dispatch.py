@@ -1,0 +1,126 @@
+"""Running a compiled kernel: argument packing, the bounds-error word, cuda and cpu execution.
+
+The error word: every bounds-checked cuda launch gets a 32-byte slot (site, index, extent, axis as
+i64) in one zeroed device buffer per stream. After the next synchronisation the used slots are
+read back in one copy; the first non-zero site becomes a ``KernelBoundsError`` and the slots are
+zeroed again. A full buffer forces that synchronisation early (every 4096 launches at most).
+The cpu backend reports the same event directly and defers the error to the same point.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fearless.errors import KernelBoundsError
+from fearless.ir import types as T
+from fearless.runtime import memory
+from fearless.runtime.stream import Stream
+
+SLOTS = 4096
+SLOT_BYTES = 32
+
+
+def bounds_error(kernel: str, sites, site: int, index: int, extent: int, axis: int
+                 ) -> KernelBoundsError:
+    param, span = sites[site - 1]
+    where = f" along axis {axis}" if axis else ""
+    return KernelBoundsError(
+        f"read out of bounds: index {index}{where}, but the length is {extent}",
+        kernel=kernel, param=param, span=span, index=index, length=extent, axis=axis,
+        help="guard the read (if i < len(x): ...) or launch with a size that fits the inputs; "
+             "this read was skipped and gave 0")
+
+
+class ErrorWords:
+    """The error-word slots of one stream and the launches that own them since the last sync."""
+
+    def __init__(self, stream: Stream):
+        self.stream = stream
+        self.buffer = memory.allocate(SLOTS * SLOT_BYTES, stream)
+        self.base = int(self.buffer.handle)
+        memory.memset(self.base, 0, SLOTS * SLOT_BYTES, stream)
+        self.owners: list[tuple[str, tuple]] = []  # (kernel name, bounds sites) per used slot
+
+    def acquire(self, kernel: str, sites) -> int:
+        """The device address of a fresh slot for one launch of ``kernel``."""
+        if len(self.owners) == SLOTS:
+            self.stream.synchronize()  # runs check(), which frees every slot
+        if not self.owners:
+            self.stream.defer(self.check)
+        self.owners.append((kernel, sites))
+        return self.base + (len(self.owners) - 1) * SLOT_BYTES
+
+    def check(self) -> None:
+        used, self.owners = self.owners, []
+        if not used:
+            return
+        words = np.zeros((len(used), 4), np.int64)
+        memory.copy_device_to_host(words, self.base, words.nbytes, self.stream)
+        hit = np.flatnonzero(words[:, 0])
+        if hit.size:
+            memory.memset(self.base, 0, words.nbytes, self.stream)
+            k = int(hit[0])
+            kernel, sites = used[k]
+            site, index, extent, axis = (int(x) for x in words[k])
+            raise bounds_error(kernel, sites, site, index, extent, axis)
+
+
+_words: dict[int, ErrorWords] = {}
+
+
+def error_words(stream: Stream) -> ErrorWords:
+    words = _words.get(id(stream))
+    if words is None:
+        words = _words[id(stream)] = ErrorWords(stream)
+    return words
+
+
+def _scalar(value, dtype):
+    """A kernel argument of exactly the parameter's width (bool as u8, f16/bf16 as raw bits)."""
+    if dtype.is_bool:
+        return np.uint8(bool(value))
+    v = dtype.numpy.type(value)
+    return v.view(np.uint16) if dtype.bits == 16 and dtype.is_float else v
+
+
+def pack(types: tuple, values: list, tensors: list) -> list:
+    """The flat argument list of the kernel ABI (see backends/llvm/lower.py)."""
+    out = []
+    for ty, value, tensor in zip(types, values, tensors):
+        if isinstance(ty, T.Array):
+            out.append(np.uint64(tensor.data_ptr()))
+            out.extend(np.int64(n) for n in tensor.shape)
+            if not ty.contiguous:
+                out.extend(np.int64(s) for s in tensor.strides)
+        else:
+            out.append(_scalar(value, ty.dtype))
+    return out
+
+
+def launch_cuda(kernel: str, loaded, launch, types, values, tensors, sites, stream: Stream):
+    """Enqueue one launch on ``stream`` (asynchronous)."""
+    from cuda.core import LaunchConfig, launch as core_launch
+
+    args = pack(types, values, tensors)
+    if sites:
+        args.append(np.uint64(error_words(stream).acquire(kernel, sites)))
+    if 0 in launch.grid:
+        return
+    config = LaunchConfig(grid=launch.grid, block=launch.block)
+    core_launch(stream.core, config, loaded.handle, *args)
+
+
+def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: Stream):
+    """Interpret the kernel now; a bounds error is raised at the next synchronisation."""
+    from fearless.backends.cpu.simt import run
+
+    args = [t.host_view() if t is not None else ty.dtype.numpy.type(v)
+            for ty, v, t in zip(types, values, tensors)]
+    events = []
+    if 0 not in launch.grid:
+        run(fn, launch.grid, launch.block, args, lambda *event: events.append(event))
+    if events:
+        error = bounds_error(kernel, sites, *events[0])
+
+        def raise_it():
+            raise error
+        stream.defer(raise_it)

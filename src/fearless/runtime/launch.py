@@ -1,0 +1,169 @@
+"""Launch contracts and everything checked on the host before a kernel runs.
+
+``plan()`` validates a launch configuration against the kernel's index space and the device's
+limits and returns a ``PreparedLaunch``, the only ticket to a safe launch. Before each launch,
+``check_arguments()`` refuses writable arguments that overlap another argument or themselves
+(``AliasError``) and outputs the launch does not cover (``ContractError``); ``check_compiled()``
+compares the block with what the compiled kernel's registers allow. All of it runs before the
+GPU is touched.
+
+Limits (CUDA C Programming Guide, "Compute Capabilities", identical for compute capability 8.0
+and newer): at most 1024 threads per block, block x/y <= 1024, grid x <= 2^31 - 1, grid y <= 65535.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from fearless.errors import AliasError, ContractError
+from fearless.ir import types as T
+
+DEFAULT_BLOCK = {1: (256,), 2: (32, 8)}  # 2-d: 32 columns (one warp along x) by 8 rows
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_threads_per_block: int = 1024
+    max_block: tuple = (1024, 1024, 64)
+    max_grid: tuple = (2**31 - 1, 65535, 65535)
+
+
+@functools.lru_cache(maxsize=None)
+def device_limits(backend: str) -> Limits:
+    """The launch limits of the current GPU (cuda) or of CUDA's sm_80+ rules (cpu)."""
+    if backend != "cuda":
+        return Limits()
+    from fearless.runtime.device import cuda_device
+    p = cuda_device().properties
+    return Limits(p.max_threads_per_block,
+                  (p.max_block_dim_x, p.max_block_dim_y, p.max_block_dim_z),
+                  (p.max_grid_dim_x, p.max_grid_dim_y, p.max_grid_dim_z))
+
+
+@dataclass(frozen=True)
+class PreparedLaunch:
+    """A checked launch configuration for one kernel on one backend.
+
+    ``size``: the problem size, ``(n,)`` or ``(rows, cols)``; ``grid``/``block``: in blocks and
+    threads, x first (``block=(32, 8)`` is 32 columns by 8 rows). Only ``Kernel.prepare`` makes
+    them; using one with another kernel is a ContractError.
+    """
+
+    kernel: object
+    backend: str
+    size: tuple
+    grid: tuple
+    block: tuple
+
+    @property
+    def dims(self) -> int:
+        return len(self.size)
+
+    @property
+    def threads_per_block(self) -> int:
+        return math.prod(self.block)
+
+    def __repr__(self) -> str:
+        return (f"PreparedLaunch(kernel={self.kernel.name!r}, size={self.size}, grid={self.grid}, "
+                f"block={self.block}, backend={self.backend!r})")
+
+
+def _as_dims(kernel: str, what: str, value, dims: int | None = None) -> tuple:
+    items = value if isinstance(value, tuple) else (value,)
+    if not items or len(items) > 2 or (dims is not None and len(items) != dims):
+        want = f"{dims} numbers" if dims else "an int or a (rows, cols) pair"
+        raise ContractError(f"{what} must be {want}, got {value!r}", kernel=kernel)
+    out = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, int) and not hasattr(v, "__index__"):
+            raise ContractError(f"{what} must hold integers, got {value!r}", kernel=kernel)
+        v = int(v.__index__())
+        if v < 0:
+            raise ContractError(f"{what} must not be negative, got {value!r}", kernel=kernel)
+        out.append(v)
+    return tuple(out)
+
+
+def plan(kernel, index_space: int, size, block, backend: str) -> PreparedLaunch:
+    """Check a launch of ``kernel`` over ``size`` and return its PreparedLaunch.
+
+    Raises ContractError when the kernel's index space differs from the launch's dimensions, a
+    block is empty or too large, or the grid exceeds the device's limits.
+    """
+    name = kernel.name
+    size = _as_dims(name, "the problem size", size)
+    dims = len(size)
+    if index_space and index_space != dims:
+        raise ContractError(f"the kernel uses fl.thread.index_{index_space}d(), but the launch is "
+                            f"{dims}-d (size {size})", kernel=name,
+                            help=f"prepare it with a {index_space}-d size, for example "
+                                 + ("kernel.prepare(n)" if index_space == 1
+                                    else "kernel.prepare((rows, cols))"))
+    block = DEFAULT_BLOCK[dims] if block is None else _as_dims(name, "the block", block, dims)
+    limits = device_limits(backend)
+    if any(b == 0 for b in block):
+        raise ContractError(f"block {block} has no threads", kernel=name)
+    threads = math.prod(block)
+    if threads > limits.max_threads_per_block:
+        raise ContractError(f"block {block} has {threads} threads; the device allows at most "
+                            f"{limits.max_threads_per_block} threads per block", kernel=name)
+    for axis, (b, most) in enumerate(zip(block, limits.max_block)):
+        if b > most:
+            raise ContractError(f"block {'xyz'[axis]} = {b} exceeds the device limit {most}",
+                                kernel=name)
+    # x runs along the last (fastest) axis of the problem
+    grid = tuple(-(-extent // b) for extent, b in zip(reversed(size), block))
+    for axis, (g, most) in enumerate(zip(grid, limits.max_grid)):
+        if g > most:
+            raise ContractError(f"the launch needs {g} blocks along grid {'xyz'[axis]}, above the "
+                                f"device limit {most}", kernel=name,
+                                help="use a larger block, or split the problem")
+    return PreparedLaunch(kernel, backend, size, grid, block)
+
+
+def check_compiled(kernel: str, launch: PreparedLaunch, registers: int,
+                   max_threads: int) -> None:
+    """Refuse a block larger than the compiled kernel can run (registers, shared memory)."""
+    if launch.threads_per_block > max_threads:
+        raise ContractError(f"the compiled kernel uses {registers} registers per thread, so a "
+                            f"block holds at most {max_threads} threads; the launch asks for "
+                            f"{launch.threads_per_block}", kernel=kernel,
+                            help=f"prepare it with a smaller block, e.g. block={max_threads}")
+
+
+def check_arguments(kernel: str, names: list[str], types: tuple, tensors: list) -> None:
+    """Alias and coverage checks over the array arguments (``tensors[i]`` None for scalars)."""
+    arrays = [(n, t, ty) for n, t, ty in zip(names, tensors, types) if t is not None]
+    for name, tensor, ty in arrays:
+        if ty.access is T.Access.DISJOINT and tensor.size > 1 and tensor.has_internal_overlap():
+            raise AliasError(f"'{name}' is written, but several of its elements share memory "
+                             f"(strides {tensor.strides})", kernel=kernel, param=name,
+                             help="pass a tensor without broadcast or overlapping strides")
+    for i, (name, tensor, ty) in enumerate(arrays):
+        if ty.access is not T.Access.DISJOINT or tensor.size == 0:
+            continue
+        lo, hi = tensor.byte_extent()
+        for j, (other, ot, _) in enumerate(arrays):
+            if i == j or ot.size == 0:
+                continue
+            olo, ohi = ot.byte_extent()
+            if lo < ohi and olo < hi:
+                raise AliasError(f"'{name}' is written and overlaps the memory of '{other}'",
+                                 kernel=kernel, param=name,
+                                 help="a written argument must not share memory with any other "
+                                      "argument; pass a separate output tensor")
+
+
+def check_coverage(kernel: str, launch: PreparedLaunch, names, types, tensors) -> None:
+    """Every element of a written array must belong to some thread of the launch."""
+    for name, ty, tensor in zip(names, types, tensors):
+        if tensor is None or ty.access is not T.Access.DISJOINT:
+            continue
+        if tensor.ndim == launch.dims and all(e <= s for e, s in zip(tensor.shape, launch.size)):
+            continue
+        raise ContractError(f"the launch covers {launch.size} but '{name}' has shape "
+                            f"{tensor.shape}; elements outside the launch would never be written",
+                            kernel=kernel, param=name,
+                            help=f"prepare the launch with the output's shape, "
+                                 f"kernel.prepare({tensor.shape if tensor.ndim > 1 else len(tensor)})")
