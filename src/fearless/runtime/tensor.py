@@ -1,0 +1,389 @@
+"""Tensors: typed, strided views of host or device memory, and the factories that make them.
+
+A Tensor is metadata (shape, element strides, element offset, dtype, backend) over a buffer plus
+a reference to whatever owns that buffer: on cuda a cuda.core Buffer or another library's array
+(through its StridedMemoryView); on cpu a flat uint8 NumPy array over the buffer's bytes, which
+in turn keeps the NumPy array or foreign producer alive. Indexing and ``.T`` compute new
+metadata over the same buffer and never copy; ``numpy()`` always copies out.
+
+The launch layer reads ``data_ptr``, ``byte_extent`` and ``has_internal_overlap`` for argument
+packing and alias checks; the CPU kernel interpreter reads and writes ``host_view()`` in place.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from fearless import dtypes
+from fearless.runtime import interop, memory, stream
+from fearless.runtime.device import current_backend, cuda_device
+
+
+class Tensor:
+    """An n-d array on the backend that was current when it was made (``"cpu"`` or ``"cuda"``).
+
+    Attributes: ``shape`` (tuple of ints), ``strides`` (in elements; 0 for a broadcast axis,
+    negative for a reversed one), ``dtype`` (fearless DType), ``backend``, ``offset`` (elements
+    from the buffer start to element [0,...,0]). Make tensors with the factories (``asarray``,
+    ``empty``, ``zeros``, ``ones``, ``full``, ``as_tensor``), not with this constructor.
+    """
+
+    __slots__ = ("shape", "strides", "dtype", "backend", "offset", "_base_ptr", "_owner",
+                 "__weakref__")
+
+    def __init__(self, *, shape, strides, dtype, backend, offset, base_ptr, owner):
+        self.shape: tuple[int, ...] = tuple(shape)
+        self.strides: tuple[int, ...] = tuple(strides)
+        self.dtype: dtypes.DType = dtype
+        self.backend: str = backend
+        self.offset: int = offset
+        self._base_ptr = base_ptr   # address of the buffer start (host or device)
+        self._owner = owner         # keeps the memory alive; on cpu the uint8 array of the buffer
+
+    # -- sizes -------------------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements (1 for a 0-d tensor)."""
+        return _prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """``size * itemsize``: bytes of the elements, not of the extent they span."""
+        return self.size * self.itemsize
+
+    # -- layout ------------------------------------------------------------------------------
+    def data_ptr(self) -> int:
+        """Address of element [0,...,0]: a host address on cpu, a device address on cuda."""
+        return self._base_ptr + self.offset * self.itemsize
+
+    def byte_extent(self) -> tuple[int, int]:
+        """Half-open byte range ``[lo, hi)`` covering every element; ``(p, p)`` when empty.
+
+        Addresses as in ``data_ptr()``; negative strides reach below it, zero strides add nothing.
+        """
+        lo, hi = _extent(self.shape, self.strides)
+        p = self.data_ptr()
+        return p + lo * self.itemsize, p + hi * self.itemsize
+
+    def has_internal_overlap(self) -> bool:
+        """True when two different indices may address the same element.
+
+        Exact for the usual layouts (contiguous, sliced, transposed, broadcast): axes of extent 1
+        are ignored, a stride 0 overlaps, and sorted by ``|stride|`` each axis must step over the
+        whole span of the faster ones. Interleaved but disjoint layouts also report True.
+        """
+        if self.size == 0:
+            return False
+        axes = sorted((abs(s), n) for n, s in zip(self.shape, self.strides) if n > 1)
+        span = 1  # elements covered by the faster axes so far
+        for stride, n in axes:
+            if stride < span:
+                return True
+            span += stride * (n - 1)
+        return False
+
+    def is_contiguous(self) -> bool:
+        """C-contiguous (strides of size-1 axes ignored; empty tensors count as contiguous)."""
+        if self.size == 0:
+            return True
+        expected = interop.c_strides(self.shape)
+        return all(n == 1 or s == e for n, s, e in zip(self.shape, self.strides, expected))
+
+    # -- host access -------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A new C-contiguous host array with this shape and dtype (bf16: ml_dtypes.bfloat16).
+
+        Synchronises the current stream first, so a deferred kernel error (KernelBoundsError)
+        raises here. Raises BackendError when a cuda copy fails.
+        """
+        stream.synchronize()
+        if self.backend == "cpu":
+            return np.array(self.host_view(), order="C", copy=True)
+        lo, hi = self.byte_extent()
+        host = np.empty(hi - lo, np.uint8)
+        memory.copy_device_to_host(host, lo, hi - lo)
+        view = np.ndarray(self.shape, self.dtype.numpy, buffer=host, offset=self.data_ptr() - lo,
+                          strides=self._byte_strides())
+        return np.asarray(view, order="C")  # copies only a strided view; host is ours alone
+
+    def host_view(self) -> np.ndarray:
+        """cpu only: a NumPy view sharing this tensor's memory and strides (read-only when the
+        wrapped array was). Raises TypeError on a cuda tensor: use ``numpy()`` to copy it out."""
+        if self.backend != "cpu":
+            raise TypeError(f"host_view() needs a cpu tensor, this one lives on {self.backend}; "
+                            "use numpy() to copy it to the host")
+        return np.ndarray(self.shape, self.dtype.numpy, buffer=self._owner,
+                          offset=self.offset * self.itemsize, strides=self._byte_strides())
+
+    def _byte_strides(self) -> tuple[int, ...]:
+        return tuple(s * self.itemsize for s in self.strides)
+
+    # -- views -------------------------------------------------------------------------------
+    def __getitem__(self, key) -> "Tensor":
+        """Basic indexing (ints, slices with any nonzero step, one Ellipsis): a view, no copy.
+
+        Raises IndexError (out of range, too many indices, step 0) or TypeError (anything else:
+        arrays, lists, booleans, None).
+        """
+        key = _expand_key(key, self.ndim)
+        offset, shape, strides = self.offset, [], []
+        for axis, (k, n, s) in enumerate(zip(key, self.shape, self.strides)):
+            if isinstance(k, slice):
+                if k.step == 0:
+                    raise IndexError("slice step cannot be zero")
+                start, stop, step = k.indices(n)
+                length = len(range(start, stop, step))
+                if length:  # an empty axis keeps the offset inside the buffer
+                    offset += start * s
+                shape.append(length)
+                strides.append(s * step)
+            else:
+                offset += _axis_index(k, axis, n) * s
+        return self._view(tuple(shape), tuple(strides), offset)
+
+    @property
+    def T(self) -> "Tensor":
+        """The view with axes reversed (a matrix transpose for 2-d)."""
+        return self._view(self.shape[::-1], self.strides[::-1], self.offset)
+
+    def _view(self, shape, strides, offset) -> "Tensor":
+        return Tensor(shape=shape, strides=strides, dtype=self.dtype, backend=self.backend,
+                      offset=offset, base_ptr=self._base_ptr, owner=self._owner)
+
+    # -- Python protocols ----------------------------------------------------------------------
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"Tensor(shape={self.shape}, dtype={self.dtype}, backend={self.backend})"
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """NumPy's conversion hook: ``numpy()`` (cast to ``dtype`` when given).
+
+        Raises ValueError for ``copy=False``: a Tensor is never a NumPy array without a copy.
+        """
+        if copy is False:
+            raise ValueError("a fearless Tensor cannot become a NumPy array without a copy; "
+                             "use Tensor.host_view() on the cpu backend")
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export as a legacy DLPack capsule (see ``interop.to_dlpack``); ``copy=True`` exports a
+        fresh contiguous copy. ``max_version`` is accepted; the capsule is always unversioned."""
+        source = _from_host(self.numpy(), self.backend) if copy else self
+        return interop.to_dlpack(source, stream=stream, dl_device=dl_device)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return interop.dlpack_device(self)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """CAI v3 for cuda tensors. AttributeError on cpu (so ``hasattr`` is False); TypeError
+        for bf16."""
+        if self.backend != "cuda":
+            raise AttributeError("__cuda_array_interface__ exists only on cuda tensors")
+        return interop.cuda_array_interface(self)
+
+
+# -- layout helpers ----------------------------------------------------------------------------
+def _prod(shape) -> int:
+    size = 1
+    for n in shape:
+        size *= n
+    return size
+
+
+def _extent(shape, strides) -> tuple[int, int]:
+    """``(lo, hi)`` element offsets from element 0 spanned by the elements, hi exclusive."""
+    if 0 in shape:
+        return 0, 0
+    lo = sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
+    hi = sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0) + 1
+    return lo, hi
+
+
+def _expand_key(key, ndim: int) -> tuple:
+    """The index as one entry per axis: Ellipsis expanded, missing trailing axes as ``:``."""
+    key = key if isinstance(key, tuple) else (key,)
+    ellipses = sum(k is Ellipsis for k in key)
+    if ellipses > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    given = len(key) - ellipses
+    if given > ndim:
+        raise IndexError(f"too many indices for a {ndim}-d tensor: {given} given")
+    fill = (slice(None),) * (ndim - given)
+    if ellipses:
+        at = key.index(Ellipsis)
+        return key[:at] + fill + key[at + 1:]
+    return key + fill
+
+
+def _axis_index(k, axis: int, n: int) -> int:
+    if isinstance(k, (bool, np.bool_)) or k is None:
+        raise TypeError(f"tensor index {k!r} is not supported: only ints, slices and '...' "
+                        "(basic indexing) are")
+    try:
+        i = operator.index(k)
+    except TypeError:
+        raise TypeError(f"tensor index of type {type(k).__name__} is not supported: only ints, "
+                        "slices and '...' (basic indexing, no index arrays)") from None
+    if not -n <= i < n:
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+    return i + n if i < 0 else i
+
+
+class _HostSpan:
+    """Host bytes ``[ptr, ptr + nbytes)`` exposed to NumPy (array interface); keeps owner alive."""
+
+    def __init__(self, ptr: int, nbytes: int, readonly: bool, owner):
+        self.owner = owner
+        self.__array_interface__ = {"data": (ptr, readonly), "shape": (nbytes,),
+                                    "typestr": "|u1", "version": 3}
+
+
+def _over(ptr: int, shape, strides, dtype, backend: str, owner, readonly: bool = False) -> Tensor:
+    """A Tensor whose element 0 is at ``ptr``; its buffer is the byte span of its elements."""
+    shape, strides = tuple(shape), tuple(strides)
+    lo, hi = _extent(shape, strides)
+    base = ptr + lo * dtype.itemsize
+    if backend == "cpu":
+        owner = np.asarray(_HostSpan(base, (hi - lo) * dtype.itemsize, readonly, owner))
+    return Tensor(shape=shape, strides=strides, dtype=dtype, backend=backend, offset=-lo,
+                  base_ptr=base, owner=owner)
+
+
+def _wrap_host(arr: np.ndarray) -> Tensor:
+    """A cpu Tensor over ``arr``'s memory (no copy). TypeError for unsupported dtypes/strides."""
+    dt = dtypes.from_numpy(arr.dtype)
+    if any(s % dt.itemsize for s in arr.strides):
+        raise TypeError(f"array strides {arr.strides} are not multiples of its itemsize "
+                        f"{dt.itemsize}; pass numpy.ascontiguousarray(a)")
+    strides = tuple(s // dt.itemsize for s in arr.strides)
+    return _over(arr.ctypes.data, arr.shape, strides, dt, "cpu", arr, not arr.flags.writeable)
+
+
+def _alloc(shape: tuple[int, ...], dt: dtypes.DType) -> Tensor:
+    """An uninitialised contiguous cuda tensor in fresh device memory."""
+    buf = memory.allocate(_prod(shape) * dt.itemsize)
+    return _over(int(buf.handle), shape, interop.c_strides(shape), dt, "cuda", buf)
+
+
+def _from_host(arr: np.ndarray, backend: str) -> Tensor:
+    """``arr`` on ``backend``: wrapped without a copy on cpu, uploaded to a new buffer on cuda."""
+    if backend == "cpu":
+        return _wrap_host(arr)
+    host = np.asarray(arr, order="C")
+    t = _alloc(host.shape, dtypes.from_numpy(host.dtype))
+    memory.copy_host_to_device(t.data_ptr(), host, t.nbytes)
+    return t
+
+
+def _convert(t: Tensor, dt: dtypes.DType) -> Tensor:
+    """A copy of ``t`` cast to ``dt`` (NumPy casting rules), on ``t``'s backend."""
+    return _from_host(t.numpy().astype(dt.numpy), t.backend)
+
+
+def _normalize_shape(shape) -> tuple[int, ...]:
+    dims = (shape,) if not isinstance(shape, (tuple, list)) else shape
+    dims = tuple(operator.index(n) for n in dims)
+    if any(n < 0 for n in dims):
+        raise ValueError(f"shape {dims} has a negative dimension")
+    return dims
+
+
+# -- factories ---------------------------------------------------------------------------------
+def as_tensor(obj) -> Tensor | None:
+    """``obj`` as a Tensor without a copy, or None when it does not live on the current backend.
+
+    A Tensor is returned as is. On cpu: a NumPy array or a CPU DLPack producer (a torch CPU
+    tensor). On cuda: a ``__cuda_array_interface__`` or CUDA DLPack producer (torch, CuPy) on
+    fearless's GPU; the view keeps the producer alive and is ordered after its stream. Anything
+    else (scalars, lists, host arrays on cuda, device arrays on cpu or another GPU) gives None.
+    Raises TypeError for such an array with a dtype fearless does not support.
+    """
+    if isinstance(obj, Tensor):
+        return obj
+    backend = current_backend()
+    if backend == "cpu" and isinstance(obj, np.ndarray):
+        return _wrap_host(obj)
+    if interop.foreign_device(obj) != backend:
+        return None
+    if backend == "cpu":
+        f = interop.view_foreign(obj, -1)
+    else:
+        f = interop.view_foreign(obj, memory.cuda_stream().handle)
+        if f.device_id != cuda_device().device_id:
+            return None
+    return _over(f.ptr, f.shape, f.strides, f.dtype, backend, f.owner, f.readonly)
+
+
+def asarray(obj, dtype=None) -> Tensor:
+    """``obj`` as a Tensor on the current backend, copying only when it must.
+
+    ``obj``: a Tensor (returned as is, or converted when ``dtype`` differs), anything
+    ``as_tensor`` views without a copy (a NumPy array on cpu, a CUDA array on cuda), or host
+    data (NumPy arrays, lists, scalars, CPU DLPack producers), copied to the device on cuda.
+    ``dtype``: anything ``fearless.dtypes.coerce`` accepts; converting always copies. Raises
+    TypeError for unsupported dtypes and for a CUDA array while the cpu backend is current.
+    """
+    dt = None if dtype is None else dtypes.coerce(dtype)
+    t = as_tensor(obj)
+    if t is not None:
+        return t if dt is None or dt is t.dtype else _convert(t, dt)
+    backend, where = current_backend(), interop.foreign_device(obj)
+    if where == "cuda":
+        raise TypeError(f"this {type(obj).__name__} is a CUDA array the {backend} backend cannot "
+                        "use without a copy (the cpu backend is current, or it is on another "
+                        "GPU); copy it first")
+    if where == "cpu" and not isinstance(obj, np.ndarray):
+        # Through DLPack rather than NumPy's own conversion, which knows no bf16.
+        f = interop.view_foreign(obj, -1)
+        obj = _over(f.ptr, f.shape, f.strides, f.dtype, "cpu", f.owner, True).host_view()
+    return _from_host(np.asarray(obj, dtype=None if dt is None else dt.numpy), backend)
+
+
+def empty(shape, dtype=dtypes.f32) -> Tensor:
+    """An uninitialised tensor of ``shape`` (int or tuple) and ``dtype`` on the current backend."""
+    dims, dt = _normalize_shape(shape), dtypes.coerce(dtype)
+    if current_backend() == "cpu":
+        return _wrap_host(np.empty(dims, dt.numpy))
+    return _alloc(dims, dt)
+
+
+def full(shape, value, dtype) -> Tensor:
+    """A tensor of ``shape`` filled with ``value`` converted to ``dtype`` (NumPy's rules).
+
+    Raises OverflowError / ValueError when ``value`` does not fit ``dtype``.
+    """
+    dims, dt = _normalize_shape(shape), dtypes.coerce(dtype)
+    if current_backend() == "cpu":
+        return _wrap_host(np.full(dims, value, dt.numpy))
+    pattern = np.full((), value, dt.numpy).tobytes()
+    if pattern.count(pattern[0]) != len(pattern):  # not one repeated byte: no memset can do it
+        return _from_host(np.full(dims, value, dt.numpy), "cuda")
+    t = _alloc(dims, dt)
+    memory.memset(t.data_ptr(), pattern[0], t.nbytes)
+    return t
+
+
+def zeros(shape, dtype=dtypes.f32) -> Tensor:
+    """A tensor of ``shape`` filled with 0 of ``dtype`` on the current backend."""
+    return full(shape, 0, dtype)
+
+
+def ones(shape, dtype=dtypes.f32) -> Tensor:
+    """A tensor of ``shape`` filled with 1 of ``dtype`` on the current backend."""
+    return full(shape, 1, dtype)
