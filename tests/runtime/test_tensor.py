@@ -20,18 +20,6 @@ from fearless.runtime import device, memory, stream
 from fearless.runtime.tensor import Tensor, as_tensor, asarray, empty, full, ones, zeros
 
 
-@pytest.fixture(autouse=True)
-def backend(request):
-    """cpu for plain tests; cuda for ``gpu`` tests, skipped when no usable GPU is present."""
-    gpu = request.node.get_closest_marker("gpu") is not None
-    if gpu and not device.cuda_probe()[0]:
-        pytest.skip(f"needs an NVIDIA GPU: {device.cuda_probe()[1]}")
-    previous = device.current_backend()
-    device.set_backend("cuda" if gpu else "cpu")
-    yield "cuda" if gpu else "cpu"
-    device.set_backend(previous)
-
-
 def random_array(dt: dtypes.DType, shape, seed: int = 0) -> np.ndarray:
     """Random values of ``dt`` (never all zeros): small ints, normals for floats."""
     rng = np.random.default_rng(seed)

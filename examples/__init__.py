@@ -1,0 +1,3 @@
+"""Self-checking fearless examples; ``fearless demo`` runs them all. Each module has ``run()``."""
+
+NAMES = ("vector_add", "saxpy", "matrix_add", "generic_map", "image_filter")

@@ -1,0 +1,63 @@
+"""Helpers shared by the examples: timing a launch and checking a result against NumPy."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import fearless as fl
+
+
+@dataclass
+class Result:
+    """What one example measured: times in milliseconds, bytes moved by one steady launch."""
+
+    name: str
+    backend: str
+    size: str
+    first_ms: float
+    steady_ms: float
+    bytes_moved: int
+    error_ratio: float  # worst error / allowed error (see check)
+    notes: list = field(default_factory=list)
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes_moved / (self.steady_ms * 1e6) if self.steady_ms > 0 else float("nan")
+
+
+def timed(launch, repeat: int) -> tuple[float, float]:
+    """(first call ms, mean steady ms) of ``launch()``, each synchronised."""
+    t0 = time.perf_counter()
+    launch()
+    fl.synchronize()
+    first = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        launch()
+    fl.synchronize()
+    return first, (time.perf_counter() - t0) * 1e3 / max(repeat, 1)
+
+
+def check(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol=0.0) -> float:
+    """Check ``got`` against the float64 reference ``want``: raises AssertionError where
+    ``|got - want| > atol + rtol * |want|``, else returns the worst error as a fraction of that
+    bound (0 = exact, 1 = at the limit). ``atol`` may be an array (a per-element bound, for sums
+    whose terms cancel)."""
+    got64, want64 = got.astype(np.float64), want.astype(np.float64)
+    if got.shape != want.shape:
+        raise AssertionError(f"{name}: shape {got.shape} != {want.shape}")
+    err = np.abs(got64 - want64)
+    bad = err > atol + rtol * np.abs(want64)
+    if bad.any():
+        k = np.flatnonzero(bad.ravel())[0]
+        raise AssertionError(f"{name}: {bad.sum()} wrong elements; first at flat index {k}: "
+                             f"got {got64.ravel()[k]}, want {want64.ravel()[k]}")
+    bound = np.maximum(atol + rtol * np.abs(want64), 1e-300)
+    return float((err / bound).max()) if err.size else 0.0
+
+
+def sizes(gpu: int, cpu: int) -> int:
+    """The problem size for the current backend: GPUs get big enough to measure bandwidth."""
+    return gpu if fl.current_backend() == "cuda" else cpu

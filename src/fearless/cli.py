@@ -1,0 +1,120 @@
+"""The ``fearless`` command: doctor, demo, inspect.
+
+    fearless doctor                      what works on this machine, and what to do otherwise
+    fearless demo                        run the examples (GPU if usable, else CPU), check, time
+    fearless inspect TARGET --stage S    print a compile stage of a kernel
+        TARGET: module:function, path/to/file.py:function, or path/to/file.py (every kernel)
+        S: ast, ir, passes, llvm, ptx, cubin
+        --signature x=f32,out=f32:2      dtypes (and ranks) for generic parameters
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from fearless import dtypes
+from fearless.compiler import STAGE_NAMES
+from fearless.errors import FearlessError
+from fearless.ir import types as T
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="fearless", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("doctor", help="check Python, LLVM, libdevice, driver, GPU and cache")
+    demo = sub.add_parser("demo", help="run the examples and check them against NumPy")
+    demo.add_argument("--png", default="sobel_grace_hopper.png",
+                      help="where the image-filter example writes its result")
+    insp = sub.add_parser("inspect", help="print one compile stage of a kernel")
+    insp.add_argument("target")
+    insp.add_argument("--stage", choices=STAGE_NAMES, default="ir")
+    insp.add_argument("--signature", default="", help="name=dtype[:ndim],... for generic params")
+    insp.add_argument("--arch", default="sm_90")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "doctor":
+            from fearless.doctor import run as doctor
+            return doctor()
+        if args.command == "demo":
+            from fearless.demo import run as demo_run
+            return demo_run(args.png)
+        return inspect(args.target, args.stage, args.signature, args.arch)
+    except FearlessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _load_module(spec: str):
+    if spec.endswith(".py") or "/" in spec:
+        path = Path(spec).resolve()
+        sys.path.insert(0, str(path.parent))
+        mod_spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[path.stem] = module
+        mod_spec.loader.exec_module(module)
+        return module
+    return importlib.import_module(spec)
+
+
+def _kernels(target: str):
+    from fearless.kernel import Kernel
+    module_spec, _, name = target.rpartition(":") if ":" in target else (target, "", "")
+    module = _load_module(module_spec)
+    if name:
+        k = getattr(module, name, None)
+        if not isinstance(k, Kernel):
+            raise SystemExit(f"error: {target} is not a @fearless.kernel")
+        return [k]
+    found = [v for v in vars(module).values() if isinstance(v, Kernel)]
+    if not found:
+        raise SystemExit(f"error: no @fearless.kernel in {module_spec}")
+    return found
+
+
+def _parse_signature(text: str) -> dict:
+    out = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, _, spec = item.partition("=")
+        dtype, _, ndim = spec.partition(":")
+        out[name.strip()] = (dtypes.coerce(dtype.strip()), int(ndim) if ndim else None)
+    return out
+
+
+def param_types(kernel, signature: dict) -> tuple:
+    """IR types for ``kernel``'s parameters from annotations, ``signature`` filling the gaps."""
+    from typing import TypeVar
+    from fearless.frontend.annotations import AnyParam, ArrayParam
+    types = []
+    for name, kind in kernel.params:
+        given = signature.get(name)
+        if isinstance(kind, ArrayParam):
+            dt = given[0] if given else kind.kind.dtype
+            access = T.Access.DISJOINT if kind.kind.writable else T.Access.READ
+            ndim = kind.kind.ndim
+        elif isinstance(kind, AnyParam):
+            if not given:
+                raise SystemExit(f"error: parameter '{name}' has no annotation; "
+                                 f"give --signature {name}=f32 (or f32:1 for an array)")
+            dt, ndim = given
+            access = T.Access.READ
+        else:
+            dt, ndim = (given[0] if given else kind.dtype), None
+        if dt is None or isinstance(dt, TypeVar):
+            raise SystemExit(f"error: parameter '{name}' is generic; give --signature {name}=f32")
+        types.append(T.Scalar(dt) if ndim is None else T.Array(dt, ndim, access, True))
+    return tuple(types)
+
+
+def inspect(target: str, stage: str, signature: str, arch: str) -> int:
+    sig = _parse_signature(signature)
+    for k in _kernels(target):
+        print(f"// kernel {k.name}, stage {stage}")
+        print(k.inspect(stage, param_types(k, sig), arch), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

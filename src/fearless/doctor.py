@@ -1,0 +1,86 @@
+"""``fearless doctor``: one line per requirement, each OK or what to do about it."""
+from __future__ import annotations
+
+import platform
+import sys
+
+from fearless.config import CONFIG
+
+
+def _python():
+    ok = sys.version_info >= (3, 10)
+    return ok, f"Python {platform.python_version()}" + ("" if ok else ": fearless needs 3.10+")
+
+
+def _llvm():
+    try:
+        from fearless.backends.llvm.ptx import _target_machine, llvm_version
+        _target_machine("sm_80")
+        return True, f"llvmlite with LLVM {llvm_version()}, NVPTX target available"
+    except Exception as exc:
+        return False, f"llvmlite's NVPTX target is unusable ({exc}); pip install -U llvmlite"
+
+
+def _libdevice():
+    try:
+        from fearless.backends.llvm.nvvm import libdevice_path
+        return True, f"libdevice: {libdevice_path()}"
+    except Exception as exc:
+        return False, f"{exc}; math functions will not compile (pip install nvidia-nvvm)"
+
+
+def _nvjitlink():
+    from fearless.runtime.module import nvjitlink_version
+    v = nvjitlink_version()
+    if v == "unavailable":
+        return False, ("nvJitLink not found: PTX -> cubin falls back to the driver's JIT "
+                       "(pip install nvidia-nvjitlink)")
+    return True, f"PTX -> cubin: nvJitLink {v}"
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+        err, = driver.cuInit(0)[:1]
+        err, version = driver.cuDriverGetVersion()
+        if int(err) != 0:
+            return False, f"NVIDIA driver did not answer ({err}); the cpu backend will be used"
+        return True, f"NVIDIA driver, CUDA {version // 1000}.{version % 1000 // 10}"
+    except Exception as exc:
+        return False, f"no NVIDIA driver ({type(exc).__name__}); the cpu backend will be used"
+
+
+def _gpu():
+    from fearless.runtime.device import cuda_probe
+    ok, detail = cuda_probe()
+    return ok, (f"GPU: {detail}" if ok else f"GPU: {detail}; kernels run on the cpu backend")
+
+
+def _cache():
+    path = CONFIG.cache_dir
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".doctor"
+        probe.write_text("ok")
+        probe.unlink()
+        state = "on" if CONFIG.disk_cache else "off (FEARLESS_CACHE=0)"
+        return True, f"JIT cache: {path} (disk cache {state})"
+    except OSError as exc:
+        return False, f"JIT cache dir {path} is not writable ({exc}); set FEARLESS_CACHE_DIR"
+
+
+CHECKS = (("python", _python, True), ("llvm", _llvm, True), ("libdevice", _libdevice, True),
+          ("nvjitlink", _nvjitlink, False), ("driver", _driver, False), ("gpu", _gpu, False),
+          ("cache", _cache, True))
+
+
+def run() -> int:
+    """Print the checks; exit status 1 when a check the cpu backend needs failed."""
+    failed = False
+    for _, check, required in CHECKS:
+        ok, line = check()
+        print(f"{'OK  ' if ok else ('FAIL' if required else 'warn')}  {line}")
+        failed |= required and not ok
+    from fearless.runtime.device import current_backend
+    print(f"backend: {current_backend()}")
+    return 1 if failed else 0
