@@ -46,6 +46,12 @@ class LoadedKernel:
     static_shared_bytes: int
 
 
+def _attr(attrs, name: str) -> int:
+    # cuda.core 1.2.0 exposes kernel attributes as properties, later releases as methods
+    value = getattr(attrs, name)
+    return int(value() if callable(value) else value)
+
+
 def load(name: str, cubin: bytes | None, ptx: str) -> LoadedKernel:
     """Load ``cubin`` (or JIT ``ptx`` in the driver when cubin is None) and query the function."""
     from cuda.core import ObjectCode
@@ -56,8 +62,9 @@ def load(name: str, cubin: bytes | None, ptx: str) -> LoadedKernel:
         obj = ObjectCode.from_cubin(cubin) if cubin is not None else ObjectCode.from_ptx(ptx)
         kernel = obj.get_kernel(name)
         attrs = kernel.attributes
-        return LoadedKernel(name, kernel, attrs.num_regs(), attrs.max_threads_per_block(),
-                            attrs.shared_size_bytes())
+        return LoadedKernel(name, kernel, _attr(attrs, "num_regs"),
+                            _attr(attrs, "max_threads_per_block"),
+                            _attr(attrs, "shared_size_bytes"))
     except Exception as exc:
         raise BackendError(f"kernel '{name}': loading the compiled module failed: {exc}",
                            help="run `fearless doctor`") from None
