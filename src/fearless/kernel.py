@@ -143,9 +143,13 @@ class Kernel:
 
     @property
     def index_space(self) -> int:
-        """1 or 2 when the kernel (or a function it calls) uses index_1d / index_2d, else 0."""
+        """1 or 2 when the kernel (or a function it calls) uses index_1d / index_2d, else 0.
+
+        A kernel using both gets 0 here; compiling it raises the CompileError with the lines.
+        """
         called = [o for c in _walk_functions(self.captured) for o in _called(c)]
-        return 2 if thread.index_2d in called else 1 if thread.index_1d in called else 0
+        spaces = {s for s, f in ((1, thread.index_1d), (2, thread.index_2d)) if f in called}
+        return spaces.pop() if len(spaces) == 1 else 0
 
     def fingerprint(self) -> list:
         """Sources and frozen constants the compiled code depends on (the disk-cache key)."""
