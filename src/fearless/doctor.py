@@ -39,15 +39,11 @@ def _nvjitlink():
 
 
 def _driver():
-    try:
-        from cuda.bindings import driver
-        err, = driver.cuInit(0)[:1]
-        err, version = driver.cuDriverGetVersion()
-        if int(err) != 0:
-            return False, f"NVIDIA driver did not answer ({err}); the cpu backend will be used"
-        return True, f"NVIDIA driver, CUDA {version // 1000}.{version % 1000 // 10}"
-    except Exception as exc:
-        return False, f"no NVIDIA driver ({type(exc).__name__}); the cpu backend will be used"
+    from fearless.runtime.device import driver_version
+    version = driver_version()
+    if version is None:
+        return False, "no NVIDIA driver answered; the cpu backend will be used"
+    return True, f"NVIDIA driver, CUDA {version[0]}.{version[1]}"
 
 
 def _gpu():

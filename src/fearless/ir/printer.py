@@ -7,10 +7,13 @@ from fearless.ir.core import Function, Operation, Region, Value
 class _Names:
     def __init__(self):
         self.names: dict[int, str] = {}
+        self.count = 0
 
     def define(self, v: Value, name: str | None = None) -> str:
-        self.names[id(v)] = name or f"%{len(self.names)}"
-        return self.names[id(v)]
+        if name is None:
+            name, self.count = f"%{self.count}", self.count + 1
+        self.names[id(v)] = name
+        return name
 
     def __getitem__(self, v: Value) -> str:
         return self.names.get(id(v), "%<undefined>")

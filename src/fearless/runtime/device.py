@@ -32,6 +32,17 @@ def cuda_probe() -> tuple[bool, str]:
     return True, f"{name}, compute capability {cc[0]}.{cc[1]}"
 
 
+def driver_version() -> tuple[int, int] | None:
+    """The CUDA version the installed driver supports, ``(major, minor)``, or None."""
+    try:
+        from cuda.bindings import driver
+        (err,) = driver.cuInit(0)
+        err, version = driver.cuDriverGetVersion()
+    except Exception:  # no libcuda: no driver
+        return None
+    return None if int(err) != 0 else (version // 1000, version % 1000 // 10)
+
+
 def current_backend() -> str:
     """``"cuda"`` or ``"cpu"``; decided on first call unless set explicitly."""
     global _chosen

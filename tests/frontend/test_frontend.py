@@ -1,0 +1,94 @@
+"""Frontend details: typing rules, spans of nested functions, frozen constants."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fearless as fl
+from fearless import dtypes as D
+from fearless.errors import CompileError
+from fearless.frontend.infer import (WEAK_FLOAT, WEAK_INT, TypingError, join, promote,
+                                     promote_weak)
+from fearless.ir import types as T
+
+
+def test_promotion_table():
+    assert promote(D.i32, D.i64) is D.i64
+    assert promote(D.u8, D.i8) is D.i16
+    assert promote(D.u32, D.i64) is D.i64
+    assert promote(D.i32, D.f32) is D.f32
+    assert promote(D.f16, D.bf16) is D.f32
+    assert promote(D.bool_, D.u8) is D.u8
+    with pytest.raises(TypingError):
+        promote(D.u64, D.i8)
+    assert promote_weak(D.f16, WEAK_FLOAT) is D.f16
+    assert promote_weak(D.i32, WEAK_FLOAT) is D.f64
+    assert promote_weak(D.u8, WEAK_INT) is D.u8
+
+
+def test_variable_types_join_over_the_function():
+    assert join([WEAK_INT, T.Scalar(D.f32)]) == T.Scalar(D.f32)
+    assert join([T.ThreadIndex(1, 0)]) == T.ThreadIndex(1, 0)
+    assert join([T.ThreadIndex(1, 0), WEAK_INT]) == T.INDEX  # a reassigned index is a plain int
+    assert join([WEAK_INT]) == T.INDEX and join([WEAK_FLOAT]) == T.Scalar(D.f64)
+
+
+def test_spans_point_into_nested_definitions():
+    @fl.kernel
+    def nested(out: fl.DisjointSlice[fl.f32]):
+        i = fl.thread.index_1d()
+        out[i + 0] = 1.0
+
+    with pytest.raises(CompileError) as info:
+        nested[nested.prepare(4)](fl.zeros(4))
+    span = info.value.span
+    assert span.filename == __file__
+    assert span.text.strip() == "out[i + 0] = 1.0"
+    assert span.text[span.col:span.end_col] == "i + 0"
+
+
+LIMIT = 5
+
+
+def test_globals_are_frozen_at_the_first_compile():
+    global LIMIT
+
+    @fl.kernel
+    def clamp(out: fl.DisjointSlice[fl.i64]):
+        i = fl.thread.index_1d()
+        if i < len(out):
+            out[i] = min(i, LIMIT)
+
+    out = fl.zeros(8, fl.i64)
+    clamp[clamp.prepare(8)](out)
+    assert out.numpy().tolist() == [0, 1, 2, 3, 4, 5, 5, 5]
+    LIMIT = 2
+    clamp[clamp.prepare(8)](out)  # same specialisation: the compiled code keeps 5
+    assert out.numpy().tolist() == [0, 1, 2, 3, 4, 5, 5, 5]
+    LIMIT = 5
+
+
+def test_device_functions_are_not_callable_on_the_host():
+    @fl.func
+    def twice(v):
+        return 2 * v
+
+    with pytest.raises(CompileError, match="only inside a kernel"):
+        twice(3)
+    with pytest.raises(CompileError, match="inside a @fearless.kernel"):
+        fl.thread.index_1d()
+
+
+def test_explicit_casts_and_annotated_locals():
+    @fl.kernel
+    def casts(x: fl.Slice[fl.f32], out: fl.DisjointSlice[fl.i32]):
+        i = fl.thread.index_1d()
+        if i < len(out):
+            acc: fl.f64 = 0
+            acc += x[i]
+            out[i] = fl.i32(acc * 10) + int(x[i])
+
+    x = np.array([1.25, -2.5, 3.75], np.float32)
+    out = fl.zeros(3, fl.i32)
+    casts[casts.prepare(3)](fl.asarray(x), out)
+    assert out.numpy().tolist() == [12 + 1, -25 - 2, 37 + 3]

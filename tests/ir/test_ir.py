@@ -1,0 +1,83 @@
+"""IR built by hand: the verifier, the printer, the passes, and backend coverage of every op."""
+from __future__ import annotations
+
+import pytest
+
+from fearless import dtypes
+from fearless.backends.cpu.simt import RULES as CPU_RULES
+from fearless.backends.llvm.lower import RULES as LLVM_RULES
+from fearless.errors import InternalError, SafetyError
+from fearless.ir import types as T
+from fearless.ir.core import Builder, Function, Param, Region, Value
+from fearless.ir.opdef import REGISTRY
+from fearless.ir.printer import print_function
+from fearless.ir.verify import verify
+from fearless.passes import PASSES, PassOptions, run_all
+
+F32 = T.Scalar(dtypes.f32)
+
+
+def kernel(store_index: str):
+    """out[idx] = x[tid] with idx the thread index itself, or tid + 1 (``store_index``)."""
+    x = Value(T.Array(dtypes.f32, 1, T.Access.READ, True), "x")
+    out = Value(T.Array(dtypes.f32, 1, T.Access.DISJOINT, True), "out")
+    body = Region()
+    b = Builder(body)
+    tid = b.create("simt.thread_index", [], [T.ThreadIndex(1, 0)], {"space": 1, "axis": 0}).result
+    i = b.create("simt.index_value", [tid], [T.INDEX]).result
+    v = b.create("mem.load", [x, i], [F32], {"checked": False}).result
+    if store_index == "own":
+        idx = tid
+    else:
+        one = b.create("arith.constant", [], [T.INDEX], {"value": 1}).result
+        idx = b.create("arith.add", [i, one], [T.INDEX]).result
+    b.create("mem.store", [out, idx, v], [])
+    return Function("k", [Param("x", x.type, x), Param("out", out.type, out)], body)
+
+
+def test_every_op_has_a_rule_in_every_backend():
+    assert set(REGISTRY) == set(CPU_RULES), set(REGISTRY) ^ set(CPU_RULES)
+    assert set(REGISTRY) == set(LLVM_RULES), set(REGISTRY) ^ set(LLVM_RULES)
+
+
+def test_printer_is_stable_text():
+    text = print_function(verify(kernel("own")))
+    assert text == print_function(kernel("own"))
+    assert text.splitlines()[0] == ("kernel @k(%x: array<f32, 1d, read>, "
+                                    "%out: array<f32, 1d, disjoint>) {")
+    assert "mem.store %out, %0, %2" in text
+
+
+def test_verifier_rejects_type_errors_and_undefined_operands():
+    fn = kernel("own")
+    fn.body.ops[2].results[0].type = T.Scalar(dtypes.f64)  # load result no longer the element
+    with pytest.raises(InternalError, match="result must be the element type"):
+        verify(fn)
+    fn = kernel("own")
+    fn.body.ops.insert(0, fn.body.ops.pop(1))  # use before definition
+    with pytest.raises(InternalError, match="not defined before use"):
+        verify(fn)
+    fn = kernel("own")
+    Builder(fn.body).create("cf.break", [], [])
+    with pytest.raises(InternalError, match="outside a loop"):
+        verify(fn)
+
+
+def test_passes_accept_the_own_index_and_refuse_a_computed_one():
+    fn = run_all(kernel("own"), PassOptions(), verify)
+    assert fn.attrs["index_space"] == 1
+    (load,) = [op for op in fn.walk() if op.name == "mem.load"]
+    assert load.attrs == {"checked": True, "site": 1}
+    assert fn.attrs["bounds_sites"] == (("x", None),)
+    with pytest.raises(SafetyError, match="own index"):
+        run_all(kernel("shifted"), PassOptions(), verify)
+
+
+def test_unchecked_kernels_get_no_bounds_sites():
+    fn = run_all(kernel("own"), PassOptions(bounds_checks=False), verify)
+    assert fn.attrs["bounds_sites"] == ()
+    assert all(not op.attrs["checked"] for op in fn.walk() if op.name == "mem.load")
+
+
+def test_pass_list_is_the_documented_order():
+    assert [name for name, _ in PASSES] == ["access", "disjoint", "contract", "simplify", "bounds"]

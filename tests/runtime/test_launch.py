@@ -1,0 +1,163 @@
+"""Launch contracts, alias checks, raw launches and the JIT cache (host side; GPU-free)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import fearless as fl
+from fearless import f32, u8
+from fearless.config import Config
+from fearless.errors import AliasError, ArgumentTypeError, ContractError, LaunchError
+from fearless.ir import types as T
+
+
+@fl.kernel
+def add(x: fl.Slice[f32], y: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = x[i] + y[i]
+
+
+@fl.kernel
+def add2d(x: fl.Array[f32, 2], out: fl.DisjointArray[f32, 2]):
+    r, c = fl.thread.index_2d()
+    if r < out.shape[0] and c < out.shape[1]:
+        out[r, c] = x[r, c] * 2.0
+
+
+@fl.kernel
+def bump(k: u8, out: fl.DisjointSlice[u8]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = k
+
+
+def test_prepare_picks_blocks_and_covers_the_problem():
+    one = add.prepare(1000)
+    assert (one.size, one.grid, one.block, one.dims) == ((1000,), (4,), (256,), 1)
+    two = add2d.prepare((100, 70))
+    assert (two.grid, two.block) == ((3, 13), (32, 8))  # x along the 70 columns
+    assert add.prepare(1000, block=128).grid == (8,)
+    assert add.prepare(0).grid == (0,)
+
+
+def test_prepared_launch_computes_correct_2d_result():
+    x = np.random.default_rng(0).standard_normal((37, 91)).astype(np.float32)
+    out = fl.full((37, 91), np.nan, f32)
+    add2d[add2d.prepare((37, 91), block=(16, 4))](fl.asarray(x), out)
+    assert np.array_equal(out.numpy(), x * 2)
+
+
+def test_writable_arguments_may_not_overlap_anything():
+    buf = fl.zeros(20)
+    x = fl.asarray(np.arange(20, dtype=np.float32))
+    launch = add.prepare(10)
+    for xs, ys, out in [(x[:10], buf[5:15], buf[:10]),      # partial overlap with y
+                        (x[:10], x[10:], x[::-1][10:]),       # a reversed view of x's first half
+                        (buf[::2], x[:10], buf[1::2])]:      # interleaved views of one buffer
+        with pytest.raises(AliasError):
+            add[launch](xs, ys, out)
+    sq = fl.zeros((4, 4))
+    with pytest.raises(AliasError):
+        add2d[add2d.prepare((4, 4))](sq.T, sq)  # a transposed view of the output
+    broadcast = fl.asarray(np.broadcast_to(np.zeros(1, np.float32), (10,)))
+    with pytest.raises(AliasError, match="share memory"):
+        add[launch](x[:10], x[10:], broadcast)
+
+
+def test_read_only_arguments_may_share_memory_and_disjoint_views_are_fine():
+    buf = fl.asarray(np.arange(30, dtype=np.float32))
+    add[add.prepare(10)](buf[:10], buf[:10], buf[10:20])  # x and y are the same tensor
+    add[add.prepare(10)](buf[:10], buf[20:], buf[10:20])
+    assert np.array_equal(buf.numpy()[10:20], np.arange(10) + np.arange(20, 30))
+
+
+def test_a_refused_launch_writes_nothing():
+    out = fl.full(10, 7.0, f32)
+    with pytest.raises(AliasError):
+        add[add.prepare(10)](out, fl.zeros(10), out)
+    assert np.array_equal(out.numpy(), np.full(10, 7.0, np.float32))
+
+
+def test_arguments_are_checked_by_type():
+    with pytest.raises(ArgumentTypeError, match="does not fit u8"):
+        bump[bump.prepare(4)](300, fl.zeros(4, u8))
+    with pytest.raises(ArgumentTypeError, match="not an array"):
+        add[add.prepare(4)]([1, 2, 3, 4], fl.zeros(4), fl.zeros(4))
+    with pytest.raises(TypeError):  # ArgumentTypeError is a TypeError too
+        add[add.prepare(4)](fl.zeros(4), fl.zeros(4, fl.f64), fl.zeros(4))
+    out = fl.zeros(4, u8)
+    bump[bump.prepare(4)](np.uint8(9), out)
+    assert out.numpy().tolist() == [9, 9, 9, 9]
+
+
+def test_kernels_launch_only_through_a_prepared_launch_or_unsafe():
+    x, out = fl.ones(8), fl.zeros(8)
+    with pytest.raises(LaunchError, match="PreparedLaunch"):
+        add(x, x, out)
+    with pytest.raises(LaunchError, match="takes a PreparedLaunch"):
+        add[8](x, x, out)
+    with pytest.raises(LaunchError, match="fl.unsafe"):
+        add.launch_raw(1, 8, x, x, out)
+    with fl.unsafe():
+        add.launch_raw(2, 4, x, x, out)  # raw geometry, still alias-checked
+        with pytest.raises(AliasError):
+            add.launch_raw(2, 4, x, x, x)
+    assert np.array_equal(out.numpy(), np.full(8, 2.0, np.float32))
+
+
+def test_a_launch_prepared_for_another_backend_is_refused():
+    launch = add.prepare(4)
+    forged = type(launch)(add, "cuda", launch.size, launch.grid, launch.block)
+    with pytest.raises(ContractError, match="prepared for the cuda backend"):
+        add[forged](fl.zeros(4), fl.zeros(4), fl.zeros(4))
+
+
+def _module(path, name, helper_body):
+    path.write_text(textwrap.dedent(f"""
+        import fearless as fl
+        from fearless import f32
+
+        @fl.func
+        def helper(v):
+            return {helper_body}
+
+        @fl.kernel
+        def k(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+            i = fl.thread.index_1d()
+            if i < len(out):
+                out[i] = helper(x[i])
+        """))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_disk_cache_hits_and_editing_a_helper_recompiles(tmp_path, monkeypatch):
+    kernel_module = sys.modules["fearless.kernel"]  # the module, not the decorator
+    from fearless.runtime.module import nvjitlink_version
+    if nvjitlink_version() == "unavailable":
+        pytest.skip("nvJitLink is needed to build cubins")
+    monkeypatch.setattr(kernel_module, "CONFIG", Config(None, tmp_path / "cache", True,
+                                                        frozenset()))
+    types = (T.Array(f32, 1, T.Access.READ, True), T.Array(f32, 1, T.Access.DISJOINT, True))
+    first = _module(tmp_path / "m1.py", "m1", "v * 2.0").k
+    compiled = first.compile_for(types, "cuda", "sm_90")
+    entries = lambda: sorted(p.name for p in (tmp_path / "cache").rglob("*.json"))
+    assert len(entries()) == 1 and compiled.cubin
+
+    again = _module(tmp_path / "m1.py", "m1b", "v * 2.0").k  # same source: a disk hit
+    monkeypatch.setattr(kernel_module, "compile_simt", lambda *a, **k: pytest.fail("recompiled"))
+    hit = again.compile_for(types, "cuda", "sm_90")
+    assert hit.cubin == compiled.cubin and hit.meta["bounds_sites"][0][0] == "x"
+    monkeypatch.undo()
+    monkeypatch.setattr(kernel_module, "CONFIG", Config(None, tmp_path / "cache", True,
+                                                        frozenset()))
+    edited = _module(tmp_path / "m2.py", "m2", "v * 3.0").k  # the helper changed
+    edited.compile_for(types, "cuda", "sm_90")
+    assert len(entries()) == 2
