@@ -162,7 +162,6 @@ def compile_times():
     from fearless.kernel import Kernel
     out = {}
     for k in (vector_add, saxpy, matrix_add, sobel):
-        types = {"vector_add": None}.get(k.name)
         fresh = Kernel(k.fn)
         t0 = time.perf_counter()
         args = _args_for(k)
@@ -174,7 +173,6 @@ def compile_times():
         warm_kernel[warm_kernel.prepare(*args[0])](*args[1])
         torch.cuda.synchronize()
         out[k.name] = {"cold ms": cold * 1e3, "warm (disk) ms": (time.perf_counter() - t0) * 1e3}
-        del types
     return out
 
 
