@@ -152,14 +152,16 @@ class Kernel:
         return spaces.pop() if len(spaces) == 1 else 0
 
     def fingerprint(self) -> list:
-        """Sources and frozen constants the compiled code depends on (the disk-cache key)."""
+        """Sources and frozen names the compiled code depends on (the disk-cache key).
+
+        Every free name of the kernel and of each device function it calls is part of the key,
+        by value for numbers and tuples, by qualified name for modules and functions, so two
+        kernels with one source but a global bound to different functions never share code.
+        """
         parts = []
         for c in _walk_functions(self.captured):
             parts.append(c.source)
-            for name in c.free_names():
-                value = c.resolve(name)
-                if isinstance(value, (bool, int, float, tuple, np.generic, dtypes.DType)):
-                    parts.append(f"{name}={value!r}")
+            parts.extend(f"{name}={_key_of(c.resolve(name))}" for name in c.free_names())
         return parts
 
     # compiling -------------------------------------------------------------------------------
@@ -312,6 +314,17 @@ class Kernel:
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None
         return show(compiled, stage)
+
+
+def _key_of(value) -> str:
+    """How a value a kernel refers to enters the cache key."""
+    if isinstance(value, (bool, int, float, tuple, np.generic, dtypes.DType)) or value is None:
+        return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, DeviceFunction):
+        return f"func:{value.captured.source}"
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    module = getattr(value, "__module__", None) or ""
+    return f"{type(value).__name__}:{module}.{name}" if name else f"object:{type(value).__qualname__}"
 
 
 def _llvm_version() -> str:

@@ -161,3 +161,25 @@ def test_disk_cache_hits_and_editing_a_helper_recompiles(tmp_path, monkeypatch):
     edited = _module(tmp_path / "m2.py", "m2", "v * 3.0").k  # the helper changed
     edited.compile_for(types, "cuda", "sm_90")
     assert len(entries()) == 2
+
+
+def test_cache_key_tells_apart_globals_bound_to_different_functions(tmp_path):
+    keys = []
+    for name, fn in (("ka", "math.acos"), ("kb", "math.acosh")):
+        path = tmp_path / f"{name}.py"
+        path.write_text(textwrap.dedent(f"""
+            import math
+            import fearless as fl
+            fn = {fn}
+
+            @fl.kernel
+            def k(x: fl.Slice[fl.f32], out: fl.DisjointSlice[fl.f32]):
+                i = fl.thread.index_1d()
+                if i < len(out):
+                    out[i] = fn(x[i])
+            """))
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        keys.append(module.k.fingerprint())
+    assert keys[0] != keys[1]
