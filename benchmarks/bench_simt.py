@@ -95,7 +95,7 @@ def bandwidth_table():
             results["numba"] = ms(lambda: nb[(N + 255) // 256, 256](nx, ny, nout))
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}"[:120]
-    row(table, f"vector_add f32 n=2^27", 12 * N, results)
+    row(table, "vector_add f32 n=2^27", 12 * N, results)
     assert torch.allclose(tout, tx + ty)
 
     ls = saxpy.prepare(N)

@@ -234,7 +234,7 @@ class Kernel:
         self._launch(raw, args, checked=False)
 
     def __call__(self, *args, **kwargs):
-        raise LaunchError(f"a kernel is launched through a PreparedLaunch",
+        raise LaunchError("a kernel is launched through a PreparedLaunch",
                           kernel=self.name,
                           help=f"launch = {self.name}.prepare(n); {self.name}[launch](...)")
 

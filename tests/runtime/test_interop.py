@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fearless import dtypes
-from fearless.runtime import device, interop, memory
+from fearless.runtime import interop, memory
 from fearless.runtime.tensor import Tensor, as_tensor, asarray, empty
 
 # DLPack codes a consumer must read: (code, bits) per dtype.

@@ -18,7 +18,7 @@ import numpy as np
 from fearless.backends.cpu.ops import ARITH, MATH, constant
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Region
-from fearless.ir.types import Array, LocalRef, ThreadIndex
+from fearless.ir.types import ThreadIndex
 
 LANES_PER_BATCH = 1 << 18
 
