@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from fearless.passes import PassOptions
 from fearless.runtime import cache, device, dispatch, launch as contracts
 from fearless.runtime.module import load, nvjitlink_version
 from fearless.runtime.stream import current_stream
-from fearless.runtime.tensor import as_tensor
+from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.simt import thread
 
 VERSION = "0.1.0"
@@ -109,6 +110,16 @@ def _walk_functions(cap: Captured):
     return out
 
 
+@dataclass
+class _Entry:
+    """What a launch needs for one argument signature: types, names, code, loaded function."""
+
+    types: tuple
+    names: list
+    compiled: Compiled
+    loaded: object  # runtime.module.LoadedKernel on cuda, None on cpu
+
+
 class Kernel:
     """A compiled-on-demand SIMT kernel. See the module docstring for use."""
 
@@ -121,7 +132,8 @@ class Kernel:
         self.bounds_checks = bounds_checks
         self._cap: Captured | None = None
         self._kinds = None
-        self._compiled: dict = {}
+        self._compiled: dict = {}   # (types, backend, arch) -> Compiled
+        self._entries: dict = {}    # argument signature -> _Entry (the launch fast path)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -238,70 +250,99 @@ class Kernel:
                           kernel=self.name,
                           help=f"launch = {self.name}.prepare(n); {self.name}[launch](...)")
 
-    def _arguments(self, args, backend: str):
+    def _tensors(self, args, backend: str):
+        """The key of the argument signature, and each argument as a Tensor (None for scalars).
+
+        The fast path of every launch: a Tensor or a Python/NumPy scalar costs a few type checks.
+        """
+        key, tensors = [], []
+        for arg in args:
+            if isinstance(arg, Tensor):
+                t = arg
+            elif isinstance(arg, (bool, int, float, np.generic)):
+                key.append((type(arg), getattr(arg, "dtype", None)))
+                tensors.append(None)
+                continue
+            else:
+                try:
+                    t = as_tensor(arg)
+                except TypeError:
+                    t = None  # _entry() reports it with the parameter's name
+                if t is None:
+                    key.append(("foreign", type(arg)))
+                    tensors.append(None)
+                    continue
+            key.append((t.dtype, t.ndim, t.is_contiguous(), t.backend))
+            tensors.append(t)
+        return (tuple(key), backend), tensors
+
+    def _entry(self, args, tensors, backend: str) -> _Entry:
+        """Check the arguments against the parameters and compile (the slow path, once)."""
         kinds = self.params
         if len(args) != len(kinds):
             raise ArgumentTypeError(f"takes {len(kinds)} arguments "
                                     f"({', '.join(n for n, _ in kinds)}), got {len(args)}",
                                     kernel=self.name)
-        tensors, infos = [], []
-        for (name, _), arg in zip(kinds, args):
+        infos = []
+        for (name, _), arg, t in zip(kinds, args, tensors):
             if isinstance(arg, (bool, int, float, np.generic)):
-                tensors.append(None)
                 infos.append(ArgInfo(dtypes.of_python_scalar(arg), weak=not isinstance(
                     arg, (bool, np.generic))))
                 continue
-            try:
-                t = as_tensor(arg)
-            except TypeError as exc:
-                raise ArgumentTypeError(str(exc), kernel=self.name, param=name) from None
             if t is None or t.backend != backend:
+                try:
+                    as_tensor(arg)
+                except TypeError as exc:
+                    raise ArgumentTypeError(str(exc), kernel=self.name, param=name) from None
                 where = "host memory" if isinstance(arg, np.ndarray) else type(arg).__name__
                 raise ArgumentTypeError(f"got {where}, which is not an array on the {backend} "
                                         f"backend", kernel=self.name, param=name,
                                         help="pass fl.asarray(x), or a CUDA array (PyTorch, "
                                              "CuPy) when the backend is cuda")
-            tensors.append(t)
             infos.append(ArgInfo(t.dtype, t.ndim, t.is_contiguous()))
         types = specialize(self.name, kinds, infos)
-        values = []
-        for (name, _), arg, ty in zip(kinds, args, types):
-            if isinstance(ty, T.Scalar):
-                try:
-                    ty.dtype.numpy.type(arg)
-                except (OverflowError, ValueError, TypeError) as exc:
-                    raise ArgumentTypeError(f"{arg!r} does not fit {ty.dtype}: {exc}",
-                                            kernel=self.name, param=name) from None
-            values.append(arg)
-        return types, values, tensors
+        names = [n for n, _ in kinds]
+        if backend == "cpu":
+            return _Entry(types, names, self.compile_for(types, "cpu"), None)
+        compiled = self.compile_for(types, "cuda", device.cuda_arch())
+        return _Entry(types, names, compiled, load(self.name, compiled.cubin, compiled.ptx))
 
     def _launch(self, launch, args, checked: bool) -> None:
         backend = device.current_backend()
         if launch.backend != backend:
             raise contracts.ContractError(f"the launch was prepared for the {launch.backend} "
                                           f"backend, but {backend} is current", kernel=self.name)
-        types, values, tensors = self._arguments(args, backend)
-        names = [n for n, _ in self.params]
-        contracts.check_arguments(self.name, names, types, tensors)
+        key, tensors = self._tensors(args, backend)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = self._entry(args, tensors, backend)
+        contracts.check_arguments(self.name, entry.names, entry.types, tensors)
         if checked:
-            contracts.check_coverage(self.name, launch, names, types, tensors)
-        stream = current_stream()
+            contracts.check_coverage(self.name, launch, entry.names, entry.types, tensors)
+        values = self._scalars(entry, args)
+        sites = entry.compiled.meta["bounds_sites"]
         if backend == "cpu":
-            compiled = self.compile_for(types, "cpu")
-            dispatch.launch_cpu(self.name, compiled.fn, launch, types, values, tensors,
-                                compiled.meta["bounds_sites"], stream)
+            dispatch.launch_cpu(self.name, entry.compiled.fn, launch, entry.types, values,
+                                tensors, sites, current_stream())
             return
-        compiled = self.compile_for(types, "cuda", device.cuda_arch())
-        loaded = self._loaded(compiled)
+        loaded = entry.loaded
         contracts.check_compiled(self.name, launch, loaded.registers, loaded.max_threads_per_block)
-        dispatch.launch_cuda(self.name, loaded, launch, types, values, tensors,
-                             compiled.meta["bounds_sites"], stream)
+        dispatch.launch_cuda(self.name, loaded, launch, entry.types, values, tensors, sites,
+                             current_stream())
 
-    def _loaded(self, compiled: Compiled):
-        loaded = getattr(compiled, "loaded", None)
-        if loaded is None:
-            loaded = compiled.loaded = load(self.name, compiled.cubin, compiled.ptx)
-        return loaded
+    def _scalars(self, entry: _Entry, args) -> list:
+        """Scalar arguments converted to their parameter's dtype (None for arrays)."""
+        out = []
+        for name, ty, arg in zip(entry.names, entry.types, args):
+            if not isinstance(ty, T.Scalar):
+                out.append(None)
+                continue
+            try:
+                out.append(ty.dtype.numpy.type(arg))
+            except (OverflowError, ValueError, TypeError) as exc:
+                raise ArgumentTypeError(f"{arg!r} does not fit {ty.dtype}: {exc}",
+                                        kernel=self.name, param=name) from None
+        return out
 
     # inspection ------------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ The cpu backend reports the same event directly and defers the error to the same
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from fearless.errors import KernelBoundsError
@@ -75,11 +77,12 @@ def error_words(stream: Stream) -> ErrorWords:
 
 
 def _scalar(value, dtype):
-    """A kernel argument of exactly the parameter's width (bool as u8, f16/bf16 as raw bits)."""
+    """A kernel argument of exactly the parameter's width (bool as u8, f16/bf16 as raw bits).
+
+    ``value`` is already a NumPy scalar of ``dtype``."""
     if dtype.is_bool:
-        return np.uint8(bool(value))
-    v = dtype.numpy.type(value)
-    return v.view(np.uint16) if dtype.bits == 16 and dtype.is_float else v
+        return np.uint8(value)
+    return value.view(np.uint16) if dtype.bits == 16 and dtype.is_float else value
 
 
 def pack(types: tuple, values: list, tensors: list) -> list:
@@ -96,25 +99,29 @@ def pack(types: tuple, values: list, tensors: list) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _config(grid: tuple, block: tuple):
+    from cuda.core import LaunchConfig
+    return LaunchConfig(grid=grid, block=block)
+
+
 def launch_cuda(kernel: str, loaded, launch, types, values, tensors, sites, stream: Stream):
     """Enqueue one launch on ``stream`` (asynchronous)."""
-    from cuda.core import LaunchConfig, launch as core_launch
+    from cuda.core import launch as core_launch
 
+    if 0 in launch.grid:
+        return
     args = pack(types, values, tensors)
     if sites:
         args.append(np.uint64(error_words(stream).acquire(kernel, sites)))
-    if 0 in launch.grid:
-        return
-    config = LaunchConfig(grid=launch.grid, block=launch.block)
-    core_launch(stream.core, config, loaded.handle, *args)
+    core_launch(stream.core, _config(launch.grid, launch.block), loaded.handle, *args)
 
 
 def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: Stream):
     """Interpret the kernel now; a bounds error is raised at the next synchronisation."""
     from fearless.backends.cpu.simt import run
 
-    args = [t.host_view() if t is not None else ty.dtype.numpy.type(v)
-            for ty, v, t in zip(types, values, tensors)]
+    args = [t.host_view() if t is not None else v for v, t in zip(values, tensors)]
     events = []
     if 0 not in launch.grid:
         run(fn, launch.grid, launch.block, args, lambda *event: events.append(event))

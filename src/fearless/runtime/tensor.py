@@ -30,7 +30,7 @@ class Tensor:
     """
 
     __slots__ = ("shape", "strides", "dtype", "backend", "offset", "_base_ptr", "_owner",
-                 "__weakref__")
+                 "_facts", "__weakref__")
 
     def __init__(self, *, shape, strides, dtype, backend, offset, base_ptr, owner):
         self.shape: tuple[int, ...] = tuple(shape)
@@ -40,6 +40,7 @@ class Tensor:
         self.offset: int = offset
         self._base_ptr = base_ptr   # address of the buffer start (host or device)
         self._owner = owner         # keeps the memory alive; on cpu the uint8 array of the buffer
+        self._facts = None          # (contiguous, byte extent, overlap), computed on first use
 
     # -- sizes -------------------------------------------------------------------------------
     @property
@@ -66,14 +67,21 @@ class Tensor:
         """Address of element [0,...,0]: a host address on cpu, a device address on cuda."""
         return self._base_ptr + self.offset * self.itemsize
 
+    def _layout(self) -> tuple:
+        # A tensor's layout never changes, and launches ask for these facts every time: cache.
+        if self._facts is None:
+            lo, hi = _extent(self.shape, self.strides)
+            p = self.data_ptr()
+            self._facts = (self._contiguous(), (p + lo * self.itemsize, p + hi * self.itemsize),
+                           self._overlaps())
+        return self._facts
+
     def byte_extent(self) -> tuple[int, int]:
         """Half-open byte range ``[lo, hi)`` covering every element; ``(p, p)`` when empty.
 
         Addresses as in ``data_ptr()``; negative strides reach below it, zero strides add nothing.
         """
-        lo, hi = _extent(self.shape, self.strides)
-        p = self.data_ptr()
-        return p + lo * self.itemsize, p + hi * self.itemsize
+        return self._layout()[1]
 
     def has_internal_overlap(self) -> bool:
         """True when two different indices may address the same element.
@@ -82,6 +90,13 @@ class Tensor:
         are ignored, a stride 0 overlaps, and sorted by ``|stride|`` each axis must step over the
         whole span of the faster ones. Interleaved but disjoint layouts also report True.
         """
+        return self._layout()[2]
+
+    def is_contiguous(self) -> bool:
+        """C-contiguous (strides of size-1 axes ignored; empty tensors count as contiguous)."""
+        return self._layout()[0]
+
+    def _overlaps(self) -> bool:
         if self.size == 0:
             return False
         axes = sorted((abs(s), n) for n, s in zip(self.shape, self.strides) if n > 1)
@@ -92,8 +107,7 @@ class Tensor:
             span += stride * (n - 1)
         return False
 
-    def is_contiguous(self) -> bool:
-        """C-contiguous (strides of size-1 axes ignored; empty tensors count as contiguous)."""
+    def _contiguous(self) -> bool:
         if self.size == 0:
             return True
         expected = interop.c_strides(self.shape)
