@@ -69,7 +69,8 @@ def _passes(s: _State):
 
 
 def _llvm(s: _State):
-    module, uses_libdevice = lower(s.out.fn)
+    module, uses_libdevice, coarsen = lower(s.out.fn)
+    s.out.meta["coarsen"] = coarsen
     s.llvm_module = optimize(module, s.cap.name, s.arch, uses_libdevice)
     s.out.llvm = str(s.llvm_module)
 

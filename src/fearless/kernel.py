@@ -327,8 +327,8 @@ class Kernel:
             return
         loaded = entry.loaded
         contracts.check_compiled(self.name, launch, loaded.registers, loaded.max_threads_per_block)
-        dispatch.launch_cuda(self.name, loaded, launch, entry.types, values, tensors, sites,
-                             current_stream())
+        dispatch.launch_cuda(self.name, loaded, launch, entry.names, entry.types, values,
+                             tensors, sites, current_stream(), entry.compiled.meta["coarsen"])
 
     def _scalars(self, entry: _Entry, args) -> list:
         """Scalar arguments converted to their parameter's dtype (None for arrays)."""
@@ -376,12 +376,14 @@ def _llvm_version() -> str:
 def _dump_meta(meta: dict) -> dict:
     sites = [(name, [s.filename, s.line, s.col, s.end_col, s.text]) for name, s in
              meta["bounds_sites"]]
-    return {"index_space": meta["index_space"], "bounds_sites": sites}
+    return {"index_space": meta["index_space"], "bounds_sites": sites,
+            "coarsen": meta["coarsen"]}
 
 
 def _load_meta(meta: dict) -> dict:
     sites = tuple((name, Span(*span)) for name, span in meta["bounds_sites"])
-    return {"index_space": meta["index_space"], "bounds_sites": sites}
+    return {"index_space": meta["index_space"], "bounds_sites": sites,
+            "coarsen": meta["coarsen"]}
 
 
 def kernel(fn=None, *, unchecked: bool = False):

@@ -42,13 +42,14 @@ class ErrorWords:
         memory.memset(self.base, 0, SLOTS * SLOT_BYTES, stream)
         self.owners: list[tuple[str, tuple]] = []  # (kernel name, bounds sites) per used slot
 
-    def acquire(self, kernel: str, sites) -> int:
-        """The device address of a fresh slot for one launch of ``kernel``."""
+    def acquire(self, kernel: str, sites, shapes: dict) -> int:
+        """The device address of a fresh slot for one launch of ``kernel``; ``shapes`` maps
+        array parameter names to the shapes of this launch's arguments (for the message)."""
         if len(self.owners) == SLOTS:
             self.stream.synchronize()  # runs check(), which frees every slot
         if not self.owners:
             self.stream.defer(self.check)
-        self.owners.append((kernel, sites))
+        self.owners.append((kernel, sites, shapes))
         return self.base + (len(self.owners) - 1) * SLOT_BYTES
 
     def check(self) -> None:
@@ -61,8 +62,10 @@ class ErrorWords:
         if hit.size:
             memory.memset(self.base, 0, words.nbytes, self.stream)
             k = int(hit[0])
-            kernel, sites = used[k]
-            site, index, extent, axis = (int(x) for x in words[k])
+            kernel, sites, shapes = used[k]
+            code, index = int(words[k, 0]), int(words[k, 1])
+            site, axis = code // 8, code % 8
+            extent = shapes[sites[site - 1][0]][axis]
             raise bounds_error(kernel, sites, site, index, extent, axis)
 
 
@@ -85,12 +88,17 @@ def _scalar(value, dtype):
     return value.view(np.uint16) if dtype.bits == 16 and dtype.is_float else value
 
 
-def pack(types: tuple, values: list, tensors: list) -> list:
-    """The flat argument list of the kernel ABI (see backends/llvm/lower.py)."""
+def pack(types: tuple, values: list, tensors: list, dummy: int = 0) -> list:
+    """The flat argument list of the kernel ABI (see backends/llvm/lower.py).
+
+    An empty array is passed as ``dummy``, a valid device address: bounds-checked kernels read
+    element 0 in place of an out-of-bounds element and discard it, and an empty tensor's own
+    pointer may be null.
+    """
     out = []
     for ty, value, tensor in zip(types, values, tensors):
         if isinstance(ty, T.Array):
-            out.append(np.uint64(tensor.data_ptr()))
+            out.append(np.uint64(tensor.data_ptr() if tensor.size else dummy))
             out.extend(np.int64(n) for n in tensor.shape)
             if not ty.contiguous:
                 out.extend(np.int64(s) for s in tensor.strides)
@@ -105,16 +113,31 @@ def _config(grid: tuple, block: tuple):
     return LaunchConfig(grid=grid, block=block)
 
 
-def launch_cuda(kernel: str, loaded, launch, types, values, tensors, sites, stream: Stream):
+def physical_grid(grid: tuple, coarsen: int) -> tuple:
+    """The grid of a kernel whose threads each run ``coarsen`` logical threads: the last axis of
+    the problem (x for 1-d, y, the rows, for 2-d) needs that many times fewer blocks."""
+    if coarsen == 1:
+        return grid
+    axis = len(grid) - 1
+    return grid[:axis] + (-(-grid[axis] // coarsen),)
+
+
+def launch_cuda(kernel: str, loaded, launch, names, types, values, tensors, sites,
+                stream: Stream, coarsen: int = 1):
     """Enqueue one launch on ``stream`` (asynchronous)."""
     from cuda.core import launch as core_launch
 
     if 0 in launch.grid:
         return
-    args = pack(types, values, tensors)
+    word = 0
     if sites:
-        args.append(np.uint64(error_words(stream).acquire(kernel, sites)))
-    core_launch(stream.core, _config(launch.grid, launch.block), loaded.handle, *args)
+        shapes = {n: t.shape for n, t in zip(names, tensors) if t is not None}
+        word = error_words(stream).acquire(kernel, sites, shapes)
+    args = pack(types, values, tensors, word)
+    if sites:
+        args.append(np.uint64(word))
+    config = _config(physical_grid(launch.grid, coarsen), launch.block)
+    core_launch(stream.core, config, loaded.handle, *args)
 
 
 def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: Stream):

@@ -3,7 +3,8 @@
 Kernel ABI (the runtime packs arguments in this order): per parameter, a scalar is passed by
 value (bool as i8); an array as a global pointer, then its extents (i64 each), then, for arrays not
 specialised as contiguous, its strides in elements (i64 each). Kernels with bounds-checked reads
-take one more pointer last: the launch's error word, four i64 (site, index, extent, axis).
+take one more pointer last: the launch's error word, i64 (site * 8 + axis) then i64 (index);
+the host knows the extents.
 """
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ class ArrayArg:
 
 
 class Lowering:
-    def __init__(self, fn: Function, module: ir.Module):
+    def __init__(self, fn: Function, module: ir.Module, coarsen: int):
         self.fn = fn
+        self.coarsen = coarsen
+        self.logical = None  # the logical-thread counter j of a coarsened kernel
         self.module = module
         self.env: dict[int, object] = {}
         self.loops: list[tuple] = []      # (continue block, break block)
@@ -50,8 +53,10 @@ class Lowering:
             arg_types.append(GPTR)
         func = ir.Function(self.module, ir.FunctionType(ir.VoidType(), arg_types), self.fn.name)
         func.calling_convention = "ptx_kernel"
-        entry = func.append_basic_block("entry")
-        self.b = ir.IRBuilder(entry)
+        # allocas go to a block of their own, so that the builder filling it never shares a
+        # block with the main builder (llvmlite builders keep their insertion point by index)
+        self.entry = func.append_basic_block("entry")
+        self.b = ir.IRBuilder(func.append_basic_block("start"))
         args = func.args
         for p, k in layout:
             if isinstance(p.type, Array):
@@ -66,13 +71,38 @@ class Lowering:
                 v = args[k]
                 self.env[id(p.value)] = self.b.trunc(v, I1) if p.type.dtype.is_bool else v
         self.error_word = args[-1] if self.checked else None
-        self.exit = func.append_basic_block("exit")
-        self.region(self.fn.body)
-        if not self.b.block.is_terminated:
-            self.b.branch(self.exit)
-        self.b.position_at_end(self.exit)
+        done = func.append_basic_block("done")
+        if self.coarsen == 1:
+            self.exit = done
+            self.region(self.fn.body)
+            self.close(done)
+        else:
+            self.coarsened_body(done)
+        self.b.position_at_end(done)
         self.b.ret_void()
+        ir.IRBuilder(self.entry).branch(func.basic_blocks[1])
         return func
+
+    def coarsened_body(self, done) -> None:
+        """Run the body for ``coarsen`` logical threads: index + j * (all threads), j < coarsen.
+
+        Each hardware thread then keeps several independent loads in flight, which a memory-bound
+        kernel needs to reach the bandwidth of HBM (Little's law); the loop has a constant trip
+        count and LLVM unrolls it. A kernel-level ``return`` ends one logical thread only.
+        """
+        pre = self.b.block
+        head, latch = self.new_block("thread"), self.new_block("next_thread")
+        self.b.branch(head)
+        self.b.position_at_end(head)
+        self.logical = self.b.phi(I64)
+        self.logical.add_incoming(ir.Constant(I64, 0), pre)
+        self.exit = latch
+        self.region(self.fn.body)
+        self.close(latch)
+        self.b.position_at_end(latch)
+        nxt = self.b.add(self.logical, ir.Constant(I64, 1))
+        self.logical.add_incoming(nxt, latch)
+        self.b.cbranch(self.b.icmp_unsigned("<", nxt, ir.Constant(I64, self.coarsen)), head, done)
 
     def contiguous_strides(self, shape):
         strides, acc = [], ir.Constant(I64, 1)
@@ -130,32 +160,35 @@ class Lowering:
         return self.b.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if d.is_bool else value
 
     def record_bounds_error(self, op: Operation, arr: ArrayArg, indices) -> None:
-        """First violation wins: CAS the site into word 0, then write index, extent, axis."""
-        word = self.error_word
-        site = ir.Constant(I64, op.attrs["site"])
-        old = self.b.cmpxchg(word, ir.Constant(I64, 0), site, "monotonic", "monotonic")
-        with self.b.if_then(self.b.extract_value(old, 1)):
-            axis, index, extent = ir.Constant(I64, 0), indices[0], arr.shape[0]
-            for k in reversed(range(1, len(indices))):  # ends on the lowest bad axis
-                bad = self.b.icmp_unsigned(">=", indices[k], arr.shape[k])
-                first_ok = self.b.icmp_unsigned("<", indices[0], arr.shape[0])
-                take = self.b.and_(bad, first_ok)
-                axis = self.b.select(take, ir.Constant(I64, k), axis)
-                index = self.b.select(take, indices[k], index)
-                extent = self.b.select(take, arr.shape[k], extent)
-            for slot, value in ((1, index), (2, extent), (3, axis)):
-                ptr = self.b.gep(word, [ir.Constant(I64, slot)], source_etype=I64)
-                self.b.store(value, ptr)
+        """Write (site * 8 + axis, index) of an out-of-bounds read to the error word; the first
+        thread wins, by compare-and-swap on word 0. The host knows the extents."""
+        b = self.b
+        code, bad_index = ir.Constant(I64, op.attrs["site"] * 8), indices[0]
+        for k in reversed(range(1, len(indices))):  # ends on the lowest out-of-bounds axis
+            take = b.icmp_unsigned(">=", indices[k], arr.shape[k])
+            take = b.and_(take, b.icmp_unsigned("<", indices[0], arr.shape[0]))
+            code = b.select(take, ir.Constant(I64, op.attrs["site"] * 8 + k), code)
+            bad_index = b.select(take, indices[k], bad_index)
+        old = b.cmpxchg(self.error_word, ir.Constant(I64, 0), code, "monotonic", "monotonic")
+        with b.if_then(b.extract_value(old, 1)):
+            b.store(bad_index, b.gep(self.error_word, [ir.Constant(I64, 1)], source_etype=I64))
 
 
-def lower(fn: Function) -> tuple[ir.Module, bool]:
-    """An LLVM module holding kernel ``fn``, and whether it calls libdevice (to be linked)."""
+# Logical threads per hardware thread, by index space (0: the kernel uses no thread index).
+# The launch divides the grid along x (1-d) or y (2-d) by the same factor.
+COARSEN = {0: 1, 1: 4, 2: 4}
+
+
+def lower(fn: Function) -> tuple[ir.Module, bool, int]:
+    """An LLVM module holding kernel ``fn``, whether it calls libdevice (to be linked), and the
+    number of logical threads each hardware thread runs (see ``Lowering.coarsened_body``)."""
     module = ir.Module(name=fn.name)
     module.triple = "nvptx64-nvidia-cuda"
     module.data_layout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
-    lowering = Lowering(fn, module)
+    coarsen = COARSEN[fn.attrs.get("index_space", 0)]
+    lowering = Lowering(fn, module, coarsen)
     lowering.build()
-    return module, lowering.uses_libdevice
+    return module, lowering.uses_libdevice, coarsen
 
 
 # Rules for control flow, memory and SIMT ops; scalar arithmetic rules live in llvm/arith.py.
@@ -245,8 +278,14 @@ def _return(low: Lowering, op):
 def _thread_index(low: Lowering, op):
     axis = "x" if op.attrs["space"] == 1 or op.attrs["axis"] == 1 else "y"
     b = low.b
-    block = b.mul(nvvm.special_register(b, "ctaid", axis), nvvm.special_register(b, "ntid", axis))
-    low.set(op, b.add(block, nvvm.special_register(b, "tid", axis)))
+    ntid = nvvm.special_register(b, "ntid", axis)
+    index = b.add(b.mul(nvvm.special_register(b, "ctaid", axis), ntid),
+                  nvvm.special_register(b, "tid", axis))
+    coarsened_axis = "x" if op.attrs["space"] == 1 else "y"
+    if low.logical is not None and axis == coarsened_axis:
+        threads = b.mul(nvvm.special_register(b, "nctaid", axis), ntid)
+        index = b.add(index, b.mul(low.logical, threads))
+    low.set(op, index)
 
 
 def _index_value(low: Lowering, op):
@@ -263,22 +302,16 @@ def _load(low: Lowering, op):
     if not op.attrs.get("checked"):
         low.set(op, low.load_element(arr, indices))
         return
+    # The load itself is unconditional: an out-of-bounds read loads element 0 instead (the
+    # host passes a valid dummy pointer for an empty array) and yields 0, so loads stay
+    # straight-line code the scheduler can overlap; recording the error is a cold branch.
+    b = low.b
     ok = low.in_bounds(arr, indices)
-    hit, miss, merge = low.new_block("inbounds"), low.new_block("oob"), low.new_block("loaded")
-    low.b.cbranch(ok, hit, miss)
-    low.b.position_at_end(hit)
-    value = low.load_element(arr, indices)
-    hit_end = low.b.block
-    low.b.branch(merge)
-    low.b.position_at_end(miss)
-    low.record_bounds_error(op, arr, indices)
-    miss_end = low.b.block
-    low.b.branch(merge)
-    low.b.position_at_end(merge)
-    phi = low.b.phi(value.type)
-    phi.add_incoming(value, hit_end)
-    phi.add_incoming(ir.Constant(value.type, None), miss_end)
-    low.set(op, phi)
+    zero = ir.Constant(I64, 0)
+    value = low.load_element(arr, [b.select(ok, i, zero) for i in indices])
+    low.set(op, b.select(ok, value, ir.Constant(value.type, None)))
+    with b.if_then(b.not_(ok), likely=False):
+        low.record_bounds_error(op, arr, indices)
 
 
 def _store(low: Lowering, op):
@@ -299,8 +332,8 @@ def _slot_type(ref_type: LocalRef) -> ir.Type:
 
 def _alloc(low: Lowering, op):
     ty = _slot_type(op.result.type)
-    slot = low.b.alloca(ty)
-    low.b.store(ir.Constant(ty, None), slot)
+    slot = ir.IRBuilder(low.entry).alloca(ty)  # in the entry block, where mem2reg finds them
+    low.b.store(ir.Constant(ty, None), slot)  # zeroed at each (logical) thread's start
     low.set(op, slot)
 
 
