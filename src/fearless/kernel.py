@@ -305,7 +305,9 @@ class Kernel:
         if backend == "cpu":
             return _Entry(types, names, self.compile_for(types, "cpu"), None)
         compiled = self.compile_for(types, "cuda", device.cuda_arch())
-        return _Entry(types, names, compiled, load(self.name, compiled.cubin, compiled.ptx))
+        loaded = load(self.name, compiled.cubin, compiled.ptx)
+        loaded.params = dispatch.ParamBuffer(types, bool(compiled.meta["bounds_sites"]))
+        return _Entry(types, names, compiled, loaded)
 
     def _launch(self, launch, args, checked: bool) -> None:
         backend = device.current_backend()

@@ -183,3 +183,28 @@ def test_cache_key_tells_apart_globals_bound_to_different_functions(tmp_path):
         spec.loader.exec_module(module)
         keys.append(module.k.fingerprint())
     assert keys[0] != keys[1]
+
+
+def test_parameter_buffer_follows_the_ptx_parameter_layout():
+    import ctypes
+    import struct
+    from fearless.runtime.dispatch import ParamBuffer
+    types = (T.Scalar(fl.u8), T.Array(f32, 2, T.Access.READ, False), T.Scalar(fl.f16),
+             T.Scalar(f32), T.Scalar(fl.f64))
+    buf = ParamBuffer(types, checked=True)
+    # u8 @0, ptr @8, 2 extents @16, 2 strides @32, f16 bits @48, f32 @52, f64 @56, error word @64
+    offsets = [p - ctypes.addressof(buf.buffer) for p in buf.pointers]
+    assert offsets == [0, 8, 16, 24, 32, 40, 48, 52, 56, 64]
+    buf.fill([7, 0xABCDEF, 3, 4, 4, 1, 0x3C00, 1.5, 2.25, 0x1000])
+    raw = bytes(buf.buffer)
+    assert raw[0] == 7 and struct.unpack_from("<Q", raw, 8)[0] == 0xABCDEF
+    assert struct.unpack_from("<f", raw, 52)[0] == 1.5 and struct.unpack_from("<d", raw, 56)[0] == 2.25
+
+
+@pytest.mark.gpu
+def test_cuda_launches_go_straight_to_the_driver():
+    out = fl.zeros(64)
+    add[add.prepare(64)](fl.ones(64), fl.ones(64), out)
+    assert np.array_equal(out.numpy(), np.full(64, 2.0, np.float32))
+    (entry,) = [e for (_, backend), e in add._entries.items() if backend == "cuda"]
+    assert entry.loaded.params is not None  # no fallback to cuda.core's argument conversion

@@ -8,7 +8,9 @@ The cpu backend reports the same event directly and defers the error to the same
 """
 from __future__ import annotations
 
+import ctypes
 import functools
+import struct
 
 import numpy as np
 
@@ -107,6 +109,57 @@ def pack(types: tuple, values: list, tensors: list, dummy: int = 0) -> list:
     return out
 
 
+_CODES = {"bool": "B", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "f16": "H", "bf16": "H",
+          "i32": "i", "u32": "I", "f32": "f", "i64": "q", "u64": "Q", "f64": "d"}
+
+
+class ParamBuffer:
+    """A kernel's parameters packed at their ABI offsets, with the array of pointers to them that
+    ``cuLaunchKernel`` takes: filling it is one ``struct.pack_into``, with no Python objects per
+    argument (``cuda.core.launch`` converts each argument on every call)."""
+
+    def __init__(self, types: tuple, checked: bool):
+        codes = []
+        for ty in types:
+            if isinstance(ty, T.Array):
+                codes += ["Q"] + ["q"] * ty.ndim * (1 if ty.contiguous else 2)
+            else:
+                codes.append(_CODES[ty.dtype.name])
+        codes += ["Q"] if checked else []
+        fmt, offsets, offset = "<", [], 0
+        for code in codes:  # each parameter aligned to its size, as in the PTX .param space
+            size = struct.calcsize(code)
+            pad = -offset % size
+            fmt, offset = fmt + "x" * pad + code, offset + pad
+            offsets.append(offset)
+            offset += size
+        self.struct = struct.Struct(fmt)
+        self.buffer = ctypes.create_string_buffer(max(offset, 1))
+        base = ctypes.addressof(self.buffer)
+        self.pointers = (ctypes.c_void_p * max(len(offsets), 1))(*(base + o for o in offsets))
+        self.address = ctypes.addressof(self.pointers)
+
+    def fill(self, values: list) -> int:
+        self.struct.pack_into(self.buffer, 0, *values)
+        return self.address
+
+
+def flat_values(types: tuple, values: list, tensors: list, dummy: int) -> list:
+    """The kernel ABI's parameter values as Python numbers (see backends/llvm/lower.py)."""
+    out = []
+    for ty, value, tensor in zip(types, values, tensors):
+        if isinstance(ty, T.Array):
+            out.append(tensor.data_ptr() if tensor.size else dummy)
+            out.extend(tensor.shape)
+            if not ty.contiguous:
+                out.extend(tensor.strides)
+        elif ty.dtype.bits == 16 and ty.dtype.is_float:
+            out.append(int(value.view(np.uint16)))
+        else:
+            out.append(value.item())
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def _config(grid: tuple, block: tuple):
     from cuda.core import LaunchConfig
@@ -133,11 +186,29 @@ def launch_cuda(kernel: str, loaded, launch, names, types, values, tensors, site
     if sites:
         shapes = {n: t.shape for n, t in zip(names, tensors) if t is not None}
         word = error_words(stream).acquire(kernel, sites, shapes)
+    grid = physical_grid(launch.grid, coarsen)
+    params = loaded.params
+    if params is not None:
+        flat = flat_values(types, values, tensors, word) + ([word] if sites else [])
+        try:
+            _driver_launch(loaded, grid, launch.block, stream, params.fill(flat))
+            return
+        except Exception:  # this driver binding takes the call differently: use cuda.core's
+            loaded.params = None
     args = pack(types, values, tensors, word)
     if sites:
         args.append(np.uint64(word))
-    config = _config(physical_grid(launch.grid, coarsen), launch.block)
-    core_launch(stream.core, config, loaded.handle, *args)
+    core_launch(stream.core, _config(grid, launch.block), loaded.handle, *args)
+
+
+def _driver_launch(loaded, grid: tuple, block: tuple, stream: Stream, params: int) -> None:
+    from cuda.bindings import driver
+
+    g = tuple(grid) + (1,) * (3 - len(grid))
+    b = tuple(block) + (1,) * (3 - len(block))
+    (err,) = driver.cuLaunchKernel(loaded.handle.handle, *g, *b, 0, stream.core.handle, params, 0)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuLaunchKernel: {err}")
 
 
 def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: Stream):

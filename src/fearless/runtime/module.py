@@ -44,6 +44,7 @@ class LoadedKernel:
     registers: int               # per thread
     max_threads_per_block: int   # what the registers and shared memory allow
     static_shared_bytes: int
+    params: object = None        # dispatch.ParamBuffer for direct cuLaunchKernel launches
 
 
 def _attr(attrs, name: str) -> int:
