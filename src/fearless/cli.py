@@ -56,7 +56,11 @@ def _load_module(spec: str):
         sys.modules[path.stem] = module
         mod_spec.loader.exec_module(module)
         return module
-    return importlib.import_module(spec)
+    try:
+        return importlib.import_module(spec)
+    except ImportError as exc:
+        raise SystemExit(f"error: cannot import {spec!r} ({exc}); give module:function of an "
+                         f"importable module, or path/to/file.py:function") from None
 
 
 def _kernels(target: str):

@@ -112,6 +112,7 @@ class FunctionGen(ast.NodeVisitor):
         self.emit = Emitter(self.b)
         self.env: dict[str, object] = {}
         self.loop_depth = 0
+        self.depth = 0  # regions (if/for/while bodies) around the statement being generated
         self.returned = None  # the binding of the return slot(s), once a return has a value
 
     # diagnostics ----------------------------------------------------------------------------
@@ -195,10 +196,17 @@ class FunctionGen(ast.NodeVisitor):
         then, other = Region(), Region()
         self.b.create("scf.if", [cond], [], regions=[then, other])
         with self.b.at(then):
-            left = self.body(node.body)
+            left = self.nested(node.body)
         with self.b.at(other):
-            right = self.body(node.orelse)
-        return left and right  # both branches left: the statements after are unreachable
+            right = self.nested(node.orelse)
+        return left and right
+
+    def nested(self, stmts) -> bool:
+        self.depth += 1
+        try:
+            return self.body(stmts)
+        finally:
+            self.depth -= 1  # both branches left: the statements after are unreachable
 
     def visit_For(self, node):
         if node.orelse:
@@ -251,7 +259,7 @@ class FunctionGen(ast.NodeVisitor):
     def loop(self, stmts):
         self.loop_depth += 1
         try:
-            self.body(stmts)
+            self.nested(stmts)
         finally:
             self.loop_depth -= 1
 
@@ -296,7 +304,10 @@ class FunctionGen(ast.NodeVisitor):
             raise self.error(target, f"cannot assign to {type(target).__name__}")
 
     def assign_name(self, name: str, value, node):
-        if _is_static(value) and self.cap.assign_counts[name] == 1:
+        once = self.cap.assign_counts[name] == 1
+        if once and (_is_static(value) or (self.depth == 0 and isinstance(value, Value))):
+            # a constant, or a value assigned once in the function's own region, which
+            # dominates every later use: no slot needed
             self.env[name] = Bound(value)
             return
         if _is_static(value) and not isinstance(value, (Const, TupleValue)):
@@ -509,7 +520,8 @@ class FunctionGen(ast.NodeVisitor):
 
     # array access ---------------------------------------------------------------------------
 
-    def visit_indices(self, node) -> list:
+    def visit_indices(self, node) -> tuple[list, tuple]:
+        """The index values of a subscript, and the source span of each (for diagnostics)."""
         if isinstance(node, ast.Slice):
             raise self.error(node, "slices are not supported inside kernels",
                              help="index one element at a time, or slice on the host")
@@ -530,7 +542,9 @@ class FunctionGen(ast.NodeVisitor):
                 if not d.is_int:
                     raise self.error(node, f"array index must be an integer, not {d}")
             out.append(item)
-        return out
+        parts = node.elts if isinstance(node, ast.Tuple) and len(node.elts) == len(out) else \
+            [node] * len(out)
+        return out, tuple(self.cap.span(p) for p in parts)
 
     def index_operands(self, array: Value, indices: list, node) -> list:
         if len(indices) != array.type.ndim:
@@ -546,16 +560,18 @@ class FunctionGen(ast.NodeVisitor):
         return value
 
     def load(self, array, indices, node):
+        indices, spans = indices
         array = self.array(array, node)
         operands = self.index_operands(array, indices, node)
         return self.b.create("mem.load", [array, *operands], [T.Scalar(array.type.dtype)],
-                             {"checked": False}).result
+                             {"checked": False, "index_spans": spans}).result
 
     def store(self, array, indices, value, node):
+        indices, spans = indices
         array = self.array(array, node)
         operands = self.index_operands(array, indices, node)
         stored = self.emit.implicit(value, T.Scalar(array.type.dtype), "an array element")
-        self.b.create("mem.store", [array, *operands, stored], [])
+        self.b.create("mem.store", [array, *operands, stored], [], {"index_spans": spans})
 
 
 def generate(cap: Captured, params: list[tuple[str, T.Type]]) -> Function:

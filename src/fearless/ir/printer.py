@@ -1,6 +1,7 @@
 """Deterministic text form of the IR, for ``fearless inspect --stage ir`` and golden tests."""
 from __future__ import annotations
 
+from fearless.frontend.spans import Span
 from fearless.ir.core import Function, Operation, Region, Value
 
 
@@ -19,10 +20,17 @@ class _Names:
         return self.names.get(id(v), "%<undefined>")
 
 
+def _is_location(value) -> bool:
+    return isinstance(value, Span) or (isinstance(value, tuple) and value
+                                        and all(isinstance(v, Span) for v in value))
+
+
 def _attrs(op: Operation) -> str:
-    if not op.attrs:
+    # source locations are debug information, not part of the printed op
+    keys = [k for k in sorted(op.attrs) if not _is_location(op.attrs[k])]
+    if not keys:
         return ""
-    body = ", ".join(f"{k} = {op.attrs[k]!r}" for k in sorted(op.attrs))
+    body = ", ".join(f"{k} = {op.attrs[k]!r}" for k in keys)
     return f" {{{body}}}"
 
 

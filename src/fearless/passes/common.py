@@ -1,4 +1,4 @@
-"""Lookups several passes need: which parameter an array value is, which op defined a value."""
+"""Lookups several passes need: which parameter an array value is."""
 from __future__ import annotations
 
 from fearless.ir.core import Function, Param
@@ -6,8 +6,3 @@ from fearless.ir.core import Function, Param
 
 def params_by_value(fn: Function) -> dict[int, Param]:
     return {id(p.value): p for p in fn.params}
-
-
-def definitions(fn: Function) -> dict:
-    """``id(value) -> op`` for every op result in ``fn``."""
-    return {id(r): op for op in fn.walk() for r in op.results}

@@ -11,14 +11,13 @@ from __future__ import annotations
 from fearless.errors import SafetyError
 from fearless.ir.core import Function
 from fearless.ir.types import Access, ThreadIndex
-from fearless.passes.common import definitions, params_by_value
+from fearless.passes.common import params_by_value
 
 _AXIS = {0: "row", 1: "column"}
 
 
 def run(fn: Function, options) -> Function:
     params = params_by_value(fn)
-    defs = None
     for op in fn.walk():
         if op.name not in ("mem.load", "mem.store"):
             continue
@@ -31,9 +30,8 @@ def run(fn: Function, options) -> Function:
             want = ThreadIndex(ndim, k)
             if index.type == want:
                 continue
-            defs = defs if defs is not None else definitions(fn)
-            where = defs.get(id(index))
-            span = where.span if where is not None and where.span else op.span
+            spans = op.attrs.get("index_spans")
+            span = spans[k] if spans else op.span
             raise SafetyError(_reason(op.name, index.type, want, k, ndim),
                               kernel=fn.name, param=params[id(array)].name, span=span,
                               help=_help(ndim))
