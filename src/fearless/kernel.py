@@ -306,7 +306,8 @@ class Kernel:
             return _Entry(types, names, self.compile_for(types, "cpu"), None)
         compiled = self.compile_for(types, "cuda", device.cuda_arch())
         loaded = load(self.name, compiled.cubin, compiled.ptx)
-        loaded.params = dispatch.ParamBuffer(types, bool(compiled.meta["bounds_sites"]))
+        loaded.params = dispatch.ParamBuffer(types, bool(compiled.meta["bounds_sites"]),
+                                             compiled.meta["coarsen"] > 1)
         return _Entry(types, names, compiled, loaded)
 
     def _launch(self, launch, args, checked: bool) -> None:

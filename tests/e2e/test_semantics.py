@@ -343,6 +343,29 @@ def test_writes_past_the_end_at_the_own_index_are_skipped(backend):
 
 
 @fl.kernel
+def unguarded_copy(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    out[i] = x[i] * 2.0  # no guard: exact when the launch has exactly len(x) threads
+
+
+@fl.kernel
+def row_index(out: fl.DisjointArray[i64, 2]):
+    r, c = fl.thread.index_2d()
+    out[r, c] = r * 1000 + c
+
+
+def test_kernels_see_exactly_the_threads_of_their_launch(backend):
+    # 5 blocks of 256: a grid that the GPU's 4-fold coarsening does not divide evenly
+    x = np.random.default_rng(5).standard_normal(1280).astype(np.float32)
+    out = poisoned(1280, f32)
+    unguarded_copy[unguarded_copy.prepare(1280)](fl.asarray(x), out)
+    assert np.array_equal(out.numpy(), x * 2)  # and no KernelBoundsError at this sync
+    grid = poisoned((8 * 5, 32), i64)
+    row_index[row_index.prepare((40, 32))](grid)
+    assert np.array_equal(grid.numpy(), np.arange(40)[:, None] * 1000 + np.arange(32))
+
+
+@fl.kernel
 def shifted(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
     i = fl.thread.index_1d()
     if i < len(out):

@@ -191,11 +191,12 @@ def test_parameter_buffer_follows_the_ptx_parameter_layout():
     from fearless.runtime.dispatch import ParamBuffer
     types = (T.Scalar(fl.u8), T.Array(f32, 2, T.Access.READ, False), T.Scalar(fl.f16),
              T.Scalar(f32), T.Scalar(fl.f64))
-    buf = ParamBuffer(types, checked=True)
-    # u8 @0, ptr @8, 2 extents @16, 2 strides @32, f16 bits @48, f32 @52, f64 @56, error word @64
+    buf = ParamBuffer(types, checked=True, coarsened=True)
+    # u8 @0, ptr @8, 2 extents @16, 2 strides @32, f16 bits @48, f32 @52, f64 @56, error word
+    # @64, thread count @72
     offsets = [p - ctypes.addressof(buf.buffer) for p in buf.pointers]
-    assert offsets == [0, 8, 16, 24, 32, 40, 48, 52, 56, 64]
-    buf.fill([7, 0xABCDEF, 3, 4, 4, 1, 0x3C00, 1.5, 2.25, 0x1000])
+    assert offsets == [0, 8, 16, 24, 32, 40, 48, 52, 56, 64, 72]
+    buf.fill([7, 0xABCDEF, 3, 4, 4, 1, 0x3C00, 1.5, 2.25, 0x1000, 1280])
     raw = bytes(buf.buffer)
     assert raw[0] == 7 and struct.unpack_from("<Q", raw, 8)[0] == 0xABCDEF
     assert struct.unpack_from("<f", raw, 52)[0] == 1.5 and struct.unpack_from("<d", raw, 56)[0] == 2.25

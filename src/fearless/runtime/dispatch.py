@@ -118,14 +118,14 @@ class ParamBuffer:
     ``cuLaunchKernel`` takes: filling it is one ``struct.pack_into``, with no Python objects per
     argument (``cuda.core.launch`` converts each argument on every call)."""
 
-    def __init__(self, types: tuple, checked: bool):
+    def __init__(self, types: tuple, checked: bool, coarsened: bool):
         codes = []
         for ty in types:
             if isinstance(ty, T.Array):
                 codes += ["Q"] + ["q"] * ty.ndim * (1 if ty.contiguous else 2)
             else:
                 codes.append(_CODES[ty.dtype.name])
-        codes += ["Q"] if checked else []
+        codes += (["Q"] if checked else []) + (["q"] if coarsened else [])
         fmt, offsets, offset = "<", [], 0
         for code in codes:  # each parameter aligned to its size, as in the PTX .param space
             size = struct.calcsize(code)
@@ -187,17 +187,16 @@ def launch_cuda(kernel: str, loaded, launch, names, types, values, tensors, site
         shapes = {n: t.shape for n, t in zip(names, tensors) if t is not None}
         word = error_words(stream).acquire(kernel, sites, shapes)
     grid = physical_grid(launch.grid, coarsen)
+    tail = ([word] if sites else []) + ([launch.grid[-1] * launch.block[-1]] if coarsen > 1 else [])
     params = loaded.params
     if params is not None:
-        flat = flat_values(types, values, tensors, word) + ([word] if sites else [])
+        flat = flat_values(types, values, tensors, word) + tail
         try:
             _driver_launch(loaded, grid, launch.block, stream, params.fill(flat))
             return
         except Exception:  # this driver binding takes the call differently: use cuda.core's
             loaded.params = None
-    args = pack(types, values, tensors, word)
-    if sites:
-        args.append(np.uint64(word))
+    args = pack(types, values, tensors, word) + [np.int64(v) for v in tail]
     core_launch(stream.core, _config(grid, launch.block), loaded.handle, *args)
 
 

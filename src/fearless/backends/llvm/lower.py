@@ -2,7 +2,8 @@
 
 Kernel ABI (the runtime packs arguments in this order): per parameter, a scalar is passed by
 value (bool as i8); an array as a global pointer, then its extents (i64 each), then, for arrays not
-specialised as contiguous, its strides in elements (i64 each). Kernels with bounds-checked reads
+specialised as contiguous, its strides in elements (i64 each). A coarsened kernel takes, last of
+all, the launch's thread count along the coarsened axis (i64). Kernels with bounds-checked reads
 take one more pointer last: the launch's error word, i64 (site * 8 + axis) then i64 (index);
 the host knows the extents.
 """
@@ -51,6 +52,8 @@ class Lowering:
                 arg_types.append(nvvm.memory_type(p.type.dtype))
         if self.checked:
             arg_types.append(GPTR)
+        if self.coarsen > 1:
+            arg_types.append(I64)  # threads of the launch along the coarsened axis
         func = ir.Function(self.module, ir.FunctionType(ir.VoidType(), arg_types), self.fn.name)
         func.calling_convention = "ptx_kernel"
         # allocas go to a block of their own, so that the builder filling it never shares a
@@ -70,7 +73,9 @@ class Lowering:
             else:
                 v = args[k]
                 self.env[id(p.value)] = self.b.trunc(v, I1) if p.type.dtype.is_bool else v
-        self.error_word = args[-1] if self.checked else None
+        extra = list(args[len(arg_types) - self.checked - (self.coarsen > 1):])
+        self.error_word = extra.pop(0) if self.checked else None
+        self.logical_threads = extra.pop(0) if self.coarsen > 1 else None
         done = func.append_basic_block("done")
         if self.coarsen == 1:
             self.exit = done
@@ -89,13 +94,18 @@ class Lowering:
         Each hardware thread then keeps several independent loads in flight, which a memory-bound
         kernel needs to reach the bandwidth of HBM (Little's law); the loop has a constant trip
         count and LLVM unrolls it. A kernel-level ``return`` ends one logical thread only.
+        Logical threads past the launch's own thread count (the last parameter) do not run, so
+        the kernel sees exactly the threads of the launch it was prepared for.
         """
         pre = self.b.block
-        head, latch = self.new_block("thread"), self.new_block("next_thread")
+        head, body, latch = (self.new_block(n) for n in ("thread", "run_thread", "next_thread"))
         self.b.branch(head)
         self.b.position_at_end(head)
         self.logical = self.b.phi(I64)
         self.logical.add_incoming(ir.Constant(I64, 0), pre)
+        index = _global_index(self, "x" if self.fn.attrs.get("index_space") == 1 else "y")
+        self.b.cbranch(self.b.icmp_unsigned("<", index, self.logical_threads), body, latch)
+        self.b.position_at_end(body)
         self.exit = latch
         self.region(self.fn.body)
         self.close(latch)
@@ -275,17 +285,23 @@ def _return(low: Lowering, op):
     low.b.branch(low.inlines[-1] if low.inlines else low.exit)
 
 
-def _thread_index(low: Lowering, op):
-    axis = "x" if op.attrs["space"] == 1 or op.attrs["axis"] == 1 else "y"
+def _global_index(low: Lowering, axis: str, coarsened: bool = True):
+    """blockIdx * blockDim + threadIdx along ``axis``, plus j * (threads of the grid) for the
+    j-th logical thread of a coarsened kernel."""
     b = low.b
     ntid = nvvm.special_register(b, "ntid", axis)
     index = b.add(b.mul(nvvm.special_register(b, "ctaid", axis), ntid),
                   nvvm.special_register(b, "tid", axis))
-    coarsened_axis = "x" if op.attrs["space"] == 1 else "y"
-    if low.logical is not None and axis == coarsened_axis:
+    if coarsened and low.logical is not None:
         threads = b.mul(nvvm.special_register(b, "nctaid", axis), ntid)
         index = b.add(index, b.mul(low.logical, threads))
-    low.set(op, index)
+    return index
+
+
+def _thread_index(low: Lowering, op):
+    axis = "x" if op.attrs["space"] == 1 or op.attrs["axis"] == 1 else "y"
+    coarsened_axis = "x" if op.attrs["space"] == 1 else "y"
+    low.set(op, _global_index(low, axis, axis == coarsened_axis))
 
 
 def _index_value(low: Lowering, op):
