@@ -16,6 +16,7 @@ import pytest
 from fearless import dtypes
 from fearless.runtime import interop, memory
 from fearless.runtime.tensor import Tensor, as_tensor, asarray, empty
+from tests.support import random_array
 
 # DLPack codes a consumer must read: (code, bits) per dtype.
 DL_CODES = {"bool": (6, 8), "i8": (0, 8), "i16": (0, 16), "i32": (0, 32), "i64": (0, 64),
@@ -27,22 +28,6 @@ _get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_cha
     ("PyCapsule_GetPointer", ctypes.pythonapi))
 _is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
     ("PyCapsule_IsValid", ctypes.pythonapi))
-
-
-def random_array(dt: dtypes.DType, shape, seed: int = 0) -> np.ndarray:
-    """Random values of ``dt`` (never all zeros): small ints, normals for floats."""
-    rng = np.random.default_rng(seed)
-    if dt.is_bool:
-        a = rng.random(shape) < 0.5
-    elif dt.is_int:
-        info = np.iinfo(dt.numpy)
-        a = rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True)
-    else:
-        a = rng.standard_normal(shape) * 10
-    a = np.asarray(a).astype(dt.numpy)
-    if a.size and not a.any():
-        a.flat[0] = 1
-    return a
 
 
 class Producer:

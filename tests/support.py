@@ -1,0 +1,22 @@
+"""Helpers shared by several test modules."""
+from __future__ import annotations
+
+import numpy as np
+
+from fearless import dtypes
+
+
+def random_array(dt: dtypes.DType, shape, seed: int = 0) -> np.ndarray:
+    """Random values of ``dt`` (never all zeros): small ints, normals for floats."""
+    rng = np.random.default_rng(seed)
+    if dt.is_bool:
+        a = rng.random(shape) < 0.5
+    elif dt.is_int:
+        info = np.iinfo(dt.numpy)
+        a = rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True)
+    else:
+        a = rng.standard_normal(shape) * 10
+    a = np.asarray(a).astype(dt.numpy)
+    if a.size and not a.any():
+        a.flat[0] = 1
+    return a
