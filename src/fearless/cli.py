@@ -56,6 +56,7 @@ def _load_module(spec: str):
         sys.modules[path.stem] = module
         mod_spec.loader.exec_module(module)
         return module
+    sys.path.insert(0, str(Path.cwd()))  # like `python -c "import spec"` run here
     try:
         return importlib.import_module(spec)
     except ImportError as exc:

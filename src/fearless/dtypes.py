@@ -101,8 +101,12 @@ def from_numpy(dtype) -> DType:
     Raises TypeError for dtypes fearless does not support (complex, strings, objects...).
     """
     try:
-        return _BY_NUMPY[np.dtype(dtype)]
-    except (KeyError, TypeError):
+        d = np.dtype(dtype)
+        if not d.isnative:
+            raise TypeError(f"dtype {d!r} has non-native byte order; convert first, for example "
+                            f"a.astype(a.dtype.newbyteorder('='))")
+        return _BY_NUMPY[d]
+    except (KeyError, ValueError):
         raise TypeError(f"dtype {dtype!r} is not supported; supported: "
                         + ", ".join(d.name for d in ALL)) from None
 

@@ -25,7 +25,7 @@ from fearless.compiler import Compiled, compile_simt, show
 from fearless.config import CONFIG
 from fearless.errors import ArgumentTypeError, CompileError, FearlessError, InternalError, \
     LaunchError
-from fearless.frontend.annotations import ArgInfo, param_kinds, specialize
+from fearless.frontend.annotations import ArgInfo, ScalarParam, param_kinds, specialize
 from fearless.frontend.capture import MISSING, Captured, capture
 from fearless.frontend.spans import Span
 from fearless.ir import types as T
@@ -284,11 +284,14 @@ class Kernel:
                                     f"({', '.join(n for n, _ in kinds)}), got {len(args)}",
                                     kernel=self.name)
         infos = []
-        for (name, _), arg, t in zip(kinds, args, tensors):
+        for (name, kind), arg, t in zip(kinds, args, tensors):
             if isinstance(arg, (bool, int, float, np.generic)):
                 infos.append(ArgInfo(dtypes.of_python_scalar(arg), weak=not isinstance(
                     arg, (bool, np.generic))))
                 continue
+            if isinstance(kind, ScalarParam):
+                raise ArgumentTypeError(f"expects a scalar, got {type(arg).__name__}",
+                                        kernel=self.name, param=name)
             if t is None or t.backend != backend:
                 try:
                     as_tensor(arg)
@@ -334,12 +337,19 @@ class Kernel:
                              tensors, sites, current_stream(), entry.compiled.meta["coarsen"])
 
     def _scalars(self, entry: _Entry, args) -> list:
-        """Scalar arguments converted to their parameter's dtype (None for arrays)."""
+        """Scalar arguments converted to their parameter's dtype (None for arrays).
+
+        Like assignment in a kernel, a float never silently becomes an integer or a bool."""
         out = []
         for name, ty, arg in zip(entry.names, entry.types, args):
             if not isinstance(ty, T.Scalar):
                 out.append(None)
                 continue
+            if not ty.dtype.is_float and isinstance(arg, (float, np.floating)):
+                raise ArgumentTypeError(f"got the float {arg!r} for a {ty.dtype} parameter",
+                                        kernel=self.name, param=name,
+                                        help=f"convert it on the host, e.g. int(x), or declare "
+                                             f"the parameter as a float")
             try:
                 out.append(ty.dtype.numpy.type(arg))
             except (OverflowError, ValueError, TypeError) as exc:

@@ -92,3 +92,26 @@ def test_explicit_casts_and_annotated_locals():
     out = fl.zeros(3, fl.i32)
     casts[casts.prepare(3)](fl.asarray(x), out)
     assert out.numpy().tolist() == [12 + 1, -25 - 2, 37 + 3]
+
+
+def test_a_literal_that_does_not_fit_its_partner_is_refused():
+    @fl.kernel
+    def wide(x: fl.Slice[fl.i8], out: fl.DisjointSlice[fl.i8]):
+        i = fl.thread.index_1d()
+        if i < len(out):
+            out[i] = x[i] * 2 + 300
+
+    with pytest.raises(CompileError, match="300 does not fit in i8"):
+        wide[wide.prepare(2)](fl.zeros(2, fl.i8), fl.zeros(2, fl.i8))
+
+
+def test_comparing_with_a_literal_outside_the_type_is_exact():
+    @fl.kernel
+    def big(x: fl.Slice[fl.u8], out: fl.DisjointSlice[fl.bool_]):
+        i = fl.thread.index_1d()
+        if i < len(out):
+            out[i] = x[i] < 300 and x[i] > -1
+
+    out = fl.zeros(3, fl.bool_)
+    big[big.prepare(3)](fl.asarray(np.array([0, 7, 255], np.uint8)), out)
+    assert out.numpy().tolist() == [True, True, True]

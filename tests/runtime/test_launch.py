@@ -64,7 +64,7 @@ def test_writable_arguments_may_not_overlap_anything():
     sq = fl.zeros((4, 4))
     with pytest.raises(AliasError):
         add2d[add2d.prepare((4, 4))](sq.T, sq)  # a transposed view of the output
-    broadcast = fl.asarray(np.broadcast_to(np.zeros(1, np.float32), (10,)))
+    broadcast = fl.asarray(np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (10,), (0,)))
     with pytest.raises(AliasError, match="share memory"):
         add[launch](x[:10], x[10:], broadcast)
 
@@ -90,6 +90,14 @@ def test_arguments_are_checked_by_type():
         add[add.prepare(4)]([1, 2, 3, 4], fl.zeros(4), fl.zeros(4))
     with pytest.raises(TypeError):  # ArgumentTypeError is a TypeError too
         add[add.prepare(4)](fl.zeros(4), fl.zeros(4, fl.f64), fl.zeros(4))
+    with pytest.raises(ArgumentTypeError, match="got the float 2.9 for a u8 parameter"):
+        bump[bump.prepare(4)](2.9, fl.zeros(4, u8))  # never truncated silently
+    with pytest.raises(ArgumentTypeError, match="expects a scalar, got str"):
+        bump[bump.prepare(4)]("3", fl.zeros(4, u8))
+    frozen = np.zeros(4, np.uint8)
+    frozen.flags.writeable = False
+    with pytest.raises(ArgumentTypeError, match="read-only"):
+        bump[bump.prepare(4)](1, frozen)
     out = fl.zeros(4, u8)
     bump[bump.prepare(4)](np.uint8(9), out)
     assert out.numpy().tolist() == [9, 9, 9, 9]

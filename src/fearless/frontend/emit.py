@@ -61,6 +61,11 @@ class Emitter:
         """``fv`` as an IR scalar Value, cast to ``dtype`` when given (an explicit cast)."""
         if isinstance(fv, Const):
             target = dtype or fv.dtype or dtypes.of_python_scalar(fv.value)
+            if fv.weak and target.is_int and isinstance(fv.value, int):
+                why = const_fits(fv, target)
+                if why:  # NumPy 2 (NEP 50) refuses a Python int its partner's type cannot hold
+                    raise TypingError(why, help=f"cast the other operand to a wider type, "
+                                                f"for example fl.i64(x)")
             if target.is_bool and not isinstance(fv.value, bool):
                 return self.constant(fv.value != 0, target)
             if target.is_int and isinstance(fv.value, float):
@@ -158,6 +163,10 @@ class Emitter:
         if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak:
             return fold(pred, a, b)
         d = self.common(a, b, "cmp")
+        for c in (a, b):  # x_u8 < 300 compares exactly (as NumPy 2 does) in a wider type
+            if isinstance(c, Const) and c.weak and d.is_int and isinstance(c.value, int) \
+                    and const_fits(c, d):
+                d = promote(d, dtypes.i64)
         va, vb = self.scalar(a, d), self.scalar(b, d)
         return self.b.create("arith.cmp", [va, vb], [T.BOOL], {"pred": pred}).result
 

@@ -133,14 +133,18 @@ def join(types) -> T.Type:
     return T.Scalar(_DEFAULT[max(weak, key=_WEAK_ORDER.__getitem__)])
 
 
+def _a(d: DType) -> str:
+    return f"{'an' if d.name[0] in 'aeiou' else 'a'} {d}"
+
+
 def implicit_conversion_error(src: DType, dst: DType) -> str | None:
     """Why ``src`` may not silently become ``dst``, or None when it may."""
     if src is dst:
         return None
     if dst.is_bool and not src.is_bool:
-        return f"a {src} value does not silently become bool; compare it (x != 0)"
+        return f"{_a(src)} value does not silently become bool; compare it (x != 0)"
     if src.is_float and not dst.is_float:
-        return (f"a {src} value does not silently become {dst}; "
+        return (f"{_a(src)} value does not silently become {dst}; "
                 f"cast it explicitly with fl.{dst.name}(x)")
     return None
 

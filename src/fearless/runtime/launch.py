@@ -16,7 +16,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from fearless.errors import AliasError, ContractError
+from fearless.errors import AliasError, ArgumentTypeError, ContractError
 from fearless.ir import types as T
 
 DEFAULT_BLOCK = {1: (256,), 2: (32, 8)}  # 2-d: 32 columns (one warp along x) by 8 rows
@@ -136,6 +136,11 @@ def check_arguments(kernel: str, names: list[str], types: tuple, tensors: list) 
     """Alias and coverage checks over the array arguments (``tensors[i]`` None for scalars)."""
     arrays = [(n, t, ty) for n, t, ty in zip(names, tensors, types) if t is not None]
     for name, tensor, ty in arrays:
+        if ty.access is T.Access.DISJOINT and tensor.readonly:
+            raise ArgumentTypeError(f"'{name}' is written, but its memory is read-only",
+                                    kernel=kernel, param=name,
+                                    help="pass a writable array (NumPy: a copy, or "
+                                         "flags.writeable = True)")
         if ty.access is T.Access.DISJOINT and tensor.size > 1 and tensor.has_internal_overlap():
             raise AliasError(f"'{name}' is written, but several of its elements share memory "
                              f"(strides {tensor.strides})", kernel=kernel, param=name,

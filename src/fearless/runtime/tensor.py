@@ -29,10 +29,11 @@ class Tensor:
     ``empty``, ``zeros``, ``ones``, ``full``, ``as_tensor``), not with this constructor.
     """
 
-    __slots__ = ("shape", "strides", "dtype", "backend", "offset", "_base_ptr", "_owner",
-                 "_facts", "__weakref__")
+    __slots__ = ("shape", "strides", "dtype", "backend", "offset", "readonly", "_base_ptr",
+                 "_owner", "_facts", "__weakref__")
 
-    def __init__(self, *, shape, strides, dtype, backend, offset, base_ptr, owner):
+    def __init__(self, *, shape, strides, dtype, backend, offset, base_ptr, owner,
+                 readonly=False):
         self.shape: tuple[int, ...] = tuple(shape)
         self.strides: tuple[int, ...] = tuple(strides)
         self.dtype: dtypes.DType = dtype
@@ -41,6 +42,7 @@ class Tensor:
         self._base_ptr = base_ptr   # address of the buffer start (host or device)
         self._owner = owner         # keeps the memory alive; on cpu the uint8 array of the buffer
         self._facts = None          # (contiguous, byte extent, overlap), computed on first use
+        self.readonly: bool = readonly  # memory the producer marked read-only (kernels may not write)
 
     # -- sizes -------------------------------------------------------------------------------
     @property
@@ -172,7 +174,8 @@ class Tensor:
 
     def _view(self, shape, strides, offset) -> "Tensor":
         return Tensor(shape=shape, strides=strides, dtype=self.dtype, backend=self.backend,
-                      offset=offset, base_ptr=self._base_ptr, owner=self._owner)
+                      offset=offset, base_ptr=self._base_ptr, owner=self._owner,
+                      readonly=self.readonly)
 
     # -- Python protocols ----------------------------------------------------------------------
     def __len__(self) -> int:
@@ -276,7 +279,7 @@ def _over(ptr: int, shape, strides, dtype, backend: str, owner, readonly: bool =
     if backend == "cpu":
         owner = np.asarray(_HostSpan(base, (hi - lo) * dtype.itemsize, readonly, owner))
     return Tensor(shape=shape, strides=strides, dtype=dtype, backend=backend, offset=-lo,
-                  base_ptr=base, owner=owner)
+                  base_ptr=base, owner=owner, readonly=readonly)
 
 
 def _wrap_host(arr: np.ndarray) -> Tensor:
