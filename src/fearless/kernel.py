@@ -348,8 +348,8 @@ class Kernel:
             if not ty.dtype.is_float and isinstance(arg, (float, np.floating)):
                 raise ArgumentTypeError(f"got the float {arg!r} for a {ty.dtype} parameter",
                                         kernel=self.name, param=name,
-                                        help=f"convert it on the host, e.g. int(x), or declare "
-                                             f"the parameter as a float")
+                                        help="convert it on the host, e.g. int(x), or declare "
+                                             "the parameter as a float")
             try:
                 out.append(ty.dtype.numpy.type(arg))
             except (OverflowError, ValueError, TypeError) as exc:

@@ -208,6 +208,8 @@ def test_parameter_buffer_follows_the_ptx_parameter_layout():
     raw = bytes(buf.buffer)
     assert raw[0] == 7 and struct.unpack_from("<Q", raw, 8)[0] == 0xABCDEF
     assert struct.unpack_from("<f", raw, 52)[0] == 1.5 and struct.unpack_from("<d", raw, 56)[0] == 2.25
+    scalars = buf.numpy_scalars([7, 0xABCDEF, 3, 4, 4, 1, 0x3C00, 1.5, 2.25, 0x1000, 1280])
+    assert [s.dtype.itemsize for s in scalars] == [1, 8, 8, 8, 8, 8, 2, 4, 8, 8, 8]
 
 
 @pytest.mark.gpu
@@ -216,4 +218,4 @@ def test_cuda_launches_go_straight_to_the_driver():
     add[add.prepare(64)](fl.ones(64), fl.ones(64), out)
     assert np.array_equal(out.numpy(), np.full(64, 2.0, np.float32))
     (entry,) = [e for (_, backend), e in add._entries.items() if backend == "cuda"]
-    assert entry.loaded.params is not None  # no fallback to cuda.core's argument conversion
+    assert entry.loaded.direct  # no fallback to cuda.core's argument conversion

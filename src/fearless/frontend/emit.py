@@ -64,8 +64,8 @@ class Emitter:
             if fv.weak and target.is_int and isinstance(fv.value, int):
                 why = const_fits(fv, target)
                 if why:  # NumPy 2 (NEP 50) refuses a Python int its partner's type cannot hold
-                    raise TypingError(why, help=f"cast the other operand to a wider type, "
-                                                f"for example fl.i64(x)")
+                    raise TypingError(why, help="cast the other operand to a wider type, "
+                                                "for example fl.i64(x)")
             if target.is_bool and not isinstance(fv.value, bool):
                 return self.constant(fv.value != 0, target)
             if target.is_int and isinstance(fv.value, float):

@@ -81,34 +81,6 @@ def error_words(stream: Stream) -> ErrorWords:
     return words
 
 
-def _scalar(value, dtype):
-    """A kernel argument of exactly the parameter's width (bool as u8, f16/bf16 as raw bits).
-
-    ``value`` is already a NumPy scalar of ``dtype``."""
-    if dtype.is_bool:
-        return np.uint8(value)
-    return value.view(np.uint16) if dtype.bits == 16 and dtype.is_float else value
-
-
-def pack(types: tuple, values: list, tensors: list, dummy: int = 0) -> list:
-    """The flat argument list of the kernel ABI (see backends/llvm/lower.py).
-
-    An empty array is passed as ``dummy``, a valid device address: bounds-checked kernels read
-    element 0 in place of an out-of-bounds element and discard it, and an empty tensor's own
-    pointer may be null.
-    """
-    out = []
-    for ty, value, tensor in zip(types, values, tensors):
-        if isinstance(ty, T.Array):
-            out.append(np.uint64(tensor.data_ptr() if tensor.size else dummy))
-            out.extend(np.int64(n) for n in tensor.shape)
-            if not ty.contiguous:
-                out.extend(np.int64(s) for s in tensor.strides)
-        else:
-            out.append(_scalar(value, ty.dtype))
-    return out
-
-
 _CODES = {"bool": "B", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "f16": "H", "bf16": "H",
           "i32": "i", "u32": "I", "f32": "f", "i64": "q", "u64": "Q", "f64": "d"}
 
@@ -126,6 +98,7 @@ class ParamBuffer:
             else:
                 codes.append(_CODES[ty.dtype.name])
         codes += (["Q"] if checked else []) + (["q"] if coarsened else [])
+        self.codes = codes
         fmt, offsets, offset = "<", [], 0
         for code in codes:  # each parameter aligned to its size, as in the PTX .param space
             size = struct.calcsize(code)
@@ -143,9 +116,19 @@ class ParamBuffer:
         self.struct.pack_into(self.buffer, 0, *values)
         return self.address
 
+    def numpy_scalars(self, values: list) -> list:
+        """The same values as NumPy scalars of exactly each parameter's width (for
+        ``cuda.core.launch``, which sizes arguments by their type)."""
+        return [np.dtype(code).type(v) for code, v in zip(self.codes, values)]
+
 
 def flat_values(types: tuple, values: list, tensors: list, dummy: int) -> list:
-    """The kernel ABI's parameter values as Python numbers (see backends/llvm/lower.py)."""
+    """The kernel ABI's parameter values as Python numbers (see backends/llvm/lower.py).
+
+    An empty array is passed as ``dummy``, a valid device address: bounds-checked kernels read
+    element 0 in place of an out-of-bounds element and discard it, and an empty tensor's own
+    pointer may be null.
+    """
     out = []
     for ty, value, tensor in zip(types, values, tensors):
         if isinstance(ty, T.Array):
@@ -188,16 +171,16 @@ def launch_cuda(kernel: str, loaded, launch, names, types, values, tensors, site
         word = error_words(stream).acquire(kernel, sites, shapes)
     grid = physical_grid(launch.grid, coarsen)
     tail = ([word] if sites else []) + ([launch.grid[-1] * launch.block[-1]] if coarsen > 1 else [])
+    flat = flat_values(types, values, tensors, word) + tail
     params = loaded.params
-    if params is not None:
-        flat = flat_values(types, values, tensors, word) + tail
+    if loaded.direct:
         try:
             _driver_launch(loaded, grid, launch.block, stream, params.fill(flat))
             return
         except Exception:  # this driver binding takes the call differently: use cuda.core's
-            loaded.params = None
-    args = pack(types, values, tensors, word) + [np.int64(v) for v in tail]
-    core_launch(stream.core, _config(grid, launch.block), loaded.handle, *args)
+            loaded.direct = False
+    core_launch(stream.core, _config(grid, launch.block), loaded.handle,
+                *params.numpy_scalars(flat))
 
 
 def _driver_launch(loaded, grid: tuple, block: tuple, stream: Stream, params: int) -> None:

@@ -44,7 +44,8 @@ class LoadedKernel:
     registers: int               # per thread
     max_threads_per_block: int   # what the registers and shared memory allow
     static_shared_bytes: int
-    params: object = None        # dispatch.ParamBuffer for direct cuLaunchKernel launches
+    params: object = None        # dispatch.ParamBuffer: the packed kernel parameters
+    direct: bool = True          # launch through cuLaunchKernel (False: through cuda.core)
 
 
 def _attr(attrs, name: str) -> int:
