@@ -1,6 +1,9 @@
 """Helpers shared by several test modules."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 
 from fearless import dtypes
@@ -20,3 +23,11 @@ def random_array(dt: dtypes.DType, shape, seed: int = 0) -> np.ndarray:
     if a.size and not a.any():
         a.flat[0] = 1
     return a
+
+
+def import_source(path: Path, name: str):
+    """Import the Python file ``path`` as module ``name`` (kernels need a real source file)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -14,6 +14,7 @@ they are called.
 from __future__ import annotations
 
 import ast
+import functools
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -153,11 +154,12 @@ class Kernel:
         self.captured
         return self._kinds
 
-    @property
+    @functools.cached_property
     def index_space(self) -> int:
         """1 or 2 when the kernel (or a function it calls) uses index_1d / index_2d, else 0.
 
         A kernel using both gets 0 here; compiling it raises the CompileError with the lines.
+        Computed once (an AST walk), not at every ``prepare()``; names are frozen anyway.
         """
         called = [o for c in _walk_functions(self.captured) for o in _called(c)]
         spaces = {s for s, f in ((1, thread.index_1d), (2, thread.index_2d)) if f in called}

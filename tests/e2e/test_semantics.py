@@ -13,6 +13,7 @@ import pytest
 
 import fearless as fl
 from fearless import bf16, f16, f32, f64, i8, i32, i64, u8, u32
+from tests.support import import_source
 
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 T = TypeVar("T")
@@ -198,10 +199,7 @@ def test_math_functions_match_float64_reference(backend, dtype, name, tmp_path):
                       "    i = fl.thread.index_1d()\n"
                       "    if i < len(out):\n"
                       "        out[i] = fn(x[i])\n")
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f"math_{name}", source)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = import_source(source, f"math_{name}")
     x = np.random.default_rng(3).uniform(lo, hi, 400).astype(dtype.numpy)
     out = poisoned(len(x), dtype)
     launch(module.k, len(x), fl.asarray(x), out)

@@ -1,7 +1,6 @@
 """Launch contracts, alias checks, raw launches and the JIT cache (host side; GPU-free)."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 import textwrap
 
@@ -13,6 +12,7 @@ from fearless import f32, u8
 from fearless.config import Config
 from fearless.errors import AliasError, ArgumentTypeError, ContractError, LaunchError
 from fearless.ir import types as T
+from tests.support import import_source
 
 
 @fl.kernel
@@ -140,9 +140,7 @@ def _module(path, name, helper_body):
             if i < len(out):
                 out[i] = helper(x[i])
         """))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = import_source(path, name)
     return module
 
 
@@ -186,9 +184,7 @@ def test_cache_key_tells_apart_globals_bound_to_different_functions(tmp_path):
                 if i < len(out):
                     out[i] = fn(x[i])
             """))
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = import_source(path, name)
         keys.append(module.k.fingerprint())
     assert keys[0] != keys[1]
 

@@ -50,7 +50,7 @@ class _Interpreter:
         for op in region.ops:
             if not live.any():
                 return
-            rule = _RULES.get(op.name)
+            rule = RULES.get(op.name)
             if rule is None:
                 raise InternalError(f"the cpu backend has no rule for {op.name}")
             rule(self, op, live)
@@ -233,7 +233,7 @@ def _return(st, op, mask):
     st.leave(mask, "inline")
 
 
-_RULES = {
+RULES = {
     "arith.constant": _constant,
     **{name: _pure(rule) for name, rule in ARITH.items()},
     **{name: _pure(rule) for name, rule in MATH.items()},
@@ -254,7 +254,6 @@ _RULES = {
     "cf.continue": _continue,
     "cf.return": _return,
 }
-RULES = _RULES
 
 
 def launch_coords(space: int, grid: tuple, block: tuple, first_block: int, blocks: int):
