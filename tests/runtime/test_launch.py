@@ -140,8 +140,7 @@ def _module(path, name, helper_body):
             if i < len(out):
                 out[i] = helper(x[i])
         """))
-    module = import_source(path, name)
-    return module
+    return import_source(path, name)
 
 
 def test_disk_cache_hits_and_editing_a_helper_recompiles(tmp_path, monkeypatch):
