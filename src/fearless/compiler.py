@@ -1,4 +1,4 @@
-"""The SIMT compile pipeline as an ordered table of named stages.
+"""The compile pipelines (SIMT and tile) as ordered tables of named stages.
 
     ast     the captured Python AST (printed with ast.dump)
     ir      fearless IR straight from the frontend
@@ -7,7 +7,12 @@
     ptx     PTX for the target arch
     cubin   machine code, assembled by nvJitLink
 
-``compile_simt(..., until=stage)`` runs the stages up to and including ``stage`` and returns a
+Tile kernels (TILE_STAGES) share ``ast`` and ``ir``, then:
+
+    tileir  CUDA Tile IR bytecode (printed by tileirdisasm when tileiras is installed)
+    cubin   machine code, from tileiras
+
+``compile_simt(..., until=stage)`` (and ``compile_tile``) runs the stages up to and including ``stage`` and returns a
 ``Compiled`` holding every stage's output; ``show(compiled, stage)`` renders one as text.
 """
 from __future__ import annotations
@@ -17,7 +22,9 @@ from dataclasses import dataclass, field
 
 from fearless.backends.llvm.lower import lower
 from fearless.backends.llvm.ptx import emit_ptx, optimize
-from fearless.frontend.astgen import generate
+from fearless.frontend.astgen import Dialect, generate
+from fearless.frontend.tile_emit import TileEmitter
+from fearless.frontend import tile_intrinsics
 from fearless.frontend.capture import Captured
 from fearless.ir import types as T
 from fearless.ir.core import Function
@@ -25,6 +32,9 @@ from fearless.ir.printer import print_function
 from fearless.ir.verify import verify
 from fearless.passes import PassOptions, run_all
 from fearless.runtime.module import ptx_to_cubin
+
+
+TILE = Dialect(TileEmitter, tile_intrinsics.attribute, tile_intrinsics.call)
 
 
 @dataclass
@@ -39,6 +49,7 @@ class Compiled:
     llvm: str | None = None
     ptx: str | None = None
     cubin: bytes | None = None
+    tileir: bytes | None = None         # tile kernels: the Tile IR bytecode
     meta: dict = field(default_factory=dict)  # index_space, bounds_sites
 
 
@@ -50,6 +61,7 @@ class _State:
     arch: str | None
     out: Compiled
     llvm_module: object = None
+    constants: dict = field(default_factory=dict)  # tile kernels: ft.Const values by name
 
 
 def _ast(s: _State):
@@ -103,11 +115,49 @@ def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassO
     return state.out
 
 
+def _tile_ir(s: _State):
+    s.out.fn = verify(generate(s.cap, s.params, TILE, s.constants))
+    s.out.ir = print_function(s.out.fn)
+
+
+def _tileir(s: _State):
+    from fearless.backends.tileir.lower import lower_tile
+    s.out.tileir = lower_tile(s.out.fn, s.arch)
+
+
+def _tile_cubin(s: _State):
+    from fearless.backends.tileir import tileiras
+    s.out.cubin = tileiras.compile_bytecode(s.out.tileir, s.arch, s.cap.name)
+
+
+TILE_STAGES = (("ast", _ast), ("ir", _tile_ir), ("tileir", _tileir), ("cubin", _tile_cubin))
+TILE_STAGE_NAMES = tuple(name for name, _ in TILE_STAGES)
+
+
+def compile_tile(cap: Captured, params: list[tuple[str, T.Type]], constants: dict,
+                 arch: str | None, until: str = "cubin") -> Compiled:
+    """Run the tile stages up to ``until``; ``tileir`` and ``cubin`` need ``arch``."""
+    if until not in TILE_STAGE_NAMES:
+        raise ValueError(f"unknown stage {until!r}; stages: {', '.join(TILE_STAGE_NAMES)}")
+    state = _State(cap, params, PassOptions(), arch,
+                   Compiled(cap.name, tuple(t for _, t in params)), constants=constants)
+    for name, stage in TILE_STAGES:
+        if name in ("tileir", "cubin") and arch is None:
+            raise ValueError(f"stage {name!r} needs a target arch such as 'sm_90'")
+        stage(state)
+        if name == until:
+            break
+    return state.out
+
+
 def show(compiled: Compiled, stage: str) -> str:
     """The text of one stage's output (a cubin is summarised, not dumped)."""
     if stage == "passes":
         return print_function(compiled.fn)
     if stage == "cubin":
         return f"cubin: {len(compiled.cubin)} bytes\n"
+    if stage == "tileir":
+        from fearless.backends.tileir import tileiras
+        return tileiras.describe_bytecode(compiled.tileir)
     text = getattr(compiled, stage)
     return text if text.endswith("\n") else text + "\n"

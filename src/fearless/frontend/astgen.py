@@ -27,6 +27,7 @@ _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
            ast.GtE: "ge"}
 _MAX_PASSES = 16
+_PARAMS = (T.Array, T.TensorView)  # bound once, never stored in a variable
 
 
 @dataclass
@@ -44,6 +45,18 @@ class Bound:
     value: object
 
 
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the SIMT and tile languages: typing of values, attributes, calls."""
+
+    emitter: type = Emitter
+    attribute: object = intrinsics.attribute
+    call: object = intrinsics.call
+
+
+SIMT = Dialect()
+
+
 @dataclass
 class GenContext:
     """State shared by the kernel and every function inlined into it, for one generation pass."""
@@ -57,6 +70,7 @@ class GenContext:
     declared: dict = field(default_factory=dict)         # key -> type from `x: f32 = ...`
     inline_count: int = 0
     call_stack: list = field(default_factory=list)
+    dialect: Dialect = SIMT
 
     def slot(self, key: str, first) -> Value:
         ref = self.slots.get(key)
@@ -100,7 +114,7 @@ def _is_static(fv) -> bool:
     if isinstance(fv, TupleValue):
         return all(_is_static(x) for x in fv.items)
     return isinstance(fv, (Const, Static)) or (isinstance(fv, Value)
-                                                and isinstance(fv.type, T.Array))
+                                                and isinstance(fv.type, _PARAMS))
 
 
 class FunctionGen(ast.NodeVisitor):
@@ -109,7 +123,7 @@ class FunctionGen(ast.NodeVisitor):
     def __init__(self, ctx: GenContext, cap: Captured, prefix: str = "", ret_key: str | None = None):
         self.ctx, self.cap, self.prefix, self.ret_key = ctx, cap, prefix, ret_key
         self.b = ctx.builder
-        self.emit = Emitter(self.b)
+        self.emit = ctx.dialect.emitter(self.b)
         self.env: dict[str, object] = {}
         self.loop_depth = 0
         self.depth = 0  # regions (if/for/while bodies) around the statement being generated
@@ -325,7 +339,7 @@ class FunctionGen(ast.NodeVisitor):
             return TupleSlot([self.bind(f"{key}[{i}]", v, node, is_return)
                               for i, v in enumerate(value.items)])
         if not isinstance(value, (Const, Value)) or (isinstance(value, Value)
-                                                     and isinstance(value.type, T.Array)):
+                                                     and isinstance(value.type, _PARAMS)):
             raise self.error(node, f"cannot {'return' if is_return else 'store'} "
                                    f"{describe(value)} in a variable here",
                              help="bind arrays and functions once, at one place")
@@ -386,7 +400,7 @@ class FunctionGen(ast.NodeVisitor):
 
     def visit_Attribute(self, node):
         value = self.visit(node.value)
-        return intrinsics.attribute(self, value, node.attr, node)
+        return self.ctx.dialect.attribute(self, value, node.attr, node)
 
     def visit_Tuple(self, node):
         return TupleValue(tuple(self.visit(e) for e in node.elts))
@@ -468,7 +482,7 @@ class FunctionGen(ast.NodeVisitor):
 
     def visit_Call(self, node):
         func = self.visit(node.func)
-        return intrinsics.call(self, func, node)
+        return self.ctx.dialect.call(self, func, node)
 
     def visit_Subscript(self, node):
         value = self.visit(node.value)
@@ -574,14 +588,19 @@ class FunctionGen(ast.NodeVisitor):
         self.b.create("mem.store", [array, *operands, stored], [], {"index_spans": spans})
 
 
-def generate(cap: Captured, params: list[tuple[str, T.Type]]) -> Function:
-    """The IR of kernel ``cap`` for parameter types ``params``. Raises CompileError."""
+def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect = SIMT,
+             constants: dict | None = None) -> Function:
+    """The IR of kernel ``cap`` for parameter types ``params``. Raises CompileError.
+
+    ``constants`` binds compile-time parameters (a tile kernel's ``ft.Const``) by name; they
+    are not parameters of the IR function.
+    """
     var_types: dict = {}
     for _ in range(_MAX_PASSES):
-        ctx = GenContext(cap.name, var_types, Builder(Region()))
+        ctx = GenContext(cap.name, var_types, Builder(Region()), dialect=dialect)
         error, fn = None, None
         try:
-            fn = _generate_once(ctx, cap, params)
+            fn = _generate_once(ctx, cap, params, constants or {})
         except CompileError as exc:
             error = exc
         new_types = ctx.unified()
@@ -593,10 +612,17 @@ def generate(cap: Captured, params: list[tuple[str, T.Type]]) -> Function:
     raise CompileError("variable types did not settle", kernel=cap.name, span=cap.span(cap.tree))
 
 
-def _generate_once(ctx: GenContext, cap: Captured, params) -> Function:
+def _generate_once(ctx: GenContext, cap: Captured, params, constants) -> Function:
     gen = FunctionGen(ctx, cap)
     ir_params = []
-    for (name, type_), node in zip(params, cap.tree.args.args):
+    nodes = {a.arg: a for a in cap.tree.args.args}
+    for name, value in constants.items():
+        if cap.assign_counts[name] > 1:
+            raise CompileError(f"compile-time parameter '{name}' is assigned in the kernel",
+                               kernel=cap.name, span=cap.span(nodes[name]))
+        gen.env[name] = Bound(value)
+    for name, type_ in params:
+        node = nodes[name]
         value = Value(type_, name)
         ir_params.append(Param(name, type_, value, cap.span(node)))
         if cap.assign_counts[name] > 1:

@@ -118,6 +118,15 @@ def join(types) -> T.Type:
     if tids and len(types) == 1:
         return tids[0]
     types = [T.INDEX if isinstance(t, T.ThreadIndex) else t for t in types]
+    tiles = [t for t in types if isinstance(t, T.Tile)]
+    if tiles:
+        if len(types) == 1:
+            return tiles[0]
+        other = next(t for t in types if t != tiles[0])
+        other = f"a {other} number" if isinstance(other, str) else str(other)
+        raise TypingError(f"holds {tiles[0]} and {other}; a variable keeps one tile type",
+                          help="start it with a tile of the final shape and dtype, for example "
+                               "ft.zeros(shape, f32), and .astype() where the dtype changes")
     strong = [t for t in types if isinstance(t, T.Scalar)]
     others = [t for t in types if not isinstance(t, (T.Scalar, str))]
     if others:

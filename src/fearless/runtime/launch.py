@@ -132,21 +132,27 @@ def check_compiled(kernel: str, launch: PreparedLaunch, registers: int,
                             help=f"prepare it with a smaller block, e.g. block={max_threads}")
 
 
+def _written(ty) -> bool:
+    """A SIMT DisjointSlice/DisjointArray or a tile kernel's Out partition."""
+    return getattr(ty, "access", None) is T.Access.DISJOINT or \
+        getattr(ty, "role", None) is T.Role.OUT
+
+
 def check_arguments(kernel: str, names: list[str], types: tuple, tensors: list) -> None:
-    """Alias and coverage checks over the array arguments (``tensors[i]`` None for scalars)."""
+    """Alias checks over the array arguments (``tensors[i]`` None for scalars), SIMT or tile."""
     arrays = [(n, t, ty) for n, t, ty in zip(names, tensors, types) if t is not None]
     for name, tensor, ty in arrays:
-        if ty.access is T.Access.DISJOINT and tensor.readonly:
+        if _written(ty) and tensor.readonly:
             raise ArgumentTypeError(f"'{name}' is written, but its memory is read-only",
                                     kernel=kernel, param=name,
                                     help="pass a writable array (NumPy: a copy, or "
                                          "flags.writeable = True)")
-        if ty.access is T.Access.DISJOINT and tensor.size > 1 and tensor.has_internal_overlap():
+        if _written(ty) and tensor.size > 1 and tensor.has_internal_overlap():
             raise AliasError(f"'{name}' is written, but several of its elements share memory "
                              f"(strides {tensor.strides})", kernel=kernel, param=name,
                              help="pass a tensor without broadcast or overlapping strides")
     for i, (name, tensor, ty) in enumerate(arrays):
-        if ty.access is not T.Access.DISJOINT or tensor.size == 0:
+        if not _written(ty) or tensor.size == 0:
             continue
         lo, hi = tensor.byte_extent()
         for j, (other, ot, _) in enumerate(arrays):

@@ -107,7 +107,7 @@ _NUMPY_MATH = {
     "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
     "atanh": np.arctanh, "erf": _erf, "erfc": _erfc, "floor": np.floor, "ceil": np.ceil,
     "trunc": np.trunc, "fabs": np.fabs, "cbrt": np.cbrt, "pow": np.power,
-    "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign, "fmod": np.fmod,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign, "fmod": np.fmod,
 }
 
 MATH = {f"math.{name}": _float_rule(fn) for name, fn in _NUMPY_MATH.items()}

@@ -292,3 +292,9 @@ def run(fn: Function, grid: tuple, block: tuple, args: list, on_bounds_error: Ca
             coords = launch_coords(space, grid, block, first, blocks)
             interp = _Interpreter(fn, coords, args, report)
             interp.region(fn.body, np.ones(coords[0].shape[0], bool))
+
+# tile ops belong to tile kernels, which run on the cpu tile interpreter and the Tile IR backend
+UNSUPPORTED = {name: "tile kernels only" for name in (
+    "tile.block_index", "tile.num_blocks", "tile.dim", "tile.load", "tile.load_own",
+    "tile.store", "tile.splat", "tile.broadcast", "tile.reshape", "tile.permute",
+    "tile.reduce", "tile.argmax", "tile.iota", "tile.mma")}

@@ -19,7 +19,7 @@ _INTRINSIC = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
               "trunc": "llvm.trunc", "fabs": "llvm.fabs", "copysign": "llvm.copysign"}
 _LIBDEVICE = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
               "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
-              "erfc", "cbrt", "pow", "atan2", "hypot", "fmod")
+              "erfc", "cbrt", "pow", "atan2", "hypot", "fmod", "rsqrt")
 
 
 def _d(op, i=0):

@@ -369,3 +369,9 @@ RULES = {
     "local.alloc": _alloc, "local.load": _local_load, "local.store": _local_store,
     **arith.RULES,
 }
+
+# tile ops belong to tile kernels, which run on the cpu tile interpreter and the Tile IR backend
+UNSUPPORTED = {name: "tile kernels only" for name in (
+    "tile.block_index", "tile.num_blocks", "tile.dim", "tile.load", "tile.load_own",
+    "tile.store", "tile.splat", "tile.broadcast", "tile.reshape", "tile.permute",
+    "tile.reduce", "tile.argmax", "tile.iota", "tile.mma")}

@@ -1,13 +1,15 @@
-"""Arithmetic ops on scalars: constants, binary and unary arithmetic, comparisons, casts, select.
+"""Elementwise arithmetic: constants, binary and unary arithmetic, comparisons, casts, select.
 
-Binary ops need operands of one type (the frontend inserts ``arith.cast`` by the promotion
+Operands are scalars or, in tile kernels, tiles of one static shape (the op applies to every
+element; a tile constant is a splat). Binary ops need operands of one type (the frontend inserts ``arith.cast`` by the promotion
 rules first). Integer division and modulo follow Python (floor) semantics; ``arith.div`` is true
 division and only takes floats; ``arith.shr`` is arithmetic for signed and logical for unsigned.
 """
 from __future__ import annotations
 
 from fearless.ir.opdef import all_of, counts, define
-from fearless.ir.types import BOOL, Scalar
+from fearless.dtypes import bool_
+from fearless.ir.types import BOOL, Scalar, Tile
 
 BINARY = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max",
           "and", "or", "xor", "shl", "shr")
@@ -20,9 +22,18 @@ _NUMERIC = {"add", "sub", "mul", "floordiv", "mod", "min", "max"}
 
 def _scalar_operands(op):
     for v in op.operands:
-        if not isinstance(v.type, Scalar):
-            return f"operand of type {v.type} is not a scalar"
+        if not isinstance(v.type, (Scalar, Tile)):
+            return f"operand of type {v.type} is neither a scalar nor a tile"
     return None
+
+
+def bool_like(t) -> Scalar | Tile:
+    """The bool type of ``t``'s shape: BOOL for a scalar, a bool tile for a tile."""
+    return Tile(bool_, t.shape) if isinstance(t, Tile) else BOOL
+
+
+def _same_shape(a, b) -> bool:
+    return getattr(a, "shape", None) == getattr(b, "shape", None)
 
 
 def _binary_types(name):
@@ -72,8 +83,8 @@ def _cmp(op):
         return f"compares different types {a.type} and {b.type}"
     if op.attrs.get("pred") not in PREDICATES:
         return f"unknown predicate {op.attrs.get('pred')!r}"
-    if op.result.type != BOOL:
-        return "result must be bool"
+    if op.result.type != bool_like(a.type):
+        return "result must be bool (of the operands' shape)"
     return None
 
 
@@ -82,25 +93,26 @@ define("arith.cmp", "compare two scalars of one type; attr pred in eq/ne/lt/le/g
 
 
 def _constant(op):
-    if not isinstance(op.result.type, Scalar):
-        return "constant must be a scalar"
+    if not isinstance(op.result.type, (Scalar, Tile)):
+        return "constant must be a scalar or a (splat) tile"
     if not isinstance(op.attrs.get("value"), (bool, int, float)):
         return f"constant value {op.attrs.get('value')!r} is not a Python number"
     return None
 
 
-define("arith.constant", "a scalar constant; attr value (Python bool/int/float)",
+define("arith.constant", "a scalar or splat-tile constant; attr value (Python bool/int/float)",
        all_of(counts(0, 1), _constant))
 
-define("arith.cast", "convert a scalar to the result's scalar type (numeric conversion)",
+define("arith.cast", "convert a scalar or tile to the result's element type (numeric conversion)",
        all_of(counts(1, 1), _scalar_operands,
-              lambda op: None if isinstance(op.result.type, Scalar) else "result must be scalar"))
+              lambda op: None if type(op.result.type) is type(op.operands[0].type)
+              and _same_shape(op.result.type, op.operands[0].type) else "result changes shape"))
 
 
 def _select(op):
     c, a, b = op.operands
-    if c.type != BOOL:
-        return "condition must be bool"
+    if c.type != bool_like(a.type):
+        return "condition must be bool (of the choices' shape)"
     if a.type != b.type or op.result.type != a.type:
         return "both choices and the result need one type"
     return None

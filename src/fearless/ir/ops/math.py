@@ -1,25 +1,26 @@
 """Math functions on floats (``math.<fn>``), lowered to libdevice / NVVM on the GPU and NumPy on CPU.
 
-Operands and result share one float type (f16/bf16 operands are computed in f32 by the backends
+Operands (scalars, or tiles in tile kernels) and result share one float type (f16/bf16 operands are computed in f32 by the backends
 and rounded back, which gives the correctly rounded result for these functions' inputs).
 ``math.isnan``/``isinf``/``isfinite`` return bool.
 """
 from __future__ import annotations
 
 from fearless.ir.opdef import all_of, counts, define
-from fearless.ir.types import BOOL, Scalar
+from fearless.ir.ops.arith import bool_like
+from fearless.ir.types import Scalar, Tile
 
 UNARY = ("sqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
          "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
          "asinh", "acosh", "atanh", "erf", "erfc", "floor", "ceil", "trunc", "fabs",
-         "cbrt")
+         "cbrt", "rsqrt")
 BINARY = ("pow", "atan2", "hypot", "copysign", "fmod")
 PREDICATES = ("isnan", "isinf", "isfinite")
 
 
 def _floats(op):
     for v in op.operands:
-        if not (isinstance(v.type, Scalar) and v.type.dtype.is_float):
+        if not (isinstance(v.type, (Scalar, Tile)) and v.type.dtype.is_float):
             return f"operand of type {v.type} is not a float"
     if len({v.type for v in op.operands}) != 1:
         return "operands differ in type"
@@ -38,4 +39,5 @@ for _fn in BINARY:
 for _fn in PREDICATES:
     define(f"math.{_fn}", f"{_fn}(x) -> bool for a float x",
            all_of(counts(1, 1), _floats,
-                  lambda op: None if op.result.type == BOOL else "result must be bool"))
+                  lambda op: None if op.result.type == bool_like(op.operands[0].type)
+                  else "result must be bool"))

@@ -1,0 +1,256 @@
+"""Interpret a tile kernel's IR with NumPy, one tile block at a time.
+
+A tile block's control flow is uniform (no lanes, no masks): each IR value holds one NumPy array
+(a tile) or a 0-d array (a scalar). Blocks run in order x fastest, then y, then z. Tensor
+parameters are NumPy views over the tensors' memory (an Out partition writable, In read-only);
+``tile.load`` reads zero past a tensor's edge and ``tile.store`` writes only the part of the own
+tile inside the tensor, as Tile IR's partition views do.
+
+f16/bf16 ``tile.mma`` multiplies in f32 and accumulates in f32, like the tensor cores; f32
+inputs multiply in f32 here (the GPU uses TF32, so its results may differ by about 1e-3 relative).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fearless.backends.cpu.ops import ARITH, MATH, constant
+from fearless.errors import InternalError
+from fearless.ir.core import Function, Region
+from fearless.ir.types import Tile
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class _Return(Exception):
+    pass
+
+
+class _Block:
+    """The state of one tile block: its coordinates, the values and the local slots."""
+
+    def __init__(self, fn: Function, args: list, coords: tuple, grid: tuple):
+        self.coords, self.grid = coords, grid
+        self.env: dict[int, object] = {id(p.value): a for p, a in zip(fn.params, args)}
+        self.cond = False
+
+    def value(self, v):
+        try:
+            return self.env[id(v)]
+        except KeyError:
+            raise InternalError(f"value {v!r} used before it was computed") from None
+
+    def set(self, op, value) -> None:
+        self.env[id(op.results[0])] = value
+
+    def region(self, region: Region) -> None:
+        for op in region.ops:
+            rule = RULES.get(op.name)
+            if rule is None:
+                raise InternalError(f"the cpu tile backend has no rule for {op.name}")
+            rule(self, op)
+
+
+def run(fn: Function, grid: tuple[int, int, int], args: list) -> None:
+    """Run ``fn`` over ``grid`` (x, y, z) tile blocks.
+
+    ``args``: per parameter, a NumPy array view for tensors (writable for Out partitions) or a
+    NumPy scalar. Writes go straight into the Out views.
+    """
+    gx, gy, gz = grid
+    for z in range(gz):
+        for y in range(gy):
+            for x in range(gx):
+                block = _Block(fn, args, (x, y, z), grid)
+                try:
+                    block.region(fn.body)
+                except _Return:
+                    pass
+
+
+# rules ----------------------------------------------------------------------------------------
+
+def _elementwise(rule):
+    def apply(block, op):
+        block.set(op, rule(op, *[block.value(v) for v in op.operands]))
+    return apply
+
+
+def _constant(block, op):
+    t = op.results[0].type
+    if isinstance(t, Tile):
+        block.set(op, np.full(t.shape, op.attrs["value"], dtype=t.dtype.numpy))
+    else:
+        block.set(op, constant(op))
+
+
+def _tile_window(view: np.ndarray, coords, shape):
+    """The slices of ``view`` that tile ``coords`` of a grid of ``shape`` tiles covers, and the
+    matching slices of the tile (empty where the tile lies past the edge)."""
+    src, dst = [], []
+    for c, n, extent in zip(coords, shape, view.shape):
+        lo = int(c) * n
+        hi = min(lo + n, extent)
+        if int(c) < 0 or lo >= extent:
+            lo = hi = 0
+        src.append(slice(lo, hi))
+        dst.append(slice(0, max(hi - lo, 0)))
+    return tuple(src), tuple(dst)
+
+
+def _load(block, op):
+    view, *coords = [block.value(v) for v in op.operands]
+    t = op.results[0].type
+    out = np.zeros(t.shape, t.dtype.numpy)
+    src, dst = _tile_window(view, coords, t.shape)
+    out[dst] = view[src]
+    block.set(op, out)
+
+
+def _own(block, view_type):
+    return block.coords[:view_type.ndim]
+
+
+def _load_own(block, op):
+    view = block.value(op.operands[0])
+    t = op.results[0].type
+    out = np.zeros(t.shape, t.dtype.numpy)
+    src, dst = _tile_window(view, _own(block, op.operands[0].type), t.shape)
+    out[dst] = view[src]
+    block.set(op, out)
+
+
+def _store(block, op):
+    view, value = block.value(op.operands[0]), block.value(op.operands[1])
+    src, dst = _tile_window(view, _own(block, op.operands[0].type), value.shape)
+    view[src] = value[dst]
+
+
+def _reduce(block, op):
+    x = block.value(op.operands[0])
+    axis, kind = op.attrs["axis"], op.attrs["kind"]
+    d = op.results[0].type.dtype.numpy
+    if kind == "sum":
+        work = x.astype(np.float32) if x.dtype.itemsize < 4 and op.results[0].type.dtype.is_float \
+            else x
+        block.set(op, np.sum(work, axis=axis).astype(d))
+    else:
+        fn = np.fmax if kind == "max" else np.fmin
+        block.set(op, fn.reduce(x, axis=axis).astype(d))
+
+
+def _mma(block, op):
+    a, b, acc = (block.value(v) for v in op.operands)
+    work = np.float64 if acc.dtype == np.float64 else np.float32
+    block.set(op, (a.astype(work) @ b.astype(work) + acc).astype(acc.dtype))
+
+
+def _for(block, op):
+    lo, hi, step = (int(block.value(v)) for v in op.operands)
+    (body,) = op.regions
+    for iv in range(lo, hi, step):
+        block.env[id(body.args[0])] = np.int64(iv)
+        try:
+            block.region(body)
+        except _Continue:
+            continue
+        except _Break:
+            break
+
+
+def _while(block, op):
+    cond, body = op.regions
+    while True:
+        block.region(cond)
+        if not block.cond:
+            return
+        try:
+            block.region(body)
+        except _Continue:
+            continue
+        except _Break:
+            return
+
+
+def _if(block, op):
+    then, other = op.regions
+    block.region(then if bool(block.value(op.operands[0])) else other)
+
+
+def _inline(block, op):
+    try:
+        block.region(op.regions[0])
+    except _Return:
+        pass
+
+
+def _raise(exc):
+    def rule(block, op):
+        raise exc()
+    return rule
+
+
+def _condition(block, op):
+    block.cond = bool(block.value(op.operands[0]))
+
+
+def _local_alloc(block, op):
+    t = op.results[0].type.elem
+    zero = np.zeros(t.shape, t.dtype.numpy) if isinstance(t, Tile) else \
+        np.zeros((), t.dtype.numpy)
+    block.set(op, [zero])
+
+
+def _local_load(block, op):
+    block.set(op, block.value(op.operands[0])[0])
+
+
+def _local_store(block, op):
+    block.value(op.operands[0])[0] = block.value(op.operands[1])
+
+
+RULES = {
+    **{name: _elementwise(rule) for name, rule in {**ARITH, **MATH}.items()},
+    "arith.constant": _constant,
+    "tile.block_index": lambda block, op: block.set(op, np.int64(block.coords[op.attrs["axis"]])),
+    "tile.num_blocks": lambda block, op: block.set(op, np.int64(block.grid[op.attrs["axis"]])),
+    "tile.dim": lambda block, op: block.set(
+        op, np.int64(block.value(op.operands[0]).shape[op.attrs["axis"]])),
+    "tile.load": _load,
+    "tile.load_own": _load_own,
+    "tile.store": _store,
+    "tile.splat": lambda block, op: block.set(op, np.full(
+        op.results[0].type.shape, block.value(op.operands[0]), op.results[0].type.dtype.numpy)),
+    "tile.broadcast": lambda block, op: block.set(op, np.broadcast_to(
+        block.value(op.operands[0]), op.results[0].type.shape)),
+    "tile.reshape": lambda block, op: block.set(op, np.reshape(
+        block.value(op.operands[0]), op.results[0].type.shape)),
+    "tile.permute": lambda block, op: block.set(op, np.transpose(
+        block.value(op.operands[0]), op.attrs["perm"])),
+    "tile.reduce": _reduce,
+    "tile.argmax": lambda block, op: block.set(op, np.argmax(
+        block.value(op.operands[0]), axis=op.attrs["axis"]).astype(np.int32)),
+    "tile.iota": lambda block, op: block.set(op, np.arange(
+        op.results[0].type.shape[0], dtype=np.int32)),
+    "tile.mma": _mma,
+    "scf.for": _for,
+    "scf.while": _while,
+    "scf.if": _if,
+    "scf.inline": _inline,
+    "scf.condition": _condition,
+    "cf.break": _raise(_Break),
+    "cf.continue": _raise(_Continue),
+    "cf.return": _raise(_Return),
+    "local.alloc": _local_alloc,
+    "local.load": _local_load,
+    "local.store": _local_store,
+}
+
+# ops of the SIMT language, which tile kernels cannot contain
+UNSUPPORTED = {"mem.load": "SIMT only", "mem.store": "SIMT only", "mem.dim": "SIMT only",
+               "simt.thread_index": "SIMT only", "simt.index_value": "SIMT only"}

@@ -1,0 +1,413 @@
+"""Calls and attributes of the tile-kernel language (``fearless.tile``), lowered to tile ops.
+
+``attribute`` and ``call`` replace their SIMT counterparts in ``intrinsics`` for tile kernels and
+fall back to them for everything the two languages share (math functions, casts, ``min``/``max``,
+``len``, device functions). Methods of tensors and tiles (``out.store(t)``, ``t.astype(f16)``)
+are ``BoundMethod`` statics, dispatched by ``call``.
+
+The only way to write an Out partition is ``out.store(t)``, with no position: a store to another
+tile block's tile cannot be written, and trying (``out.store(t, (i + 1, j))``) is a SafetyError.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fearless import dtypes
+from fearless.errors import SafetyError
+from fearless.frontend import intrinsics
+from fearless.frontend.emit import describe
+from fearless.frontend.infer import Const, Static, TupleValue
+from fearless.frontend.tile_emit import is_tile
+from fearless.ir import types as T
+from fearless.ir.core import Value
+import fearless.tile.lang as lang
+
+if TYPE_CHECKING:
+    from fearless.frontend.astgen import FunctionGen
+
+
+@dataclass(frozen=True)
+class BoundMethod:
+    """``obj.name`` for a tensor parameter or a tile, waiting for its call."""
+
+    name: str
+    obj: Value
+
+
+def _is_view(fv) -> bool:
+    return isinstance(fv, Value) and isinstance(fv.type, T.TensorView)
+
+
+# attributes ---------------------------------------------------------------------------------
+
+_VIEW_METHODS = {"store", "load"}
+_TILE_METHODS = {"astype", "reshape", "permute", "transpose", "broadcast", "sum", "max", "min",
+                 "argmax"}
+
+
+def attribute(gen: "FunctionGen", value, attr: str, node):
+    if _is_view(value):
+        return _view_attribute(gen, value, attr, node)
+    if is_tile(value):
+        t = value.type
+        if attr == "shape":
+            return TupleValue(tuple(Const(n) for n in t.shape))
+        if attr == "ndim":
+            return Const(len(t.shape))
+        if attr == "dtype":
+            return Static(t.dtype)
+        if attr == "T":
+            return _permute(gen, value, (1, 0), node)
+        if attr in _TILE_METHODS:
+            return Static(BoundMethod(attr, value))
+        raise gen.error(node, f"tiles have no attribute '{attr}'",
+                        help="tiles have .shape, .dtype, .ndim, .T and the methods "
+                             + ", ".join(sorted(_TILE_METHODS)))
+    return intrinsics.attribute(gen, value, attr, node)
+
+
+def _view_attribute(gen, view: Value, attr: str, node):
+    t: T.TensorView = view.type
+    out = t.role is T.Role.OUT
+    if attr == "shape":
+        return TupleValue(tuple(gen.b.create("tile.dim", [view], [T.INDEX], {"axis": k}).result
+                                for k in range(t.ndim)))
+    if attr == "ndim":
+        return Const(t.ndim)
+    if attr == "dtype":
+        return Static(t.dtype)
+    if out and attr == "tile_shape":
+        return TupleValue(tuple(Const(n) for n in t.tile_shape))
+    if out and attr == "tile_index":
+        return TupleValue(tuple(_block_index(gen, k) for k in range(t.ndim)))
+    if out and attr in _VIEW_METHODS:
+        return Static(BoundMethod(attr, view))
+    if not out and attr in ("tile_shape", "tile_index", "store"):
+        raise gen.error(node, f"an In tensor has no '{attr}': it is shared by every tile block",
+                        help="declare the parameter ft.Out[...] and pass a partition to write it")
+    raise gen.error(node, f"tensor parameters have no attribute '{attr}' in tile kernels")
+
+
+def _block_index(gen, axis: int) -> Value:
+    return gen.b.create("tile.block_index", [], [T.INDEX], {"axis": axis}).result
+
+
+# calls --------------------------------------------------------------------------------------
+
+def call(gen: "FunctionGen", func, node):
+    obj = func.obj if isinstance(func, Static) else None
+    handler = None
+    if isinstance(obj, BoundMethod):
+        handler = _METHODS[("view" if _is_view(obj.obj) else "tile", obj.name)]
+    else:
+        try:
+            handler = HANDLERS.get(obj)
+        except TypeError:
+            handler = None
+    if handler is None:
+        return intrinsics.call(gen, func, node)
+    args = [gen.visit(a) for a in node.args]
+    kwargs = {k.arg: gen.visit(k.value) for k in node.keywords}
+    if None in kwargs:
+        raise gen.error(node, "**kwargs is not supported in kernels")
+    if isinstance(obj, BoundMethod):
+        args = [obj.obj, *args]
+    return handler(_Call(gen, node, args, kwargs))
+
+
+class _Call:
+    """One call site: its arguments and helpers to check them with errors that point at it."""
+
+    def __init__(self, gen, node, args, kwargs):
+        self.gen, self.node, self.args, self.kwargs = gen, node, args, kwargs
+        self.b, self.emit = gen.b, gen.emit
+
+    def error(self, message, help=None, cls=None):
+        kw = {} if cls is None else {"cls": cls}
+        return self.gen.error(self.node, message, help, **kw)
+
+    def take(self, *names, required=None):
+        """The arguments bound to ``names`` (positional first, then keywords)."""
+        required = len(names) if required is None else required
+        if len(self.args) > len(names):
+            raise self.error(f"takes at most {len(names)} arguments, got {len(self.args)}")
+        bound = dict(zip(names, self.args))
+        for k, v in self.kwargs.items():
+            if k not in names or k in bound:
+                raise self.error(f"unexpected keyword argument '{k}'")
+            bound[k] = v
+        missing = [n for n in names[:required] if n not in bound]
+        if missing:
+            raise self.error(f"missing argument '{missing[0]}'")
+        return [bound.get(n) for n in names]
+
+    def tile(self, fv, what="argument") -> Value:
+        if not is_tile(fv):
+            raise self.error(f"{what} must be a tile, got {describe(fv)}")
+        return fv
+
+    def view(self, fv, what="argument") -> Value:
+        if not _is_view(fv):
+            raise self.error(f"{what} must be a tensor parameter, got {describe(fv)}")
+        return fv
+
+    def shape(self, fv, what="shape", pow2=True) -> tuple[int, ...]:
+        items = fv.items if isinstance(fv, TupleValue) else (fv,)
+        if not all(isinstance(c, Const) and isinstance(c.value, int)
+                   and not isinstance(c.value, bool) and c.value >= 1 for c in items):
+            raise self.error(f"{what} must be positive integer constants",
+                             help="tile shapes are static: use literals, ft.Const parameters or "
+                                  "out.tile_shape")
+        shape = tuple(c.value for c in items)
+        if pow2 and any(n & (n - 1) for n in shape):
+            raise self.error(f"{what} {shape} has an extent that is not a power of two",
+                             help="Tile IR tiles have power-of-two extents; pad the tensor or "
+                                  "pick a smaller power of two")
+        return shape
+
+    def dtype(self, fv, what="dtype") -> dtypes.DType:
+        d = intrinsics.as_dtype(fv)
+        if d is None:
+            raise self.error(f"{what} must be a dtype, got {describe(fv)}")
+        return d
+
+    def axis(self, fv, rank: int) -> int:
+        if not (isinstance(fv, Const) and isinstance(fv.value, int)):
+            raise self.error("axis must be an integer constant")
+        axis = fv.value + rank if fv.value < 0 else fv.value
+        if not 0 <= axis < rank:
+            raise self.error(f"axis {fv.value} out of range for a {rank}-d tile")
+        return axis
+
+
+# tensors ------------------------------------------------------------------------------------
+
+def _load(c: _Call):
+    x, index, shape = c.take("x", "index", "shape")
+    x = c.view(x, "x")
+    shape = c.shape(shape)
+    items = index.items if isinstance(index, TupleValue) else (index,)
+    if len(items) != x.type.ndim or len(shape) != x.type.ndim:
+        raise c.error(f"a {x.type.ndim}-d tensor needs {x.type.ndim} tile coordinates and a "
+                      f"{x.type.ndim}-d shape")
+    coords = [c.emit.scalar(i, T.INDEX.dtype) for i in items]
+    return c.b.create("tile.load", [x, *coords], [T.Tile(x.type.dtype, shape)],
+                      {"shape": shape}).result
+
+
+def _load_like(c: _Call):
+    x, out = c.take("x", "out")
+    x, out = c.view(x, "x"), c.view(out, "out")
+    if out.type.role is not T.Role.OUT:
+        raise c.error("load_like takes the position from an Out partition",
+                      help="for an In tensor use ft.load(x, index, shape)")
+    if x.type.ndim != out.type.ndim:
+        raise c.error(f"x is {x.type.ndim}-d but the partition is {out.type.ndim}-d")
+    shape = out.type.tile_shape
+    coords = [_block_index(c.gen, k) for k in range(out.type.ndim)]
+    return c.b.create("tile.load", [x, *coords], [T.Tile(x.type.dtype, shape)],
+                      {"shape": shape}).result
+
+
+def _store(c: _Call):
+    if len(c.args) > 2 or c.kwargs:
+        raise c.error("a tile block stores only its own tile: out.store(tile) takes no position",
+                      cls=SafetyError,
+                      help="each tile block owns exactly one tile of an Out partition; write "
+                           "other positions from the tile blocks that own them")
+    out, value = c.take("out", "value")
+    t = out.type
+    if not is_tile(value):
+        value = c.emit.to_tile(value, t.dtype, t.tile_shape)
+    if value.type.shape != t.tile_shape:
+        raise c.error(f"stores a tile of shape {value.type.shape} into a partition of tile shape "
+                      f"{t.tile_shape}")
+    stored = c.emit.implicit(value, T.Tile(t.dtype, t.tile_shape), "the partition")
+    c.b.create("tile.store", [out, stored], [])
+    return Static(None)
+
+
+def _load_own(c: _Call):
+    (out,) = c.take("out")
+    t = out.type
+    return c.b.create("tile.load_own", [out], [T.Tile(t.dtype, t.tile_shape)]).result
+
+
+# tile construction and shape ----------------------------------------------------------------
+
+def _full_of(c: _Call, shape, value, dtype):
+    if is_tile(value):
+        raise c.error("the fill value must be a number or a scalar, not a tile")
+    return c.emit.to_tile(value, c.dtype(dtype), c.shape(shape))
+
+
+def _zeros(c: _Call):
+    shape, dtype = c.take("shape", "dtype", required=1)
+    return _full_of(c, shape, Const(0), dtype or Static(dtypes.f32))
+
+
+def _full(c: _Call):
+    shape, value, dtype = c.take("shape", "value", "dtype")
+    return _full_of(c, shape, value, dtype)
+
+
+def _arange(c: _Call):
+    (n,) = c.take("n")
+    (length,) = c.shape(n, "arange's length")
+    return c.b.create("tile.iota", [], [T.Tile(dtypes.i32, (length,))]).result
+
+
+def _cdiv(c: _Call):
+    a, b = c.take("a", "b")
+    for v in (a, b):
+        d = c.emit.dtype_of(v)
+        if not isinstance(d, str) and not d.is_int:
+            raise c.error(f"cdiv needs integers, got {d}")
+    return c.emit.binary("floordiv", c.emit.binary("sub", c.emit.binary("add", a, b), Const(1)),
+                         b)
+
+
+def _broadcast(c: _Call):
+    t, shape = c.take("t", "shape")
+    t, shape = c.tile(t, "t"), c.shape(shape, pow2=False)
+    return c.emit.to_tile(t, t.type.dtype, shape)
+
+
+def _reshape(c: _Call):
+    t, shape = c.take("t", "shape")
+    t, shape = c.tile(t, "t"), c.shape(shape, pow2=False)
+    n = 1
+    for d in t.type.shape:
+        n *= d
+    m = 1
+    for d in shape:
+        m *= d
+    if n != m:
+        raise c.error(f"cannot reshape {t.type.shape} ({n} elements) to {shape} ({m})")
+    if shape == t.type.shape:
+        return t
+    return c.b.create("tile.reshape", [t], [T.Tile(t.type.dtype, shape)]).result
+
+
+def _permute(gen_or_call, t: Value, perm: tuple, node=None):
+    b = gen_or_call.b
+    shape = tuple(t.type.shape[p] for p in perm)
+    if len(t.type.shape) != len(perm):
+        raise gen_or_call.error(node, f"transposing needs a {len(perm)}-d tile, got "
+                                      f"{t.type.shape}")
+    return b.create("tile.permute", [t], [T.Tile(t.type.dtype, shape)], {"perm": perm}).result
+
+
+def _permute_call(c: _Call):
+    t, axes = c.take("t", "axes")
+    t = c.tile(t, "t")
+    items = axes.items if isinstance(axes, TupleValue) else ()
+    perm = tuple(a.value for a in items if isinstance(a, Const))
+    if sorted(perm) != list(range(len(t.type.shape))):
+        raise c.error(f"axes must be a permutation of 0..{len(t.type.shape) - 1}")
+    return c.b.create("tile.permute", [t], [T.Tile(t.type.dtype,
+                                                   tuple(t.type.shape[p] for p in perm))],
+                      {"perm": perm}).result
+
+
+def _transpose(c: _Call):
+    (t,) = c.take("t")
+    t = c.tile(t, "t")
+    if len(t.type.shape) != 2:
+        raise c.error(f"transpose needs a 2-d tile, got {t.type.shape}")
+    return c.b.create("tile.permute", [t], [T.Tile(t.type.dtype, t.type.shape[::-1])],
+                      {"perm": (1, 0)}).result
+
+
+def _astype(c: _Call):
+    t, dtype = c.take("t", "dtype")
+    return c.emit.cast(c.tile(t, "t"), c.dtype(dtype))
+
+
+def _where(c: _Call):
+    cond, a, b = c.take("cond", "a", "b")
+    if not any(is_tile(v) for v in (cond, a, b)):
+        return intrinsics.HANDLERS[np.where](c.gen, [cond, a, b], c.node)
+    if is_tile(cond) and not cond.type.dtype.is_bool:
+        raise c.error(f"the condition must be a bool tile, got {cond.type}",
+                      help="compare first, for example ft.where(x > 0, x, 0)")
+    return c.emit.select(cond, a, b)
+
+
+def _math(name):
+    def handler(c: _Call):
+        args = c.take("a", "b") if name in ("min", "max") else c.take("x")
+        if name in ("min", "max"):
+            return c.emit.binary(name, *args)
+        return c.emit.math(name, args)
+    return handler
+
+
+def _reduce(kind):
+    def handler(c: _Call):
+        t, axis, keepdims = c.take("t", "axis", "keepdims", required=2)
+        t = c.tile(t, "t")
+        rank = len(t.type.shape)
+        axis = c.axis(axis, rank)
+        if rank == 1 and not (keepdims is not None and keepdims.value):
+            raise c.error("reducing a 1-d tile would give a 0-d tile",
+                          help="pass keepdims=True, or reshape to (1, n) first")
+        shape = t.type.shape[:axis] + t.type.shape[axis + 1:]
+        d = t.type.dtype
+        if kind == "sum" and (d.is_bool or (d.is_int and d.bits < 32)):
+            t, d = c.emit.cast(t, dtypes.i32), dtypes.i32
+        if kind == "argmax":
+            r = c.b.create("tile.argmax", [t], [T.Tile(dtypes.i32, shape)], {"axis": axis})
+        else:
+            r = c.b.create("tile.reduce", [t], [T.Tile(d, shape)], {"kind": kind, "axis": axis})
+        out = r.result
+        if keepdims is not None and keepdims.value:
+            kept = t.type.shape[:axis] + (1,) + t.type.shape[axis + 1:]
+            out = c.b.create("tile.reshape", [out], [T.Tile(out.type.dtype, kept)]).result
+        return out
+    return handler
+
+
+def _mma(c: _Call):
+    a, b, acc = c.take("a", "b", "acc")
+    a, b, acc = c.tile(a, "a"), c.tile(b, "b"), c.tile(acc, "acc")
+    if not all(len(v.type.shape) == 2 for v in (a, b, acc)):
+        raise c.error("mma takes 2-d tiles a (m, k), b (k, n) and acc (m, n)")
+    (m, k), (k2, n) = a.type.shape, b.type.shape
+    if k != k2 or acc.type.shape != (m, n):
+        raise c.error(f"mma shapes do not agree: {a.type.shape} @ {b.type.shape} + "
+                      f"{acc.type.shape}")
+    if a.type.dtype is not b.type.dtype:
+        raise c.error(f"mma inputs differ in dtype: {a.type.dtype} and {b.type.dtype}",
+                      help="convert one with .astype()")
+    want = dtypes.f64 if a.type.dtype is dtypes.f64 else dtypes.f32
+    if a.type.dtype.name not in ("f16", "bf16", "f32", "f64"):
+        raise c.error(f"mma takes f16, bf16, f32 or f64 inputs, got {a.type.dtype}")
+    if acc.type.dtype is not want:
+        raise c.error(f"the accumulator of {a.type.dtype} inputs must be {want}, got "
+                      f"{acc.type.dtype}", help=f"start it as ft.zeros(shape, {want})")
+    return c.b.create("tile.mma", [a, b, acc], [acc.type]).result
+
+
+HANDLERS = {
+    lang.load: _load, lang.load_like: _load_like, lang.zeros: _zeros, lang.full: _full,
+    lang.arange: _arange, lang.cdiv: _cdiv, lang.mma: _mma, lang.broadcast: _broadcast,
+    lang.reshape: _reshape, lang.permute: _permute_call, lang.transpose: _transpose,
+    lang.where: _where, lang.exp: _math("exp"), lang.exp2: _math("exp2"),
+    lang.log: _math("log"), lang.sqrt: _math("sqrt"), lang.rsqrt: _math("rsqrt"),
+    lang.tanh: _math("tanh"), lang.maximum: _math("max"), lang.minimum: _math("min"),
+    lang.sum: _reduce("sum"), lang.max: _reduce("max"), lang.min: _reduce("min"),
+    lang.argmax: _reduce("argmax"),
+}
+
+_METHODS = {
+    ("view", "store"): _store, ("view", "load"): _load_own,
+    ("tile", "astype"): _astype, ("tile", "reshape"): _reshape,
+    ("tile", "permute"): _permute_call, ("tile", "transpose"): _transpose,
+    ("tile", "broadcast"): _broadcast, ("tile", "sum"): _reduce("sum"),
+    ("tile", "max"): _reduce("max"), ("tile", "min"): _reduce("min"),
+    ("tile", "argmax"): _reduce("argmax"),
+}

@@ -1,0 +1,190 @@
+"""Tile ops: what one tile block of a ``@fearless.tile.kernel`` does.
+
+    tile.block_index             -> i64        attr axis: this tile block's coordinate (x, y, z)
+    tile.num_blocks              -> i64        attr axis: tile blocks of the launch along an axis
+    tile.dim %t                  -> i64        attr axis: an extent of a tensor parameter
+    tile.load %t, %i0, ...       -> tile       attr shape: the tile at tile coordinates (i0, ...)
+                                               of the grid of ``shape`` tiles over %t; elements
+                                               past the tensor's edge read as zero
+    tile.load_own %out           -> tile       the block's own tile of an Out partition
+    tile.store %out, %v                        write the block's own tile (clipped at the edge)
+    tile.splat %s                -> tile       a scalar repeated over the result shape
+    tile.broadcast %v            -> tile       extents of 1 repeated up to the result shape
+    tile.reshape %v              -> tile       same elements (row-major), another shape
+    tile.permute %v              -> tile       attr perm: result axis k is operand axis perm[k]
+    tile.reduce %v               -> tile       attrs kind (sum/max/min), axis; the axis is removed
+    tile.argmax %v               -> tile<i32>  attr axis: first index of the maximum
+    tile.iota                    -> tile<i32>  0, 1, ... along a 1-d result
+    tile.mma %a, %b, %acc        -> acc type   acc + a @ b (f16/bf16/f32/f64 in, f32/f64 acc)
+
+There is no op that stores at a computed position of an Out partition: a store to another
+tile block's tile cannot be expressed, which is what makes tile kernels race-free.
+"""
+from __future__ import annotations
+
+from math import prod
+
+from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
+
+REDUCTIONS = ("sum", "max", "min")
+
+
+def _index_result(op):
+    if op.result.type != INDEX:
+        return "result must be i64"
+    if op.attrs.get("axis") not in (0, 1, 2):
+        return "axis must be 0, 1 or 2"
+    return None
+
+
+def _view(v, role=None):
+    if not isinstance(v.type, TensorView):
+        return f"operand of type {v.type} is not a tensor parameter"
+    if role is not None and v.type.role is not role:
+        return f"needs an {role.value} tensor, got {v.type}"
+    return None
+
+
+def _dim(op):
+    return _view(op.operands[0]) or (None if 0 <= op.attrs.get("axis", -1)
+                                     < op.operands[0].type.ndim else "axis out of range")
+
+
+def _load(op):
+    view, *indices = op.operands
+    msg = _view(view)
+    if msg:
+        return msg
+    shape = op.attrs.get("shape")
+    if len(indices) != view.type.ndim or any(i.type != INDEX for i in indices):
+        return f"needs {view.type.ndim} i64 tile coordinates"
+    if op.result.type != Tile(view.type.dtype, tuple(shape or ())) or len(shape) != view.type.ndim:
+        return "result must be a tile of the tensor's dtype and rank, of attr shape"
+    return None
+
+
+def _load_own(op):
+    (view,) = op.operands
+    msg = _view(view, Role.OUT)
+    if msg:
+        return msg
+    if op.result.type != Tile(view.type.dtype, view.type.tile_shape):
+        return "result must be the partition's tile"
+    return None
+
+
+def _store(op):
+    view, value = op.operands
+    msg = _view(view, Role.OUT)
+    if msg:
+        return msg
+    if value.type != Tile(view.type.dtype, view.type.tile_shape):
+        return f"stores {value.type} into a partition of {view.type}"
+    return None
+
+
+def _tile_result(op):
+    return None if isinstance(op.result.type, Tile) else "result must be a tile"
+
+
+def _splat(op):
+    (s,) = op.operands
+    if not isinstance(s.type, Scalar) or s.type.dtype is not op.result.type.dtype:
+        return "splats a scalar of the result's dtype"
+    return None
+
+
+def _same_dtype_tile(op):
+    (v,) = op.operands
+    if not isinstance(v.type, Tile) or v.type.dtype is not op.result.type.dtype:
+        return "operand must be a tile of the result's dtype"
+    return None
+
+
+def _broadcast(op):
+    src, dst = op.operands[0].type.shape, op.result.type.shape
+    if len(src) != len(dst) or any(s not in (1, d) for s, d in zip(src, dst)):
+        return f"cannot broadcast {src} to {dst}"
+    return None
+
+
+def _reshape(op):
+    src, dst = op.operands[0].type.shape, op.result.type.shape
+    return None if prod(src) == prod(dst) else f"cannot reshape {src} to {dst}"
+
+
+def _permute(op):
+    perm = tuple(op.attrs.get("perm", ()))
+    src, dst = op.operands[0].type.shape, op.result.type.shape
+    if sorted(perm) != list(range(len(src))) or tuple(src[p] for p in perm) != dst:
+        return f"perm {perm} does not map {src} to {dst}"
+    return None
+
+
+def _reduced_shape(op):
+    axis, src = op.attrs.get("axis"), op.operands[0].type.shape
+    if not isinstance(axis, int) or not 0 <= axis < len(src):
+        return f"axis {axis} out of range for {src}"
+    want = src[:axis] + src[axis + 1:]
+    return None if op.result.type.shape == want else f"result shape must be {want}"
+
+
+def _reduce(op):
+    if op.attrs.get("kind") not in REDUCTIONS:
+        return f"unknown reduction {op.attrs.get('kind')!r}"
+    return _reduced_shape(op)
+
+
+def _argmax(op):
+    if not isinstance(op.operands[0].type, Tile) or op.result.type.dtype.name != "i32":
+        return "argmax takes a tile and gives i32 indices"
+    return _reduced_shape(op)
+
+
+def _iota(op):
+    t = op.result.type
+    return None if len(t.shape) == 1 and t.dtype.name == "i32" else "iota gives a 1-d i32 tile"
+
+
+_MMA_IN = {"f16", "bf16", "f32", "f64"}
+
+
+def _mma(op):
+    a, b, acc = (v.type for v in op.operands)
+    if not all(isinstance(t, Tile) and len(t.shape) == 2 for t in (a, b, acc)):
+        return "mma takes 2-d tiles"
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2 or acc.shape != (m, n):
+        return f"shapes {a.shape} @ {b.shape} + {acc.shape} do not agree"
+    if a.dtype is not b.dtype or a.dtype.name not in _MMA_IN:
+        return f"mma inputs must share one of {sorted(_MMA_IN)}, got {a.dtype} and {b.dtype}"
+    want = "f64" if a.dtype.name == "f64" else "f32"
+    if acc.dtype.name != want:
+        return f"the accumulator of {a.dtype} inputs is {want}, got {acc.dtype}"
+    return None if op.result.type == acc else "result must be the accumulator's type"
+
+
+define("tile.block_index", "this tile block's coordinate along attr axis", _index_result)
+define("tile.num_blocks", "number of tile blocks along attr axis", _index_result)
+define("tile.dim", "extent of one axis of a tensor parameter",
+       all_of(counts(1, 1), _dim, lambda op: None if op.result.type == INDEX else "gives i64"))
+define("tile.load", "load the tile at tile coordinates; zero past the edge", _load)
+define("tile.load_own", "load the block's own tile of an Out partition",
+       all_of(counts(1, 1), _load_own))
+define("tile.store", "store the block's own tile of an Out partition",
+       all_of(counts(2, 0), _store), side_effects=True)
+define("tile.splat", "a scalar repeated over the result shape",
+       all_of(counts(1, 1), _tile_result, _splat))
+define("tile.broadcast", "repeat extents of 1", all_of(counts(1, 1), _tile_result,
+                                                       _same_dtype_tile, _broadcast))
+define("tile.reshape", "same elements, another shape", all_of(counts(1, 1), _tile_result,
+                                                              _same_dtype_tile, _reshape))
+define("tile.permute", "reorder axes", all_of(counts(1, 1), _tile_result, _same_dtype_tile,
+                                              _permute))
+define("tile.reduce", "sum/max/min along an axis", all_of(counts(1, 1), _tile_result,
+                                                          _same_dtype_tile, _reduce))
+define("tile.argmax", "index of the first maximum along an axis",
+       all_of(counts(1, 1), _tile_result, _argmax))
+define("tile.iota", "0, 1, 2, ... as a 1-d i32 tile", all_of(counts(0, 1), _tile_result, _iota))
+define("tile.mma", "matrix multiply-accumulate acc + a @ b", all_of(counts(3, 1), _mma))

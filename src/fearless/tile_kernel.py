@@ -1,0 +1,331 @@
+"""The TileKernel behind ``@fearless.tile.kernel``: bind -> check -> compile (cached) -> lazy launch.
+
+    @ft.kernel
+    def add(z: ft.Out[f32], x: ft.In[f32], y: ft.In[f32]):
+        z.store(ft.load_like(x, z) + ft.load_like(y, z))
+
+    z = fl.zeros(n, f32).partition(1024)     # z's old handle is moved
+    z, x, y = add(z, x, y).sync()            # nothing runs until sync(); ownership comes back
+
+A call checks everything before it returns its ``DeviceOperation``: argument kinds, dtypes and
+ranks (``ArgumentTypeError``), partitions (an Out must be one; its tile shape must match a shape
+in the annotation, have power-of-two extents, and every Out must give the same grid:
+``ContractError``), moved tensors (``MovedError``) and aliasing between an Out and any other
+argument (``AliasError``). The kernel is compiled once per specialisation: dtypes, ranks, tile
+shapes, ``ft.Const`` values and, on the GPU, the layout facts of each tensor (``ir.types.Layout``:
+alignment and divisibility, which decide whether tileiras can use TMA and tensor cores).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from fearless import dtypes
+from fearless.compiler import Compiled, compile_tile, show
+from fearless.config import CONFIG
+from fearless.errors import ArgumentTypeError, ContractError, FearlessError, InternalError
+from fearless.frontend.capture import Captured, capture
+from fearless.frontend.tile_params import NO_DEFAULT, ConstParam, ScalarParam, TensorParam, \
+    tile_params
+from fearless.ir import types as T
+from fearless.kernel import VERSION, _key_of, _walk_functions
+from fearless.runtime import cache, device, launch as contracts, tile_launch
+from fearless.runtime.lazy import DeviceOperation
+from fearless.runtime.partition import Partition
+from fearless.runtime.tensor import Tensor, as_tensor
+
+_INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
+
+
+@dataclass
+class _Entry:
+    types: tuple          # IR types of the runtime parameters, in order
+    names: list           # their names
+    compiled: Compiled
+    loaded: object        # runtime.module.LoadedKernel on cuda, None on cpu
+
+
+class TileKernel:
+    """A compiled-on-demand tile kernel; calling it returns a lazy ``DeviceOperation``."""
+
+    __fearless_kernel__ = True
+
+    def __init__(self, fn, *, hints: dict | None = None):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__name__, self.__doc__ = fn.__name__, fn.__doc__
+        self.hints = dict(hints or {})
+        self._cap: Captured | None = None
+        self._params = None
+        self._compiled: dict = {}
+        self._entries: dict = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<fearless tile kernel {self.name}>"
+
+    @property
+    def captured(self) -> Captured:
+        if self._cap is None:
+            self._cap = capture(self.fn)
+            self._params = tile_params(self._cap)
+        return self._cap
+
+    @property
+    def params(self):
+        self.captured
+        return self._params
+
+    def fingerprint(self) -> list:
+        """Sources and frozen names the compiled code depends on (the disk-cache key)."""
+        parts = [repr(sorted(self.hints.items()))]
+        for c in _walk_functions(self.captured):
+            parts.append(c.source)
+            parts.extend(f"{name}={_key_of(c.resolve(name))}" for name in c.free_names())
+        return parts
+
+    # binding and checking --------------------------------------------------------------------
+
+    def _bind(self, args, kwargs) -> list:
+        params = self.params
+        if len(args) > len(params):
+            raise ArgumentTypeError(f"takes {len(params)} arguments, got {len(args)}",
+                                    kernel=self.name)
+        bound = dict(zip((p.name for p in params), args))
+        for k, v in kwargs.items():
+            if k in bound or k not in {p.name for p in params}:
+                raise ArgumentTypeError(f"unexpected or repeated argument '{k}'",
+                                        kernel=self.name)
+            bound[k] = v
+        out = []
+        for p in params:
+            if p.name in bound:
+                out.append(bound[p.name])
+            elif isinstance(p, ConstParam) and p.default is not NO_DEFAULT:
+                out.append(p.default)
+            else:
+                raise ArgumentTypeError(f"missing argument '{p.name}'", kernel=self.name)
+        return out
+
+    def _tensor(self, p: TensorParam, arg, backend: str) -> Tensor:
+        def fail(msg, help=None):
+            raise ArgumentTypeError(msg, kernel=self.name, param=p.name, help=help)
+
+        if p.role == "out":
+            if not isinstance(arg, Partition):
+                fail(f"expects a partition (ft.Out), got {type(arg).__name__}",
+                     help=f"pass t.partition(tile_shape); the kernel '{self.name}' writes one "
+                          f"tile per tile block")
+            t = arg.tensor_for_launch()
+        else:
+            if isinstance(arg, Partition):
+                fail("expects a shared read-only tensor (ft.In), got a partition",
+                     help="pass the tensor itself")
+            try:
+                t = arg if isinstance(arg, Tensor) else as_tensor(arg)
+            except TypeError as exc:
+                fail(str(exc))
+            if t is None:
+                fail(f"expects a tensor, got {type(arg).__name__}")
+            t.check_usable()
+        if t.backend != backend:
+            fail(f"is on the {t.backend} backend, but {backend} is current")
+        return t
+
+    def _layout(self, t: Tensor, backend: str) -> T.Layout:
+        if backend == "cpu":
+            return T.Layout()
+        for n in (*t.shape, *t.strides):
+            if abs(n) >= _INDEX_LIMIT:
+                raise ContractError(f"an extent or stride of {t.shape}/{t.strides} does not fit "
+                                    f"32 bits", kernel=self.name)
+        return T.Layout(_pow2_div(t.data_ptr(), 16), tuple(_pow2_div(n, 16) for n in t.shape),
+                        tuple(_pow2_div(s, 16) for s in t.strides),
+                        t.ndim > 0 and (t.strides[-1] == 1 or t.shape[-1] == 1))
+
+    def _signature(self, values, backend: str):
+        """Check every argument; return (types, names, constants, tensors, scalars, grid)."""
+        types, names, tensors, scalars, constants = [], [], [], [], {}
+        grid, grid_from, bound = None, None, {}
+        for p, arg in zip(self.params, values):
+            if isinstance(p, ConstParam):
+                constants[p.name] = _const(self.name, p, arg)
+                continue
+            names.append(p.name)
+            if isinstance(p, TensorParam):
+                t = self._tensor(p, arg, backend)
+                dt = self._bind_dtype(p, t.dtype, bound)
+                tile_shape = None
+                if p.role == "out":
+                    tile_shape = tuple(arg.tile_shape)
+                    _check_partition(self.name, p, t, tile_shape)
+                    g = tuple(arg.grid)
+                    if grid is not None and g != grid:
+                        raise ContractError(f"its partition gives the grid {g}, but '{grid_from}'"
+                                            f" gives {grid}", kernel=self.name, param=p.name,
+                                            help="partition every output so that they have "
+                                                 "the same number of tiles along each axis")
+                    grid, grid_from = g, p.name
+                types.append(T.TensorView(dt, t.ndim, T.Role(p.role), tile_shape,
+                                          self._layout(t, backend)))
+                tensors.append(t)
+                scalars.append(None)
+            else:
+                dt = self._scalar_dtype(p, arg, bound)
+                types.append(T.Scalar(dt))
+                tensors.append(None)
+                scalars.append(_scalar_value(self.name, p, arg, dt))
+        contracts.check_arguments(self.name, names, tuple(types), tensors)
+        return tuple(types), names, constants, tensors, scalars, grid
+
+    def _bind_dtype(self, p: TensorParam, dt, bound: dict):
+        want = p.dtype
+        if isinstance(want, TypeVar):
+            if want in bound and bound[want] is not dt:
+                raise ArgumentTypeError(f"has dtype {dt}, but {want.__name__} is already "
+                                        f"{bound[want]}", kernel=self.name, param=p.name)
+            bound[want] = dt
+        elif want is not None and want is not dt:
+            raise ArgumentTypeError(f"expects dtype {want}, got {dt}", kernel=self.name,
+                                    param=p.name, help=f"convert it: fl.asarray(x, fl.{want})")
+        return dt
+
+    def _scalar_dtype(self, p: ScalarParam, arg, bound: dict):
+        if not isinstance(arg, (bool, int, float, np.generic)):
+            raise ArgumentTypeError(f"expects a scalar, got {type(arg).__name__}",
+                                    kernel=self.name, param=p.name)
+        if isinstance(p.dtype, TypeVar):
+            return bound.get(p.dtype) or dtypes.of_python_scalar(arg)
+        return p.dtype or dtypes.of_python_scalar(arg)
+
+    # compiling -------------------------------------------------------------------------------
+
+    def compile_for(self, types: tuple, constants: dict, backend: str,
+                    arch: str | None = None) -> Compiled:
+        """The compiled specialisation (cached in memory, and for the GPU on disk)."""
+        key = (types, tuple(sorted(constants.items())), backend, arch)
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            with self._lock:
+                compiled = self._compiled.get(key)
+                if compiled is None:
+                    compiled = self._compiled[key] = self._compile(types, constants, backend,
+                                                                   arch)
+        return compiled
+
+    def _ir_params(self, types):
+        names = [p.name for p in self.params if not isinstance(p, ConstParam)]
+        return list(zip(names, types))
+
+    def _compile(self, types, constants, backend, arch) -> Compiled:
+        params = self._ir_params(types)
+        try:
+            if backend == "cpu":
+                return compile_tile(self.captured, params, constants, None, "ir")
+            from fearless.backends.tileir import tileiras
+            disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
+            key = cache.digest([VERSION, "tile", tileiras.fingerprint(), arch, repr(types),
+                                repr(sorted(constants.items())), *self.fingerprint()])
+            hit = disk.get(key)
+            if hit is not None:
+                _, cubin, meta = hit
+                return Compiled(self.name, types, cubin=cubin, meta=meta)
+            compiled = compile_tile(self.captured, params, constants, arch, "cubin")
+            compiled.meta = {"kernel": self.name}
+            disk.put(key, "", compiled.cubin, compiled.meta)
+            return compiled
+        except FearlessError as exc:
+            raise exc.with_kernel(self.name) from None
+        except Exception as exc:
+            raise InternalError(f"compiling tile kernel '{self.name}' failed inside fearless: "
+                                f"{type(exc).__name__}: {exc}") from exc
+
+    def inspect(self, stage: str, types: tuple, constants: dict | None = None,
+                arch: str = "sm_90") -> str:
+        """The text of one compile stage (ast, ir, tileir, cubin) for ``types``."""
+        try:
+            compiled = compile_tile(self.captured, self._ir_params(types), constants or {},
+                                    arch if stage in ("tileir", "cubin") else None, stage)
+        except FearlessError as exc:
+            raise exc.with_kernel(self.name) from None
+        return show(compiled, stage)
+
+    # calling ---------------------------------------------------------------------------------
+
+    def __call__(self, *args, **kwargs) -> DeviceOperation:
+        """Check the arguments and return the lazy operation (see the module docstring)."""
+        values = self._bind(args, kwargs)
+        backend = device.current_backend()
+        types, names, constants, tensors, scalars, grid = self._signature(values, backend)
+        entry = self._entry(types, names, constants, backend)
+        return tile_launch.operation(self.name, entry, grid, tensors, scalars, values,
+                                     self.params)
+
+    def _entry(self, types, names, constants, backend) -> _Entry:
+        key = (types, tuple(sorted(constants.items())), backend)
+        entry = self._entries.get(key)
+        if entry is None:
+            if backend == "cpu":
+                entry = _Entry(types, names, self.compile_for(types, constants, "cpu"), None)
+            else:
+                arch = device.cuda_arch()
+                compiled = self.compile_for(types, constants, "cuda", arch)
+                entry = _Entry(types, names, compiled,
+                               tile_launch.load_tile(self.name, compiled.cubin))
+            self._entries[key] = entry
+        return entry
+
+
+def _pow2_div(n: int, cap: int) -> int:
+    """The largest power of two dividing ``n``, at most ``cap`` (``cap`` for 0)."""
+    n = abs(int(n))
+    if n == 0:
+        return cap
+    return min(n & -n, cap)
+
+
+def _check_partition(kernel: str, p: TensorParam, t: Tensor, tile_shape: tuple) -> None:
+    if len(tile_shape) != t.ndim:
+        raise ContractError(f"a {t.ndim}-d tensor partitioned into {len(tile_shape)}-d tiles",
+                            kernel=kernel, param=p.name)
+    if p.tile_shape is not None and tuple(p.tile_shape) != tile_shape:
+        raise ContractError(f"the partition's tile shape {tile_shape} disagrees with the "
+                            f"kernel's static tile shape {tuple(p.tile_shape)}",
+                            kernel=kernel, param=p.name,
+                            help=f"partition it with t.partition({tuple(p.tile_shape)})")
+    if any(n & (n - 1) for n in tile_shape):
+        raise ContractError(f"tile shape {tile_shape} has an extent that is not a power of two",
+                            kernel=kernel, param=p.name,
+                            help="Tile IR tiles have power-of-two extents; the edge tiles of a "
+                                 "tensor may be partial, so any tensor shape works")
+
+
+def _const(kernel: str, p: ConstParam, arg):
+    want = p.type
+    if want in (int, float, bool) and not isinstance(arg, want) or \
+            (want is int and isinstance(arg, bool)):
+        raise ArgumentTypeError(f"expects a compile-time {getattr(want, '__name__', want)}, "
+                                f"got {arg!r}", kernel=kernel, param=p.name)
+    return arg
+
+
+def _scalar_value(kernel: str, p: ScalarParam, arg, dt):
+    if not dt.is_float and isinstance(arg, (float, np.floating)):
+        raise ArgumentTypeError(f"got the float {arg!r} for a {dt} parameter", kernel=kernel,
+                                param=p.name)
+    try:
+        return dt.numpy.type(arg)
+    except (OverflowError, ValueError, TypeError) as exc:
+        raise ArgumentTypeError(f"{arg!r} does not fit {dt}: {exc}", kernel=kernel,
+                                param=p.name) from None
+
+
+def kernel(fn=None, *, hints: dict | None = None):
+    """Decorator: make ``fn`` a tile kernel. ``hints``: Tile IR optimisation hints per arch,
+    for example ``{"sm_90": {"num_cta_in_cga": 2, "occupancy": 1}}``."""
+    if fn is None:
+        return lambda f: kernel(f, hints=hints)
+    return TileKernel(fn, hints=hints)
