@@ -61,3 +61,16 @@ def check(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol=0.0) -
 def sizes(gpu: int, cpu: int) -> int:
     """The problem size for the current backend: GPUs get big enough to measure bandwidth."""
     return gpu if fl.current_backend() == "cuda" else cpu
+
+
+def timed_op(step, owned, repeat: int):
+    """Time a lazy tile-kernel call. ``step(owned)`` runs one call to completion (``.sync()``)
+    and returns the ownership it got back, which the next call takes: (owned, first ms, mean
+    steady ms)."""
+    t0 = time.perf_counter()
+    owned = step(owned)
+    first = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        owned = step(owned)
+    return owned, first, (time.perf_counter() - t0) * 1e3 / max(repeat, 1)

@@ -21,7 +21,10 @@ import ast
 from dataclasses import dataclass, field
 
 from fearless.backends.llvm.lower import lower
+from fearless.backends.tileir import tileiras
+from fearless.backends.tileir.lower import lower_tile
 from fearless.backends.llvm.ptx import emit_ptx, optimize
+from fearless.errors import BackendError
 from fearless.frontend.astgen import Dialect, generate
 from fearless.frontend.tile_emit import TileEmitter
 from fearless.frontend import tile_intrinsics
@@ -34,6 +37,7 @@ from fearless.passes import PassOptions, run_all
 from fearless.runtime.module import ptx_to_cubin
 
 
+DEFAULT_TILE_VERSION = (13, 4)  # bytecode version when no tileiras is installed to ask
 TILE = Dialect(TileEmitter, tile_intrinsics.attribute, tile_intrinsics.call)
 
 
@@ -62,6 +66,7 @@ class _State:
     out: Compiled
     llvm_module: object = None
     constants: dict = field(default_factory=dict)  # tile kernels: ft.Const values by name
+    hints: dict = field(default_factory=dict)      # tile kernels: Tile IR entry hints
 
 
 def _ast(s: _State):
@@ -121,13 +126,17 @@ def _tile_ir(s: _State):
 
 
 def _tileir(s: _State):
-    from fearless.backends.tileir.lower import lower_tile
-    s.out.tileir = lower_tile(s.out.fn, s.arch)
+    tc = tileiras.find()
+    version = tc.pick_version() if tc is not None else DEFAULT_TILE_VERSION
+    s.out.tileir = lower_tile(s.out.fn, version, s.hints)
 
 
 def _tile_cubin(s: _State):
-    from fearless.backends.tileir import tileiras
-    s.out.cubin = tileiras.compile_bytecode(s.out.tileir, s.arch, s.cap.name)
+    tc = tileiras.find()
+    if tc is None:
+        raise BackendError("compiling a tile kernel for the GPU needs tileiras, which is not "
+                           "installed", kernel=s.cap.name, help=tileiras.FIX)
+    s.out.cubin = tc.compile(s.out.tileir, s.arch, kernel=s.cap.name)
 
 
 TILE_STAGES = (("ast", _ast), ("ir", _tile_ir), ("tileir", _tileir), ("cubin", _tile_cubin))
@@ -135,12 +144,13 @@ TILE_STAGE_NAMES = tuple(name for name, _ in TILE_STAGES)
 
 
 def compile_tile(cap: Captured, params: list[tuple[str, T.Type]], constants: dict,
-                 arch: str | None, until: str = "cubin") -> Compiled:
+                 arch: str | None, until: str = "cubin", hints: dict | None = None) -> Compiled:
     """Run the tile stages up to ``until``; ``tileir`` and ``cubin`` need ``arch``."""
     if until not in TILE_STAGE_NAMES:
         raise ValueError(f"unknown stage {until!r}; stages: {', '.join(TILE_STAGE_NAMES)}")
     state = _State(cap, params, PassOptions(), arch,
-                   Compiled(cap.name, tuple(t for _, t in params)), constants=constants)
+                   Compiled(cap.name, tuple(t for _, t in params)), constants=constants,
+                   hints=dict(hints or {}))
     for name, stage in TILE_STAGES:
         if name in ("tileir", "cubin") and arch is None:
             raise ValueError(f"stage {name!r} needs a target arch such as 'sm_90'")
@@ -157,7 +167,10 @@ def show(compiled: Compiled, stage: str) -> str:
     if stage == "cubin":
         return f"cubin: {len(compiled.cubin)} bytes\n"
     if stage == "tileir":
-        from fearless.backends.tileir import tileiras
-        return tileiras.describe_bytecode(compiled.tileir)
+        tc = tileiras.find()
+        if tc is None:
+            return f"Tile IR bytecode: {len(compiled.tileir)} bytes (install fearless[tile] " \
+                   f"for tileirdisasm's text)\n"
+        return tc.disasm(compiled.tileir)
     text = getattr(compiled, stage)
     return text if text.endswith("\n") else text + "\n"

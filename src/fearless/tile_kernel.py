@@ -226,14 +226,16 @@ class TileKernel:
             if backend == "cpu":
                 return compile_tile(self.captured, params, constants, None, "ir")
             from fearless.backends.tileir import tileiras
+            tc = tileiras.find()
             disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
-            key = cache.digest([VERSION, "tile", tileiras.fingerprint(), arch, repr(types),
+            key = cache.digest([VERSION, "tile", tc.fingerprint() if tc else "no tileiras", arch,
+                                repr(types),
                                 repr(sorted(constants.items())), *self.fingerprint()])
             hit = disk.get(key)
             if hit is not None:
                 _, cubin, meta = hit
                 return Compiled(self.name, types, cubin=cubin, meta=meta)
-            compiled = compile_tile(self.captured, params, constants, arch, "cubin")
+            compiled = compile_tile(self.captured, params, constants, arch, "cubin", self.hints)
             compiled.meta = {"kernel": self.name}
             disk.put(key, "", compiled.cubin, compiled.meta)
             return compiled
@@ -248,7 +250,8 @@ class TileKernel:
         """The text of one compile stage (ast, ir, tileir, cubin) for ``types``."""
         try:
             compiled = compile_tile(self.captured, self._ir_params(types), constants or {},
-                                    arch if stage in ("tileir", "cubin") else None, stage)
+                                    arch if stage in ("tileir", "cubin") else None, stage,
+                                    self.hints)
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None
         return show(compiled, stage)

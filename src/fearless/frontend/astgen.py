@@ -620,7 +620,7 @@ def _generate_once(ctx: GenContext, cap: Captured, params, constants) -> Functio
         if cap.assign_counts[name] > 1:
             raise CompileError(f"compile-time parameter '{name}' is assigned in the kernel",
                                kernel=cap.name, span=cap.span(nodes[name]))
-        gen.env[name] = Bound(value)
+        gen.env[name] = Bound(intrinsics.from_python(value))
     for name, type_ in params:
         node = nodes[name]
         value = Value(type_, name)

@@ -18,7 +18,7 @@ import numpy as np
 from fearless import dtypes
 from fearless.errors import CompileError
 from fearless.frontend.capture import Captured
-from fearless.tile.lang import ConstKind, TensorKind
+from fearless.tile.lang import ConstKind, TensorFamily, TensorKind
 
 NO_DEFAULT = object()
 
@@ -81,6 +81,8 @@ def tile_params(cap: Captured) -> list[TileParam]:
 
 
 def _param(name: str, ann, cap: Captured, node) -> TileParam:
+    if isinstance(ann, TensorFamily):  # a bare ft.In / ft.Out: any dtype
+        ann = ann.any_dtype()
     if isinstance(ann, TensorKind):
         return TensorParam(name, ann.role, _dtype(ann.dtype, cap, node), ann.tile_shape)
     if isinstance(ann, ConstKind):

@@ -1,0 +1,33 @@
+"""``fearless.tile``: tile kernels (the cutile-rs model). One tile block's view of the work.
+
+    from fearless import tile as ft, f32
+
+    @ft.kernel
+    def add(z: ft.Out[f32], x: ft.In[f32], y: ft.In[f32]):
+        z.store(ft.load_like(x, z) + ft.load_like(y, z))
+
+    z = fl.zeros(1 << 20, f32).partition(1024)   # z is moved into the partition
+    z, x, y = add(z, x, y).sync()                # lazy until sync(); ownership comes back
+    out = z.unpartition()
+
+The parameter kinds and the functions a kernel body may call are documented in
+``fearless.tile.lang``; the kernel object in ``fearless.tile_kernel``.
+"""
+from fearless.tile.lang import (Const, In, Out, arange, argmax, broadcast, cdiv, exp, exp2,
+                                full, load, load_like, log, max, maximum, min, minimum, mma,
+                                permute, reshape, rsqrt, sqrt, sum, tanh, transpose, where,
+                                zeros)
+
+
+def __getattr__(name: str):
+    # The kernel object sits above the compiler, which imports this package's stubs; importing
+    # it on first use (PEP 562) keeps that cycle out of import time.
+    if name in ("kernel", "TileKernel"):
+        from fearless import tile_kernel
+        return getattr(tile_kernel, name)
+    raise AttributeError(f"module 'fearless.tile' has no attribute {name!r}")
+
+__all__ = ["kernel", "TileKernel", "In", "Out", "Const", "load", "load_like", "zeros", "full",
+           "arange", "cdiv", "mma", "broadcast", "reshape", "permute", "transpose", "where",
+           "exp", "exp2", "log", "sqrt", "rsqrt", "tanh", "maximum", "minimum", "sum", "max",
+           "min", "argmax"]

@@ -2,11 +2,11 @@
 
 Parameter kinds (annotations):
 
-    Out[T]  or Out[T, (tm, tn)]   a partitioned output: the launch gives each tile block exactly
+    Out[T]  or Out[T, (tm, tn)]  or Out   a partitioned output: the launch gives each tile block exactly
                                   one tile of it (``t.partition((tm, tn))`` on the host). The
                                   partition fixes the grid and the static tile shape; a shape in
                                   the annotation must agree with it.
-    In[T]                         a tensor read by every tile block, shared and read-only; any
+    In[T]  or In                  a tensor read by every tile block, shared and read-only; any
                                   fearless Tensor, DLPack or ``__cuda_array_interface__`` object
     T (a dtype)                   a scalar
     Const[int] (or [float], ...)  a compile-time constant, with a default or given by keyword
@@ -47,7 +47,9 @@ class ConstKind:
     type: Any
 
 
-class _Family:
+class TensorFamily:
+    """``In`` and ``Out``: subscript with a dtype (and for Out a tile shape), or use bare."""
+
     def __init__(self, role: str):
         self._role = role
 
@@ -63,6 +65,9 @@ class _Family:
                 raise TypeError(f"tile shape {shape!r} must be positive integers")
         return TensorKind(self._role, item, shape)
 
+    def any_dtype(self) -> TensorKind:
+        return TensorKind(self._role, None)
+
     def __repr__(self) -> str:
         return f"fearless.tile.{self._role.capitalize()}"
 
@@ -75,8 +80,8 @@ class _ConstFamily:
         return "fearless.tile.Const"
 
 
-In = _Family("in")
-Out = _Family("out")
+In = TensorFamily("in")
+Out = TensorFamily("out")
 Const = _ConstFamily()
 
 

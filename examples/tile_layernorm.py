@@ -1,0 +1,55 @@
+"""Layer norm with tiles: y = (x - mean) / sqrt(var + eps) * w + b over each row."""
+from __future__ import annotations
+
+import numpy as np
+
+import fearless as fl
+from fearless import f32
+from fearless import tile as ft
+
+try:
+    from examples._common import Result, check, sizes, timed_op
+except ImportError:
+    from fearless.examples._common import Result, check, sizes, timed_op
+
+
+@ft.kernel
+def layernorm(y: ft.Out[f32], x: ft.In[f32], w: ft.In[f32], b: ft.In[f32], eps: f32):
+    n = x.shape[1]
+    t = ft.load_like(x, y)                          # zero past the last column
+    mean = ft.sum(t, 1, keepdims=True) / n
+    cols = ft.arange(y.tile_shape[1])
+    d = ft.where(cols < n, t - mean, 0.0)
+    var = ft.sum(d * d, 1, keepdims=True) / n
+    width = y.tile_shape[1]
+    wt = ft.load(w, (0,), (width,))
+    bt = ft.load(b, (0,), (width,))
+    y.store(d * ft.rsqrt(var + eps) * wt + bt)
+
+
+def reference(xh, wh, bh, eps):
+    x = xh.astype(np.float64)
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * wh + bh
+
+
+def run(shape: tuple | None = None, rows: int = 1, repeat: int = 20) -> Result:
+    m, n = shape or (sizes(8192, 64), sizes(8192, 700))
+    width = 1 << (n - 1).bit_length()
+    rng = np.random.default_rng(5)
+    xh = rng.standard_normal((m, n), np.float32) * 3 + 1
+    wh, bh = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+    eps = 1e-5
+    x, w, b = fl.asarray(xh), fl.asarray(wh), fl.asarray(bh)
+    y = fl.full((m, n), np.nan, f32).partition((rows, width))
+    y, first, steady = timed_op(lambda o: layernorm(o, x, w, b, eps).sync()[0], y, repeat)
+    got = y.unpartition().numpy()
+    want = reference(xh, wh, bh, eps)
+    err = check("tile_layernorm", got, want, rtol=1e-5, atol=1e-5 * (np.abs(wh) + 1))
+    return Result("tile_layernorm", fl.current_backend(), f"{m}x{n} tile={rows}x{width}", first,
+                  steady, 8 * m * n, err)
+
+
+if __name__ == "__main__":
+    print(run())

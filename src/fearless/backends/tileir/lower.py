@@ -1,0 +1,523 @@
+"""Tile-kernel IR -> CUDA Tile IR (the ``tir`` model), one rule per op in ``RULES``.
+
+The entry ABI: per tensor parameter a ``tile<ptr<T>>`` then its extents and element strides as
+``tile<i32>`` (the last stride is left out when it is statically 1); per scalar a 0-d tile of its
+dtype. Launch with block (1, 1, 1) and grid = the Out partition's tile grid.
+
+What the prologue tells tileiras (the facts that make TMA and tensor cores possible,
+reference/tile-ir.md section 5): the pointer's alignment (``assume div_by``), extents and strides
+as non-negative and divisible by their power-of-two factors, and a static unit inner stride.
+
+Our IR keeps Python variables in slots (``local.*``); Tile IR is pure SSA, so the lowering tracks
+each slot's current value and turns the slots written inside a ``for`` body into the loop's
+carried values and those written inside an ``if`` into its results. ``break``, ``continue``,
+``while`` and a ``return`` before the end of the kernel are refused for now (CompileError).
+"""
+from __future__ import annotations
+
+import math
+
+from fearless.backends.tileir import tir
+from fearless.backends.tileir.builder import Builder
+from fearless.dtypes import DType
+from fearless.errors import CompileError, InternalError
+from fearless.ir import types as T
+from fearless.ir.core import Function, Region
+
+_SCALARS = {"bool": tir.I1, "i8": tir.I8, "i16": tir.I16, "i32": tir.I32, "i64": tir.I64,
+            "u8": tir.I8, "u16": tir.I16, "u32": tir.I32, "u64": tir.I64, "f16": tir.F16,
+            "bf16": tir.BF16, "f32": tir.F32, "f64": tir.F64}
+
+
+def elem(d: DType) -> tir.ScalarType:
+    return _SCALARS[d.name]
+
+
+def tile_type(t) -> tir.TileType:
+    if isinstance(t, T.Tile):
+        return tir.tile(elem(t.dtype), t.shape)
+    return tir.tile(elem(t.dtype))
+
+
+def abi(types) -> list[tuple[str, int]]:
+    """The entry parameters for IR parameter types: (kind, index of the IR parameter) pairs,
+    kind in "ptr", "shape", "stride", "scalar". The launcher packs arguments in this order."""
+    out = []
+    for i, t in enumerate(types):
+        if isinstance(t, T.TensorView):
+            out.append(("ptr", i))
+            out += [("shape", i)] * t.ndim
+            out += [("stride", i)] * (t.ndim - (1 if t.layout.unit_inner else 0))
+        else:
+            out.append(("scalar", i))
+    return out
+
+
+class _View:
+    """One tensor parameter in Tile IR: its tensor view, extents (i32) and partition views."""
+
+    def __init__(self, view, dims, ty: T.TensorView):
+        self.view, self.dims, self.type = view, dims, ty
+        self.parts: dict = {}
+
+
+class Lowering:
+    def __init__(self, fn: Function, version: tuple[int, int], hints: dict | None):
+        self.fn = fn
+        self.module = tir.Module(version)
+        params = []
+        for p in fn.params:
+            if isinstance(p.type, T.TensorView):
+                params.append(tir.tile(tir.ptr(elem(p.type.dtype))))
+                params += [tir.tile(tir.I32)] * p.type.ndim
+                params += [tir.tile(tir.I32)] * (p.type.ndim - (1 if p.type.layout.unit_inner
+                                                                else 0))
+            else:
+                params.append(tile_type(p.type))
+        self.entry = self.module.entry(fn.name, params, hints or None)
+        self.b: Builder = self.entry.builder()
+        self.env: dict[int, object] = {}
+        self.slots: dict[int, object] = {}
+        self.views: dict[int, _View] = {}
+        self.narrow: dict[int, object] = {}  # an exti'd i64 -> its i32 source (index operands)
+
+    # values -----------------------------------------------------------------------------------
+
+    def v(self, value):
+        try:
+            return self.env[id(value)]
+        except KeyError:
+            raise InternalError(f"tile lowering: {value!r} used before definition") from None
+
+    def set(self, op, value) -> None:
+        self.env[id(op.results[0])] = value
+
+    def const(self, value, d: tir.ScalarType, shape=()):
+        return self.b.constant(value, tir.tile(d, shape))
+
+    def error(self, op, message, help=None) -> CompileError:
+        return CompileError(message, kernel=self.fn.name, span=op.span, help=help)
+
+    # prologue ---------------------------------------------------------------------------------
+
+    def prologue(self) -> None:
+        b = self.b
+        args = iter(self.entry.params)
+        for p in self.fn.params:
+            if not isinstance(p.type, T.TensorView):
+                self.env[id(p.value)] = next(args)
+                continue
+            t, lay = p.type, p.type.layout
+            ptr = next(args)
+            if lay.align > 1:
+                ptr = b.assume_div_by(ptr, lay.align)
+            dims = [self._fact(next(args), div) for div in (lay.shape_div or (1,) * t.ndim)]
+            n_dyn = t.ndim - (1 if lay.unit_inner else 0)
+            strides = [self._fact(next(args), div)
+                       for div in (lay.stride_div or (1,) * t.ndim)[:n_dyn]]
+            static = [None] * n_dyn + ([1] if lay.unit_inner else [])
+            tv = tir.tensor_view(elem(t.dtype), [None] * t.ndim, static)
+            view = b.make_tensor_view(ptr, tv, dims, strides)
+            self.views[id(p.value)] = _View(view, dims, t)
+        # every partition view the kernel uses, made here so that they dominate every use
+        for op in self.fn.walk():
+            if op.name == "tile.load":
+                self.partition(op.operands[0], op.attrs["shape"])
+            elif op.name in ("tile.load_own", "tile.store"):
+                self.partition(op.operands[0], op.operands[0].type.tile_shape)
+        self.token = b.make_token()
+        self.block_ids = b.get_tile_block_id()
+
+    def _fact(self, value, div: int):
+        value = self.b.assume_bounded(value, 0, None)
+        return self.b.assume_div_by(value, div) if div > 1 else value
+
+    def partition(self, tensor, shape):
+        view = self.views[id(tensor)]
+        key = tuple(shape)
+        if key not in view.parts:
+            view.parts[key] = self.b.make_partition_view(view.view, key, padding="zero")
+        return view.parts[key]
+
+    # regions and slots ------------------------------------------------------------------------
+
+    def region(self, region: Region, top: bool = False) -> None:
+        ops = region.ops
+        for k, op in enumerate(ops):
+            if op.name == "cf.return" and (top or self._tail_of_inline) and k == len(ops) - 1:
+                return
+            rule = RULES.get(op.name)
+            if rule is None:
+                raise self.error(op, f"{op.name.split('.')[-1]} is not supported in tile "
+                                     f"kernels yet ({UNSUPPORTED.get(op.name, 'no rule')})")
+            rule(self, op)
+
+    _tail_of_inline = False
+
+    def written_slots(self, region: Region) -> list:
+        out: dict[int, object] = {}
+        for op in region.ops:
+            for inner in op.walk():
+                if inner.name == "local.store":
+                    out.setdefault(id(inner.operands[0]), inner.operands[0])
+        return [ref for key, ref in out.items() if key in self.slots]
+
+
+def _elementwise(float_op, int_op, bool_op=None):
+    def rule(low: Lowering, op):
+        a, b = (low.v(x) for x in op.operands)
+        d = op.operands[0].type.dtype
+        b_ = low.b
+        if d.is_bool and bool_op:
+            low.set(op, getattr(b_, bool_op)(a, b))
+        elif d.is_float:
+            if float_op is None:
+                raise low.error(op, f"{op.name} needs integers")
+            low.set(op, getattr(b_, float_op)(a, b))
+        else:
+            if int_op is None:
+                raise low.error(op, f"{op.name} needs floats")
+            name, signed = int_op
+            if signed:
+                low.set(op, getattr(b_, name)(a, b, signedness="signed" if d.is_signed
+                                              else "unsigned"))
+            else:
+                low.set(op, getattr(b_, name)(a, b))
+    return rule
+
+
+def _floordiv(low: Lowering, op):
+    a, b = (low.v(x) for x in op.operands)
+    d = op.operands[0].type.dtype
+    if d.is_float:
+        low.set(op, low.b.floor(low.b.divf(a, b)))
+    elif d.is_signed:
+        low.set(op, low.b.divi(a, b, signedness="signed", rounding="negative_inf"))
+    else:
+        low.set(op, low.b.divi(a, b, signedness="unsigned", rounding="zero"))
+
+
+def _mod(low: Lowering, op):
+    a, b = (low.v(x) for x in op.operands)
+    d = op.operands[0].type.dtype
+    bb = low.b
+    shape = op.results[0].type.shape if isinstance(op.results[0].type, T.Tile) else ()
+    if not d.is_float and not d.is_signed:
+        low.set(op, bb.remi(a, b, signedness="unsigned"))
+        return
+    r = bb.remf(a, b) if d.is_float else bb.remi(a, b, signedness="signed")
+    # Python's modulo takes the divisor's sign: add b where r != 0 and r, b differ in sign
+    zero = low.const(0, elem(d), shape)
+    cmp = bb.cmpf if d.is_float else bb.cmpi
+    nonzero = cmp("ne", r, zero)
+    differ = bb.xori(cmp("lt", r, zero), cmp("lt", b, zero))
+    fix = bb.andi(nonzero, differ)
+    low.set(op, bb.select(fix, bb.addf(r, b) if d.is_float else bb.addi(r, b), r))
+
+
+def _unary(low: Lowering, op):
+    (a,) = (low.v(x) for x in op.operands)
+    d = op.operands[0].type.dtype
+    kind = op.name.split(".")[1]
+    shape = getattr(op.results[0].type, "shape", ())
+    if kind == "neg":
+        low.set(op, low.b.negf(a) if d.is_float else low.b.negi(a))
+    elif kind == "abs":
+        low.set(op, low.b.absf(a) if d.is_float else (low.b.absi(a) if d.is_signed else a))
+    else:  # not: bitwise for integers, logical for bool
+        low.set(op, low.b.xori(a, low.const(1 if d.is_bool else -1, elem(d), shape)))
+
+
+_PRED = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+
+
+def _cmp(low: Lowering, op):
+    a, b = (low.v(x) for x in op.operands)
+    d, pred = op.operands[0].type.dtype, op.attrs["pred"]
+    if d.is_float:
+        # Python: NaN != x is True, every other comparison with NaN is False
+        low.set(op, low.b.cmpf(pred, a, b, ordering="unordered" if pred == "ne" else "ordered"))
+    else:
+        low.set(op, low.b.cmpi(pred, a, b,
+                               signedness="signed" if d.is_signed else "unsigned"))
+
+
+def _cast(low: Lowering, op):
+    a = low.v(op.operands[0])
+    src, dst = op.operands[0].type.dtype, op.results[0].type.dtype
+    to, bb = elem(dst), low.b
+    if elem(src) == to:
+        low.set(op, a)
+    elif src.is_float and dst.is_float:
+        low.set(op, bb.ftof(a, to))
+    elif dst.is_float:
+        low.set(op, bb.itof(a, to, signedness="signed" if src.is_signed else "unsigned"))
+    elif src.is_float:
+        low.set(op, bb.ftoi(a, to, signedness="signed" if dst.is_signed else "unsigned"))
+    elif dst.bits > src.bits or src.is_bool:
+        low.set(op, bb.exti(a, to, signedness="signed" if src.is_signed else "unsigned"))
+    else:
+        low.set(op, bb.trunci(a, to))
+
+
+def _constant(low: Lowering, op):
+    t = op.results[0].type
+    low.set(op, low.b.constant(op.attrs["value"], tile_type(t)))
+
+
+_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt",
+         "rsqrt": "rsqrt", "tanh": "tanh", "sin": "sin", "cos": "cos", "tan": "tan",
+         "floor": "floor", "ceil": "ceil", "fabs": "absf", "pow": "pow"}
+
+
+def _math(name):
+    def rule(low: Lowering, op):
+        args = [low.v(x) for x in op.operands]
+        d = op.operands[0].type.dtype
+        fn = getattr(low.b, name)
+        if d.bits == 16:  # computed in f32 and rounded once, as on the SIMT track
+            wide = [low.b.ftof(a, tir.F32) for a in args]
+            low.set(op, low.b.ftof(fn(*wide), elem(d)))
+        else:
+            low.set(op, fn(*args))
+    return rule
+
+
+# tile ops ---------------------------------------------------------------------------------------
+
+def _index_i32(low: Lowering, value):
+    v = low.v(value)
+    source = low.narrow.get(id(v))
+    return source if source is not None else low.b.trunci(v, tir.I32)
+
+
+def _block_index(low: Lowering, op):
+    wide = low.b.exti(low.block_ids[op.attrs["axis"]], tir.I64, signedness="unsigned")
+    low.narrow[id(wide)] = low.block_ids[op.attrs["axis"]]
+    low.set(op, wide)
+
+
+def _num_blocks(low: Lowering, op):
+    counts = low.b.get_num_tile_blocks()
+    low.set(op, low.b.exti(counts[op.attrs["axis"]], tir.I64, signedness="unsigned"))
+
+
+def _dim(low: Lowering, op):
+    dim = low.views[id(op.operands[0])].dims[op.attrs["axis"]]
+    wide = low.b.exti(dim, tir.I64, signedness="unsigned")
+    low.narrow[id(wide)] = dim
+    low.set(op, wide)
+
+
+def _load(low: Lowering, op):
+    tensor, *coords = op.operands
+    pv = low.partition(tensor, op.attrs["shape"])
+    index = [_index_i32(low, c) for c in coords]
+    tile, _ = low.b.load_view_tko(pv, index, token=low.token)
+    low.set(op, tile)
+
+
+def _own_index(low: Lowering, ty: T.TensorView):
+    return list(low.block_ids[:ty.ndim])
+
+
+def _load_own(low: Lowering, op):
+    (out,) = op.operands
+    pv = low.partition(out, out.type.tile_shape)
+    tile, _ = low.b.load_view_tko(pv, _own_index(low, out.type), token=low.token)
+    low.set(op, tile)
+
+
+def _store(low: Lowering, op):
+    out, value = op.operands
+    pv = low.partition(out, out.type.tile_shape)
+    low.b.store_view_tko(low.v(value), pv, _own_index(low, out.type), token=low.token)
+
+
+def _splat(low: Lowering, op):
+    shape = op.results[0].type.shape
+    v = low.b.reshape(low.v(op.operands[0]), (1,) * len(shape))
+    low.set(op, low.b.broadcast(v, shape))
+
+
+_IDENTITY = {"sum": 0, "max": -math.inf, "min": math.inf}
+
+
+def _identity(kind: str, d: DType):
+    if d.is_float or kind == "sum":
+        return _IDENTITY[kind]
+    lo, hi = (-(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1) if d.is_signed else \
+        (0, (1 << d.bits) - 1)
+    return lo if kind == "max" else hi
+
+
+def _reduce(low: Lowering, op):
+    kind, axis = op.attrs["kind"], op.attrs["axis"]
+    d = op.operands[0].type.dtype
+    bb = low.b
+    sign = "signed" if d.is_signed else "unsigned"
+    combine = {("sum", True): bb.addf, ("max", True): bb.maxf, ("min", True): bb.minf,
+               ("sum", False): bb.addi,
+               ("max", False): lambda x, y: bb.maxi(x, y, signedness=sign),
+               ("min", False): lambda x, y: bb.mini(x, y, signedness=sign)}[(kind, d.is_float)]
+
+    def body(x, acc):
+        bb.yield_([combine(x, acc)])
+    (result,) = bb.reduce([low.v(op.operands[0])], axis, [_identity(kind, d)], body)
+    low.set(op, result)
+
+
+def _argmax(low: Lowering, op):
+    axis = op.attrs["axis"]
+    x = low.v(op.operands[0])
+    shape = op.operands[0].type.shape
+    d = op.operands[0].type.dtype
+    bb = low.b
+    iota = bb.iota(tir.tile(tir.I32, (shape[axis],)))
+    line = tuple(shape[axis] if k == axis else 1 for k in range(len(shape)))
+    index = bb.broadcast(bb.reshape(iota, line), shape)
+    cmp = bb.cmpf if d.is_float else bb.cmpi
+
+    def body(v, acc_v, i, acc_i):
+        better = cmp("gt", v, acc_v)
+        tie = bb.andi(cmp("eq", v, acc_v), bb.cmpi("lt", i, acc_i))
+        take = bb.ori(better, tie)
+        bb.yield_([bb.select(take, v, acc_v), bb.select(take, i, acc_i)])
+    _, where = bb.reduce([x, index], axis, [_identity("max", d), (1 << 31) - 1], body)
+    low.set(op, where)
+
+
+def _mma(low: Lowering, op):
+    a, b, acc = (low.v(x) for x in op.operands)
+    if op.operands[0].type.dtype.name == "f32":  # f32 inputs run on TF32 tensor cores
+        a, b = low.b.ftof(a, tir.TF32), low.b.ftof(b, tir.TF32)
+    low.set(op, low.b.mmaf(a, b, acc))
+
+
+# control flow and slots -------------------------------------------------------------------------
+
+def _local_alloc(low: Lowering, op):
+    t = op.results[0].type.elem
+    low.slots[id(op.results[0])] = low.b.constant(0, tile_type(t))
+
+
+def _local_load(low: Lowering, op):
+    low.set(op, low.slots[id(op.operands[0])])
+
+
+def _local_store(low: Lowering, op):
+    low.slots[id(op.operands[0])] = low.v(op.operands[1])
+
+
+def _for(low: Lowering, op):
+    if op.attrs.get("step_sign") != 1:
+        raise low.error(op, "tile-kernel loops need a positive constant step",
+                        help="write range(start, stop) or range(start, stop, k) with k > 0")
+    (body,) = op.regions
+    carried = low.written_slots(body)
+    lo, hi, step = (low.v(x) for x in op.operands)
+    with low.b.for_(lo, hi, step, [low.slots[id(r)] for r in carried]) as loop:
+        low.env[id(body.args[0])] = loop.iv
+        for ref, arg in zip(carried, loop.args):
+            low.slots[id(ref)] = arg
+        low.region(body)
+        low.b.continue_([low.slots[id(r)] for r in carried])
+    for ref, result in zip(carried, loop.results):
+        low.slots[id(ref)] = result
+
+
+def _if(low: Lowering, op):
+    then, other = op.regions
+    written = low.written_slots(then) + low.written_slots(other)
+    carried = list({id(r): r for r in written}.values())
+    before = {id(r): low.slots[id(r)] for r in carried}
+    branch = low.b.if_(low.v(op.operands[0]), [before[id(r)].type for r in carried])
+    for region, enter in ((then, branch.then_), (other, branch.else_)):
+        if region is other and not region.ops and not carried:
+            continue  # the builder gave the result-less if an else holding only `yield`
+        with enter():
+            low.region(region)
+            low.b.yield_([low.slots[id(r)] for r in carried])
+        low.slots.update(before)
+    for ref, result in zip(carried, branch.results):
+        low.slots[id(ref)] = result
+
+
+def _inline(low: Lowering, op):
+    saved, low._tail_of_inline = low._tail_of_inline, True
+    try:
+        low.region(op.regions[0])
+    finally:
+        low._tail_of_inline = saved
+
+
+RULES = {
+    "arith.add": _elementwise("addf", ("addi", False)),
+    "arith.sub": _elementwise("subf", ("subi", False)),
+    "arith.mul": _elementwise("mulf", ("muli", False)),
+    "arith.div": _elementwise("divf", None),
+    "arith.floordiv": _floordiv,
+    "arith.mod": _mod,
+    "arith.min": _elementwise("minf", ("mini", True)),
+    "arith.max": _elementwise("maxf", ("maxi", True)),
+    "arith.and": _elementwise(None, ("andi", False), "andi"),
+    "arith.or": _elementwise(None, ("ori", False), "ori"),
+    "arith.xor": _elementwise(None, ("xori", False), "xori"),
+    "arith.shl": _elementwise(None, ("shli", False)),
+    "arith.shr": _elementwise(None, ("shri", True)),
+    "arith.neg": _unary, "arith.abs": _unary, "arith.not": _unary,
+    "arith.cmp": _cmp,
+    "arith.cast": _cast,
+    "arith.constant": _constant,
+    "arith.select": lambda low, op: low.set(op, low.b.select(*(low.v(x) for x in op.operands))),
+    **{f"math.{name}": _math(method) for name, method in _MATH.items()},
+    "tile.block_index": _block_index,
+    "tile.num_blocks": _num_blocks,
+    "tile.dim": _dim,
+    "tile.load": _load,
+    "tile.load_own": _load_own,
+    "tile.store": _store,
+    "tile.splat": _splat,
+    "tile.broadcast": lambda low, op: low.set(op, low.b.broadcast(low.v(op.operands[0]),
+                                                                 op.results[0].type.shape)),
+    "tile.reshape": lambda low, op: low.set(op, low.b.reshape(low.v(op.operands[0]),
+                                                             op.results[0].type.shape)),
+    "tile.permute": lambda low, op: low.set(op, low.b.permute(low.v(op.operands[0]),
+                                                             op.attrs["perm"])),
+    "tile.reduce": _reduce,
+    "tile.argmax": _argmax,
+    "tile.iota": lambda low, op: low.set(op, low.b.iota(tile_type(op.results[0].type))),
+    "tile.mma": _mma,
+    "local.alloc": _local_alloc,
+    "local.load": _local_load,
+    "local.store": _local_store,
+    "scf.for": _for,
+    "scf.if": _if,
+    "scf.inline": _inline,
+}
+
+UNSUPPORTED = {
+    "mem.load": "SIMT only", "mem.store": "SIMT only", "mem.dim": "SIMT only",
+    "simt.thread_index": "SIMT only", "simt.index_value": "SIMT only",
+    "scf.while": "Tile IR 'loop' lowering not written yet",
+    "scf.condition": "Tile IR 'loop' lowering not written yet",
+    "cf.break": "needs Tile IR 'loop'", "cf.continue": "needs Tile IR 'loop'",
+    "cf.return": "only at the end of the kernel or of a function",
+    **{f"math.{n}": "no Tile IR op" for n in (
+        "expm1", "log10", "log1p", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+        "atanh", "erf", "erfc", "trunc", "cbrt", "atan2", "hypot", "copysign", "fmod",
+        "isnan", "isinf", "isfinite")},
+}
+
+
+def lower_tile(fn: Function, version: tuple[int, int], hints: dict | None = None) -> bytes:
+    """Tile IR bytecode of tile kernel ``fn`` for bytecode ``version`` (e.g. (13, 4)).
+
+    ``hints``: Tile IR entry hints per arch, e.g. ``{"sm_90": {"occupancy": 1}}``.
+    Raises CompileError for constructs Tile IR cannot express yet.
+    """
+    low = Lowering(fn, version, hints)
+    low.prologue()
+    low.region(fn.body, top=True)
+    low.b.return_()
+    return low.module.encode()
