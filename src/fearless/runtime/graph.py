@@ -43,6 +43,7 @@ class Graph:
     def __init__(self, op: DeviceOperation):
         if not isinstance(op, DeviceOperation):
             raise TypeError(f"fl.graph() takes a DeviceOperation, got {type(op).__name__}")
+        ownership.refuse_while_executing("fl.graph()")
         op._consume("fl.graph()")
         self.backend = current_backend()
         self.replays = 0

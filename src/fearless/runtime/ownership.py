@@ -51,9 +51,16 @@ class Storage:
     def has_host_views(self) -> bool:
         return any(r() is not None for r in self.host_views)
 
-    def live_views(self, but=None) -> list:
-        """Tensor handles over this memory that are not moved, except ``but``."""
-        return [v for v in list(self.views) if v is not but and v._moved is None]
+    def other_view(self, but) -> str | None:
+        """The repr of a live (not moved) Tensor handle over this memory other than ``but``.
+
+        A string, not the view: an error's traceback keeps its frames' locals alive, and a view
+        kept alive there would block the next partition() too.
+        """
+        for v in list(self.views):
+            if v is not but and v._moved is None:
+                return repr(v)
+        return None
 
 
 class Claim:

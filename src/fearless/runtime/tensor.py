@@ -235,9 +235,9 @@ class Tensor:
         if self._moved is not None:
             self._refuse_moved("partition it")
         what = f"cannot partition {self!r}"
-        others = self._storage.live_views(but=self)
-        if others:
-            raise AliasError(f"{what}: another view of its memory is alive ({others[0]!r})",
+        other = self._storage.other_view(but=self)
+        if other is not None:
+            raise AliasError(f"{what}: another view of its memory is alive ({other})",
                              help="a partition needs the only handle to its memory: drop other "
                                   "views (del v), or partition a copy")
         if self._storage.has_host_views():
