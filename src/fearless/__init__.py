@@ -1,15 +1,20 @@
 """fearless: safe CUDA kernels in plain Python.
 
-Public surface only; see ``fearless.kernel`` (SIMT kernels), ``fearless.runtime.tensor`` (tensors)
-and ``fearless.errors`` (the error hierarchy).
+Public surface only; see ``fearless.kernel`` (SIMT kernels), ``fearless.runtime.tensor`` (tensors),
+``fearless.runtime.lazy`` (DeviceOperation, ``zip``), ``fearless.runtime.graph`` (CUDA graphs)
+and ``fearless.errors`` (the error hierarchy). ``fl.zip`` combines operations; it shadows the
+built-in only as ``fl.zip``.
 """
 from fearless import errors
 from fearless.dtypes import (bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32,
                              u64, DType)
 from fearless.kernel import DeviceFunction, Kernel, func, kernel, unchecked, unsafe
 from fearless.runtime.device import current_backend, set_backend
+from fearless.runtime.graph import Graph, graph
+from fearless.runtime.lazy import DeviceOperation, zip
 from fearless.runtime.launch import PreparedLaunch
 from fearless.runtime.stream import Stream, current_stream, synchronize
+from fearless.runtime.partition import Partition
 from fearless.runtime.tensor import Tensor, asarray, empty, full, ones, zeros
 from fearless.simt import thread
 from fearless.simt.params import Array, DisjointArray, DisjointSlice, Slice
@@ -19,7 +24,8 @@ __version__ = "0.1.0"
 __all__ = [
     "kernel", "func", "unchecked", "unsafe", "Kernel", "DeviceFunction", "PreparedLaunch",
     "thread", "Slice", "DisjointSlice", "Array", "DisjointArray",
-    "Tensor", "asarray", "empty", "zeros", "ones", "full",
+    "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
+    "DeviceOperation", "zip", "graph", "Graph",
     "Stream", "current_stream", "synchronize", "current_backend", "set_backend",
     "errors", "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
     "f16", "bf16", "f32", "f64",

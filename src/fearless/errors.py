@@ -5,7 +5,10 @@
     |   +-- SafetyError         the kernel could race or write where it must not
     +-- LaunchError             a launch was refused before anything ran on the GPU
     |   +-- ContractError       launch configuration does not fit the kernel or the device
-    |   +-- AliasError          a writable argument overlaps another argument
+    |   +-- AliasError          a writable argument overlaps another argument, or memory that
+    |   |                       another view or a pending operation still uses
+    |   +-- MovedError          a tensor, Partition or operation was used after it was moved
+    |                           (into a Partition, a pending operation or a graph)
     +-- KernelBoundsError       a read went out of bounds on the device (raised at synchronisation)
     +-- BackendError            the GPU, driver or toolchain is missing or failed
     +-- InternalError           a bug in fearless; keeps its traceback
@@ -75,7 +78,18 @@ class ContractError(LaunchError):
 
 
 class AliasError(LaunchError):
-    """A writable argument overlaps another argument (or itself, through a broadcast view)."""
+    """A writable argument overlaps another argument (or itself, through a broadcast view), or
+    memory that another live view or a pending operation still uses."""
+
+
+class MovedError(LaunchError):
+    """A handle was used after its ownership moved elsewhere.
+
+    A tensor moves into a Partition (``t.partition(...)``), a Partition into a pending
+    DeviceOperation or a Graph, an operation into a ``.then()`` chain, ``fl.zip`` or
+    ``fl.graph``; an operation that ran, a released Graph and an unpartitioned Partition are
+    spent. The message names the handle, where it went and how to get ownership back.
+    """
 
 
 class ArgumentTypeError(LaunchError, TypeError):

@@ -32,7 +32,10 @@ from fearless.frontend.spans import Span
 from fearless.ir import types as T
 from fearless.passes import PassOptions
 from fearless.runtime import cache, device, dispatch, launch as contracts
+from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import load, nvjitlink_version
+from fearless.runtime.ownership import refuse_while_executing
+from fearless.runtime.partition import Partition
 from fearless.runtime.stream import current_stream
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.simt import thread
@@ -315,7 +318,26 @@ class Kernel:
                                              compiled.meta["coarsen"] > 1)
         return _Entry(types, names, compiled, loaded)
 
+    def op(self, launch, *args) -> DeviceOperation:
+        """The lazy form of ``kernel[launch](*args)``: every check runs now (a bad launch raises
+        here), nothing is enqueued until the returned DeviceOperation's ``.sync()``, which
+        returns ``args``. A written parameter may take a Partition (moved into the operation);
+        see ``fearless.runtime.lazy`` for what the operation holds while pending."""
+        self[launch]  # the same ticket checks as an eager launch
+        plain = [_launched(self.name, a) for a in args]
+        enqueue, entry, tensors = self._checked(launch, plain, checked=True)
+        reads, writes, partitions = contracts.operation_roles(self.name, entry.names, entry.types,
+                                                              args, tensors)
+        return DeviceOperation(enqueue, args, reads=reads, writes=writes, partitions=partitions,
+                               label=f"kernel '{self.name}'")
+
     def _launch(self, launch, args, checked: bool) -> None:
+        refuse_while_executing(f"an eager launch of kernel '{self.name}'")
+        self._checked(launch, args, checked)[0](current_stream())
+
+    def _checked(self, launch, args, checked: bool):
+        """Every host-side check of one launch, then ``(enqueue, entry, tensors)``: calling
+        ``enqueue(stream)`` puts the launch on ``stream``."""
         backend = device.current_backend()
         if launch.backend != backend:
             raise contracts.ContractError(f"the launch was prepared for the {launch.backend} "
@@ -330,13 +352,14 @@ class Kernel:
         values = self._scalars(entry, args)
         sites = entry.compiled.meta["bounds_sites"]
         if backend == "cpu":
-            dispatch.launch_cpu(self.name, entry.compiled.fn, launch, entry.types, values,
-                                tensors, sites, current_stream())
-            return
+            return (lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch,
+                                                       entry.types, values, tensors, sites,
+                                                       stream)), entry, tensors
         loaded = entry.loaded
         contracts.check_compiled(self.name, launch, loaded.registers, loaded.max_threads_per_block)
-        dispatch.launch_cuda(self.name, loaded, launch, entry.names, entry.types, values,
-                             tensors, sites, current_stream(), entry.compiled.meta["coarsen"])
+        return (lambda stream: dispatch.launch_cuda(self.name, loaded, launch, entry.names,
+                                                    entry.types, values, tensors, sites, stream,
+                                                    entry.compiled.meta["coarsen"])), entry, tensors
 
     def _scalars(self, entry: _Entry, args) -> list:
         """Scalar arguments converted to their parameter's dtype (None for arrays).
@@ -370,6 +393,16 @@ class Kernel:
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None
         return show(compiled, stage)
+
+
+def _launched(kernel: str, arg):
+    """A Partition argument's tensor (MovedError when it is held or ended); others as given."""
+    if isinstance(arg, Partition):
+        try:
+            return arg._launch_tensor("pass it to a kernel")
+        except FearlessError as exc:
+            raise exc.with_kernel(kernel) from None
+    return arg
 
 
 def _key_of(value) -> str:

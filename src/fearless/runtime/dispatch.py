@@ -81,6 +81,11 @@ def error_words(stream: Stream) -> ErrorWords:
     return words
 
 
+def forget_stream(stream: Stream) -> None:
+    """Free the error-word slots of a stream that will not be used again (a graph's)."""
+    _words.pop(id(stream), None)
+
+
 _CODES = {"bool": "B", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "f16": "H", "bf16": "H",
           "i32": "i", "u32": "I", "f32": "f", "i64": "q", "u64": "Q", "f64": "d"}
 
@@ -197,7 +202,7 @@ def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: S
     """Interpret the kernel now; a bounds error is raised at the next synchronisation."""
     from fearless.backends.cpu.simt import run
 
-    args = [t.host_view() if t is not None else v for v, t in zip(values, tensors)]
+    args = [t._raw_view() if t is not None else v for v, t in zip(values, tensors)]
     events = []
     if 0 not in launch.grid:
         run(fn, launch.grid, launch.block, args, lambda *event: events.append(event))

@@ -146,6 +146,11 @@ def to_dlpack(t, *, stream: int | None = None, dl_device=None):
     return _capsule_new(address, _CAPSULE_NAME, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
 
 
+def exported(storage) -> bool:
+    """Whether a DLPack consumer still holds an export of a tensor over ``storage``."""
+    return any(entry[3]._storage is storage for entry in list(_LIVE.values()))
+
+
 def cuda_array_interface(t) -> dict:
     """The CAI v3 dict of cuda tensor ``t``: byte strides, ``data`` 0 when empty, our stream.
 

@@ -2,8 +2,8 @@
 
 ``plan()`` validates a launch configuration against the kernel's index space and the device's
 limits and returns a ``PreparedLaunch``, the only ticket to a safe launch. Before each launch,
-``check_arguments()`` refuses writable arguments that overlap another argument or themselves
-(``AliasError``) and outputs the launch does not cover (``ContractError``); ``check_compiled()``
+``check_arguments()`` refuses moved tensors (``MovedError``), writable arguments that overlap
+another argument or themselves or memory a pending operation holds (``AliasError``) and outputs the launch does not cover (``ContractError``); ``check_compiled()``
 compares the block with what the compiled kernel's registers allow. All of it runs before the
 GPU is touched.
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from fearless.errors import AliasError, ArgumentTypeError, ContractError
 from fearless.ir import types as T
+from fearless.runtime.ownership import READ, WRITE
 
 DEFAULT_BLOCK = {1: (256,), 2: (32, 8)}  # 2-d: 32 columns (one warp along x) by 8 rows
 
@@ -139,10 +140,18 @@ def _written(ty) -> bool:
 
 
 def check_arguments(kernel: str, names: list[str], types: tuple, tensors: list) -> None:
-    """Alias checks over the array arguments (``tensors[i]`` None for scalars), SIMT or tile."""
+    """Alias and ownership checks over the array arguments (``tensors[i]`` None for scalars),
+    of a SIMT kernel or a tile kernel (whose Out partitions are the written arguments).
+
+    Besides the overlap rules above: a partitioned (moved) tensor is a MovedError; memory that a
+    pending operation writes, or reads when this launch writes it, is an AliasError.
+    """
     arrays = [(n, t, ty) for n, t, ty in zip(names, tensors, types) if t is not None]
     for name, tensor, ty in arrays:
-        if _written(ty) and tensor.readonly:
+        written = _written(ty)
+        tensor._check_use(WRITE if written else READ,
+                          "write it" if written else "read it", kernel=kernel, param=name)
+        if written and tensor.readonly:
             raise ArgumentTypeError(f"'{name}' is written, but its memory is read-only",
                                     kernel=kernel, param=name,
                                     help="pass a writable array (NumPy: a copy, or "
@@ -178,3 +187,26 @@ def check_coverage(kernel: str, launch: PreparedLaunch, names, types, tensors) -
                             kernel=kernel, param=name,
                             help=f"prepare the launch with the output's shape, "
                                  f"kernel.prepare({tensor.shape if tensor.ndim > 1 else len(tensor)})")
+
+
+def operation_roles(kernel: str, names, types, args, tensors) -> tuple[list, list, list]:
+    """``(reads, writes, partitions)`` of a lazy launch, for its DeviceOperation to hold.
+
+    ``args`` are the caller's arguments (Partitions included), ``tensors`` the Tensors launched
+    (a Partition's own tensor in its place, None for scalars). A Partition must be passed for a
+    written parameter: ArgumentTypeError otherwise.
+    """
+    from fearless.runtime.partition import Partition
+
+    reads, writes, partitions = [], [], []
+    for name, ty, arg, tensor in zip(names, types, args, tensors):
+        written = tensor is not None and ty.access is T.Access.DISJOINT
+        if isinstance(arg, Partition):
+            if not written:
+                raise ArgumentTypeError("a Partition is an exclusive output, but this parameter "
+                                        "is only read", kernel=kernel, param=name,
+                                        help="pass the tensor itself for a read-only parameter")
+            partitions.append(arg)
+        elif tensor is not None:
+            (writes if written else reads).append(tensor)
+    return reads, writes, partitions

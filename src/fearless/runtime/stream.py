@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from fearless.runtime import device
+from fearless.runtime import device, ownership
 
 
 class Stream:
@@ -57,5 +57,8 @@ def current_stream() -> Stream:
 
 
 def synchronize() -> None:
-    """Wait for the current stream and raise any deferred kernel error (``KernelBoundsError``)."""
+    """Wait for the current stream and raise any deferred kernel error (``KernelBoundsError``).
+
+    Raises LaunchError inside a running DeviceOperation (a ``.then()`` callback)."""
+    ownership.refuse_while_executing("fl.synchronize()")
     current_stream().synchronize()

@@ -7,7 +7,12 @@ in turn keeps the NumPy array or foreign producer alive. Indexing and ``.T`` com
 metadata over the same buffer and never copy; ``numpy()`` always copies out.
 
 The launch layer reads ``data_ptr``, ``byte_extent`` and ``has_internal_overlap`` for argument
-packing and alias checks; the CPU kernel interpreter reads and writes ``host_view()`` in place.
+packing and alias checks; the CPU kernel interpreter reads and writes ``_raw_view()`` in place.
+
+Ownership (see ``ownership.py``): all views of one buffer share a Storage. ``partition()`` moves
+a tensor into a Partition when no other view of its memory is alive; the moved handle refuses
+every use but its metadata (MovedError). Memory that a pending operation reads may still be read
+here but not written or exported; memory it writes may not be touched at all (AliasError).
 """
 from __future__ import annotations
 
@@ -16,8 +21,10 @@ import operator
 import numpy as np
 
 from fearless import dtypes
-from fearless.runtime import interop, memory, stream
+from fearless.errors import AliasError, ArgumentTypeError, MovedError
+from fearless.runtime import interop, memory, ownership, stream
 from fearless.runtime.device import current_backend, cuda_device
+from fearless.runtime.partition import Partition, tile_shape_of
 
 
 class Tensor:
@@ -27,13 +34,18 @@ class Tensor:
     negative for a reversed one), ``dtype`` (fearless DType), ``backend``, ``offset`` (elements
     from the buffer start to element [0,...,0]). Make tensors with the factories (``asarray``,
     ``empty``, ``zeros``, ``ones``, ``full``, ``as_tensor``), not with this constructor.
+
+    Ownership: ``partition()`` moves the tensor; afterwards only the attributes above stay
+    usable, everything else raises MovedError. While a pending DeviceOperation reads the
+    memory, ``numpy()`` still works and ``host_view()`` is read-only; while one writes it, any
+    access raises AliasError.
     """
 
     __slots__ = ("shape", "strides", "dtype", "backend", "offset", "readonly", "_base_ptr",
-                 "_owner", "_facts", "__weakref__")
+                 "_owner", "_facts", "_storage", "_moved", "__weakref__")
 
     def __init__(self, *, shape, strides, dtype, backend, offset, base_ptr, owner,
-                 readonly=False):
+                 readonly=False, storage=None):
         self.shape: tuple[int, ...] = tuple(shape)
         self.strides: tuple[int, ...] = tuple(strides)
         self.dtype: dtypes.DType = dtype
@@ -43,6 +55,9 @@ class Tensor:
         self._owner = owner         # keeps the memory alive; on cpu the uint8 array of the buffer
         self._facts = None          # (contiguous, byte extent, overlap), computed on first use
         self.readonly: bool = readonly  # memory the producer marked read-only (kernels may not write)
+        self._storage = storage if storage is not None else ownership.Storage()
+        self._storage.views.add(self)
+        self._moved: str | None = None  # where ownership went, once moved
 
     # -- sizes -------------------------------------------------------------------------------
     @property
@@ -66,14 +81,18 @@ class Tensor:
 
     # -- layout ------------------------------------------------------------------------------
     def data_ptr(self) -> int:
-        """Address of element [0,...,0]: a host address on cpu, a device address on cuda."""
+        """Address of element [0,...,0]: a host address on cpu, a device address on cuda.
+
+        Raises MovedError once the tensor was partitioned."""
+        if self._moved is not None:
+            self._refuse_moved("take its address")
         return self._base_ptr + self.offset * self.itemsize
 
     def _layout(self) -> tuple:
         # A tensor's layout never changes, and launches ask for these facts every time: cache.
         if self._facts is None:
             lo, hi = _extent(self.shape, self.strides)
-            p = self.data_ptr()
+            p = self._base_ptr + self.offset * self.itemsize
             self._facts = (self._contiguous(), (p + lo * self.itemsize, p + hi * self.itemsize),
                            self._overlaps())
         return self._facts
@@ -120,11 +139,15 @@ class Tensor:
         """A new C-contiguous host array with this shape and dtype (bf16: ml_dtypes.bfloat16).
 
         Synchronises the current stream first, so a deferred kernel error (KernelBoundsError)
-        raises here. Raises BackendError when a cuda copy fails.
+        raises here. Raises BackendError when a cuda copy fails, MovedError for a partitioned
+        tensor, AliasError while a pending operation writes this memory, LaunchError inside a
+        running operation (a ``.then()`` callback).
         """
+        self._check_use(ownership.READ, "read it with numpy()")
+        ownership.refuse_while_executing("Tensor.numpy(), which synchronises,")
         stream.synchronize()
         if self.backend == "cpu":
-            return np.array(self.host_view(), order="C", copy=True)
+            return np.array(self._raw_view(), order="C", copy=True)
         lo, hi = self.byte_extent()
         host = np.empty(hi - lo, np.uint8)
         memory.copy_device_to_host(host, lo, hi - lo)
@@ -134,10 +157,24 @@ class Tensor:
 
     def host_view(self) -> np.ndarray:
         """cpu only: a NumPy view sharing this tensor's memory and strides (read-only when the
-        wrapped array was). Raises TypeError on a cuda tensor: use ``numpy()`` to copy it out."""
+        wrapped array was, or while a pending operation reads this memory).
+
+        The array counts as a live view of the memory (``partition()`` refuses while it is
+        alive). Raises TypeError on a cuda tensor: use ``numpy()`` to copy it out; MovedError
+        for a partitioned tensor; AliasError while a pending operation writes this memory.
+        """
         if self.backend != "cpu":
             raise TypeError(f"host_view() needs a cpu tensor, this one lives on {self.backend}; "
                             "use numpy() to copy it to the host")
+        self._check_use(ownership.READ, "view it with host_view()")
+        view = self._raw_view()
+        if ownership.conflict(self._storage, *self.byte_extent(), ownership.WRITE) is not None:
+            view.flags.writeable = False  # a pending operation reads it: reading is all we allow
+        self._storage.add_host_view(view)
+        return view
+
+    def _raw_view(self) -> np.ndarray:
+        """The host view without ownership checks, for the CPU interpreter and ``numpy()``."""
         return np.ndarray(self.shape, self.dtype.numpy, buffer=self._owner,
                           offset=self.offset * self.itemsize, strides=self._byte_strides())
 
@@ -149,8 +186,10 @@ class Tensor:
         """Basic indexing (ints, slices with any nonzero step, one Ellipsis): a view, no copy.
 
         Raises IndexError (out of range, too many indices, step 0) or TypeError (anything else:
-        arrays, lists, booleans, None).
+        arrays, lists, booleans, None); MovedError for a partitioned tensor.
         """
+        if self._moved is not None:
+            self._refuse_moved("index it")
         key = _expand_key(key, self.ndim)
         offset, shape, strides = self.offset, [], []
         for axis, (k, n, s) in enumerate(zip(key, self.shape, self.strides)):
@@ -170,12 +209,74 @@ class Tensor:
     @property
     def T(self) -> "Tensor":
         """The view with axes reversed (a matrix transpose for 2-d)."""
+        if self._moved is not None:
+            self._refuse_moved("transpose it")
         return self._view(self.shape[::-1], self.strides[::-1], self.offset)
 
     def _view(self, shape, strides, offset) -> "Tensor":
         return Tensor(shape=shape, strides=strides, dtype=self.dtype, backend=self.backend,
                       offset=offset, base_ptr=self._base_ptr, owner=self._owner,
-                      readonly=self.readonly)
+                      readonly=self.readonly, storage=self._storage)
+
+    # -- ownership ---------------------------------------------------------------------------
+    def partition(self, tile_shape) -> Partition:
+        """Move this tensor into a Partition with tiles of ``tile_shape`` (an int or a tuple,
+        one dimension >= 1 per axis, rank 1 to 3) for exclusive use as a kernel output.
+
+        This handle is moved: later uses other than ``shape``/``strides``/``dtype`` raise
+        MovedError; ``Partition.unpartition()`` returns a fresh tensor. Raises AliasError when
+        another view of the memory is alive (a slice, ``.T``, a ``host_view()`` array, a DLPack
+        export still held) or a pending operation or graph uses it, or when elements share
+        memory (broadcast strides); ArgumentTypeError for read-only memory; MovedError when
+        already moved. Limit: for memory fearless did not allocate (a NumPy array or torch
+        tensor it wraps), views held by other libraries are unknown and not refused.
+        """
+        tile = tile_shape_of(tile_shape, self.shape)
+        if self._moved is not None:
+            self._refuse_moved("partition it")
+        what = f"cannot partition {self!r}"
+        other = self._storage.other_view(but=self)
+        if other is not None:
+            raise AliasError(f"{what}: another view of its memory is alive ({other})",
+                             help="a partition needs the only handle to its memory: drop other "
+                                  "views (del v), or partition a copy")
+        if self._storage.has_host_views():
+            raise AliasError(f"{what}: a NumPy array from host_view() still views its memory",
+                             help="drop that array first (del it)")
+        if interop.exported(self._storage):
+            raise AliasError(f"{what}: a DLPack consumer (NumPy, PyTorch, ...) still holds an "
+                             "export of its memory", help="drop the consumer's array first")
+        held = ownership.conflict(self._storage, 0, 0, "partition")
+        if held is not None:
+            raise AliasError(f"{what}: {held.describe()}", help=_give_back_hint(held))
+        if self.readonly:
+            raise ArgumentTypeError(f"{what}: its memory is read-only",
+                                    help="partition a writable copy")
+        if self.size > 1 and self.has_internal_overlap():
+            raise AliasError(f"{what}: several of its elements share memory (strides "
+                             f"{self.strides})", help="partition a tensor without broadcast or "
+                                                      "overlapping strides")
+        hidden = self._view(self.shape, self.strides, self.offset)
+        self._moved = f"moved into a Partition by .partition({tile})"
+        return Partition(hidden, tile)
+
+    def _refuse_moved(self, action: str, **where):
+        raise MovedError(f"cannot {action}: {self!r} was {self._moved}",
+                         help="the operation's .sync() gives the Partition back; "
+                              "partition.unpartition() then returns a usable tensor (this "
+                              "handle stays moved)", **where)
+
+    def _check_use(self, access: str, action: str, owner=None, **where) -> None:
+        """Refuse ``access`` (ownership.READ or WRITE) of a moved tensor (MovedError) or of
+        memory a pending operation other than ``owner`` holds against it (AliasError).
+        ``where``: kernel, param for the message."""
+        if self._moved is not None:
+            self._refuse_moved(action, **where)
+        if self._storage.claims:
+            held = ownership.conflict(self._storage, *self.byte_extent(), access, owner)
+            if held is not None:
+                raise AliasError(f"cannot {action}: {held.describe()}", help=_give_back_hint(held),
+                                 **where)
 
     # -- Python protocols ----------------------------------------------------------------------
     def __len__(self) -> int:
@@ -199,8 +300,15 @@ class Tensor:
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export as a legacy DLPack capsule (see ``interop.to_dlpack``); ``copy=True`` exports a
-        fresh contiguous copy. ``max_version`` is accepted; the capsule is always unversioned."""
-        source = _from_host(self.numpy(), self.backend) if copy else self
+        fresh contiguous copy. ``max_version`` is accepted; the capsule is always unversioned.
+
+        ``partition()`` refuses while a consumer holds the export. Refused (AliasError) while a
+        pending operation uses the memory: the consumer could write it."""
+        if copy:
+            source = _from_host(self.numpy(), self.backend)
+        else:
+            self._check_use(ownership.WRITE, "export it through DLPack")
+            source = self
         return interop.to_dlpack(source, stream=stream, dl_device=dl_device)
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -212,7 +320,13 @@ class Tensor:
         for bf16."""
         if self.backend != "cuda":
             raise AttributeError("__cuda_array_interface__ exists only on cuda tensors")
+        self._check_use(ownership.WRITE, "export it through __cuda_array_interface__")
         return interop.cuda_array_interface(self)
+
+
+def _give_back_hint(held) -> str:
+    owner = held.owner()
+    return getattr(owner, "give_back_hint", "sync the pending operation first")
 
 
 # -- layout helpers ----------------------------------------------------------------------------
