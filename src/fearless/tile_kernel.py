@@ -119,7 +119,7 @@ class TileKernel:
                 fail(f"expects a partition (ft.Out), got {type(arg).__name__}",
                      help=f"pass t.partition(tile_shape); the kernel '{self.name}' writes one "
                           f"tile per tile block")
-            t = arg.tensor_for_launch()
+            t = arg._launch_tensor(f"pass it to kernel '{self.name}'")
         else:
             if isinstance(arg, Partition):
                 fail("expects a shared read-only tensor (ft.In), got a partition",
@@ -130,7 +130,6 @@ class TileKernel:
                 fail(str(exc))
             if t is None:
                 fail(f"expects a tensor, got {type(arg).__name__}")
-            t.check_usable()
         if t.backend != backend:
             fail(f"is on the {t.backend} backend, but {backend} is current")
         return t
@@ -264,8 +263,18 @@ class TileKernel:
         backend = device.current_backend()
         types, names, constants, tensors, scalars, grid = self._signature(values, backend)
         entry = self._entry(types, names, constants, backend)
-        return tile_launch.operation(self.name, entry, grid, tensors, scalars, values,
-                                     self.params)
+        runtime = [(p, v) for p, v in zip(self.params, values) if not isinstance(p, ConstParam)]
+        reads = [t for (p, _), t in zip(runtime, tensors) if t is not None and p.role == "in"]
+        partitions = [v for p, v in runtime if isinstance(p, TensorParam) and p.role == "out"]
+        fn, loaded = entry.compiled.fn, entry.loaded
+
+        def enqueue(stream):
+            if loaded is None:
+                tile_launch.launch_cpu(fn, grid, types, tensors, scalars)
+            else:
+                tile_launch.launch_cuda(loaded, grid, types, tensors, scalars, stream)
+        return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
+                               partitions=partitions, label=f"kernel '{self.name}'")
 
     def _entry(self, types, names, constants, backend) -> _Entry:
         key = (types, tuple(sorted(constants.items())), backend)
@@ -277,7 +286,7 @@ class TileKernel:
                 arch = device.cuda_arch()
                 compiled = self.compile_for(types, constants, "cuda", arch)
                 entry = _Entry(types, names, compiled,
-                               tile_launch.load_tile(self.name, compiled.cubin))
+                               tile_launch.load_tile(self.name, compiled.cubin, types))
             self._entries[key] = entry
         return entry
 
