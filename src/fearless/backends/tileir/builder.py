@@ -259,7 +259,10 @@ class Builder:
             if len(inbounds) != len(index):
                 raise ValueError("inbounds needs one flag per index")
             inbounds = inbounds if any(inbounds) else None
-        return dict(ordering=coerce_enum(MemOrder, ordering),
+        ordering = coerce_enum(MemOrder, ordering)
+        if ordering == MemOrder.WEAK and scope is not None:
+            raise ValueError("a weak load/store takes no memory scope (Ops.td verifier)")
+        return dict(ordering=ordering,
                     scope=None if scope is None else coerce_enum(MemScope, scope),
                     hints=normalize_hints(hints, always_default=False), inbounds=inbounds,
                     view=view, index=index, token=token)
@@ -361,6 +364,12 @@ class Builder:
     def tan(self, x) -> Value:
         return self._plain("tan", "float", x)
 
+    def sinh(self, x) -> Value:
+        return self._plain("sinh", "float", x)
+
+    def cosh(self, x) -> Value:
+        return self._plain("cosh", "float", x)
+
     def exp(self, x, rounding="full") -> Value:
         return self._plain("exp", "float", x, rounding=coerce_enum(Rounding, rounding))
 
@@ -414,6 +423,10 @@ class Builder:
 
     def absi(self, x) -> Value:
         return self._plain("absi", "int", x)
+
+    def mulhii(self, lhs, rhs) -> Value:
+        """The high half of the full-width product."""
+        return self._plain("mulhii", "int", lhs, rhs)
 
     def andi(self, lhs, rhs) -> Value:
         return self._plain("andi", "int", lhs, rhs)
@@ -601,7 +614,9 @@ class Builder:
 
     def _reduction(self, name, operands, dim, identities, body, **extra):
         operands = tuple(operands)
-        t0 = _same(name, *operands)
+        t0 = _tile(operands[0], f"{name} operand")
+        if any(_tile(v, f"{name} operand").shape != t0.shape for v in operands):
+            raise TypeError(f"{name} operands must share one shape")
         if not 0 <= dim < t0.rank:
             raise ValueError(f"{name} dim {dim} out of range for {t0!r}")
         if len(identities) != len(operands):

@@ -253,18 +253,16 @@ Hints = tuple[tuple[str, tuple[tuple[str, object], ...]], ...]
 
 
 def normalize_hints(hints, always_default: bool) -> Hints | None:
-    """{arch: {key: int|bool}} -> a sorted tuple form; entries keep arch order, then "default".
+    """{arch: {key: int|bool}} -> a tuple form with keys sorted, as MLIR dictionaries are.
 
-    cuTile always writes a ``default`` entry for entry functions; doing the same keeps our
-    kernels byte-comparable with its exports.
+    cuTile always writes a ``default`` entry for entry functions; we do the same.
     """
     if hints is None and not always_default:
         return None
     hints = dict(hints or {})
     if always_default:
         hints.setdefault("default", {})
-    archs = sorted(k for k in hints if k != "default") + (["default"] if "default" in hints
-                                                          else [])
+    archs = sorted(hints)
     out = []
     for arch in archs:
         items = hints[arch]
