@@ -9,7 +9,13 @@ masked: relu with cmpf/select, an iota-based bounds mask (cmpi), and an `if` wit
 from __future__ import annotations
 
 from fearless.backends.tileir.tir import (
-    F16, F32, I32, Module, partition_view, ptr, tensor_view, tile,
+    F16,
+    F32,
+    I32,
+    Module,
+    ptr,
+    tensor_view,
+    tile,
 )
 
 P32, P16, S = tile(ptr(F32)), tile(ptr(F16)), tile(I32)
@@ -120,8 +126,8 @@ GOLDEN = {"vadd": vadd, "gemm": gemm, "rowreduce": rowreduce, "masked": masked}
 EXPECTED = {
     "vadd": [
         "assume div_by<16>, %arg0 : tile<ptr<f32>>",
-        "make_tensor_view %assume, shape = [%assume_0], strides = [1] : tile<i32> -> "
-        "tensor_view<?xf32, strides=[1]>",
+        ("make_tensor_view %assume, shape = [%assume_0], strides = [1] : tile<i32> -> "
+         "tensor_view<?xf32, strides=[1]>"),
         "partition_view<tile=(1024), tensor_view<?xf32, strides=[1]>>",
         "get_tile_block_id : tile<i32>",
         "load_view_tko weak %pview[%blockId_x] token = %0",

@@ -11,7 +11,20 @@ from fearless.backends.tileir import tileiras
 from fearless.backends.tileir.ops import SPECS, SUPPORTED_VERSIONS
 from fearless.backends.tileir.reader import decode
 from fearless.backends.tileir.tir import (
-    BF16, F16, F32, F64, I8, I16, I32, I64, TOKEN, Module, Scalar, dump, ptr, tensor_view,
+    BF16,
+    F16,
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    TOKEN,
+    Module,
+    Scalar,
+    dump,
+    ptr,
+    tensor_view,
     tile,
 )
 from tests.backends.tileir.kernels import GOLDEN

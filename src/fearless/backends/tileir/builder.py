@@ -21,13 +21,37 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from typing import Self
 
 from fearless.backends.tileir.bytecode import float_bits
 from fearless.backends.tileir.ops import REGION_TERMINATORS, SPECS, TERMINATORS
 from fearless.backends.tileir.tir import (
-    I1, I32, TOKEN, Block, Bounded, CmpPred, DivBy, MemOrder, MemScope, Op, Ordering, Overflow,
-    PartitionViewType, PtrType, Rounding, Scalar, SameElements, ScalarType, Signedness,
-    TensorViewType, TileType, Value, coerce_enum, normalize_hints, partition_view, tile,
+    I1,
+    I32,
+    TOKEN,
+    Block,
+    Bounded,
+    CmpPred,
+    DivBy,
+    MemOrder,
+    MemScope,
+    Op,
+    Ordering,
+    Overflow,
+    PartitionViewType,
+    PtrType,
+    Rounding,
+    SameElements,
+    Scalar,
+    ScalarType,
+    Signedness,
+    TensorViewType,
+    TileType,
+    Value,
+    coerce_enum,
+    normalize_hints,
+    partition_view,
+    tile,
 )
 
 
@@ -91,7 +115,7 @@ def _elem_of(x) -> ScalarType:
 class Region:
     """Handle of a region op built in context-manager form; ``results`` once closed."""
 
-    def __init__(self, builder: "Builder", op: Op):
+    def __init__(self, builder: Builder, op: Op):
         self.b, self.op = builder, op
 
     @property
@@ -112,7 +136,7 @@ class ForLoop(Region):
     def args(self) -> list[Value]:
         return self.op.regions[0].args[1:]
 
-    def __enter__(self) -> "ForLoop":
+    def __enter__(self) -> Self:
         self.b._push(self.op.regions[0])
         return self
 
@@ -121,7 +145,7 @@ class ForLoop(Region):
 
 
 class LoopRegion(Region):
-    def __enter__(self) -> "LoopRegion":
+    def __enter__(self) -> Self:
         self.b._push(self.op.regions[0])
         return self
 
@@ -262,10 +286,10 @@ class Builder:
         ordering = coerce_enum(MemOrder, ordering)
         if ordering == MemOrder.WEAK and scope is not None:
             raise ValueError("a weak load/store takes no memory scope (Ops.td verifier)")
-        return dict(ordering=ordering,
-                    scope=None if scope is None else coerce_enum(MemScope, scope),
-                    hints=normalize_hints(hints, always_default=False), inbounds=inbounds,
-                    view=view, index=index, token=token)
+        return {"ordering": ordering,
+                "scope": None if scope is None else coerce_enum(MemScope, scope),
+                "hints": normalize_hints(hints, always_default=False), "inbounds": inbounds,
+                "view": view, "index": index, "token": token}
 
     def load_view_tko(self, view: Value, index, token: Value | None = None, ordering="weak",
                       scope=None, hints=None, inbounds=None) -> tuple[Value, Value]:

@@ -130,12 +130,15 @@ def ptr(elem: ScalarType) -> PtrType:
     return PtrType(elem)
 
 
+def _ints_or_none(xs) -> tuple:
+    return tuple(None if x is None else int(x) for x in xs)
+
+
 def tensor_view(elem: ScalarType, shape, strides) -> TensorViewType:
     shape, strides = tuple(shape), tuple(strides)
     if len(shape) != len(strides):
         raise ValueError(f"tensor_view shape {shape} and strides {strides} differ in rank")
-    norm = lambda xs: tuple(None if x is None else int(x) for x in xs)  # noqa: E731
-    return TensorViewType(elem, norm(shape), norm(strides))
+    return TensorViewType(elem, _ints_or_none(shape), _ints_or_none(strides))
 
 
 def partition_view(tile_shape, tv: TensorViewType, dim_map=None,
@@ -280,7 +283,7 @@ def normalize_hints(hints, always_default: bool) -> Hints | None:
 
 class Value:
     """An SSA value: a function parameter, a block argument or an op result. Knows its type."""
-    __slots__ = ("type", "owner", "index")
+    __slots__ = ("index", "owner", "type")
 
     def __init__(self, type: Type, owner=None, index: int = 0):
         self.type, self.owner, self.index = type, owner, index
@@ -303,7 +306,7 @@ class Op:
     name: str
     results: tuple[Value, ...] = ()
     fields: dict = field(default_factory=dict)
-    regions: list["Block"] = field(default_factory=list)
+    regions: list[Block] = field(default_factory=list)
 
     @property
     def result(self) -> Value:
