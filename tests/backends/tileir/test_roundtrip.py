@@ -5,6 +5,8 @@ payload against NVIDIA's own reader.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fearless.backends.tileir import tileiras
@@ -171,3 +173,21 @@ def test_tileirdisasm_reads_every_op(toolchain, version):
                    "optimization_hints=<default = {}, sm_90 = {num_cta_in_cga = 2, occupancy = 1}>",
                    "allow_tma = false", "loop iter_values", "break", "unsigned"):
         assert needle in text, f"{needle!r} not in disassembly:\n{text}"
+
+
+CUTILE_VADD = Path(__file__).parent / "data" / "cutile_vadd_13_4.tileirbc"
+
+
+def test_reads_a_cutile_export():
+    # exported by cuTile Python 1.7.0 (export_kernel, bytecode 13.4): debug section included,
+    # i1/i32 pre-registered in its type table; our reader skips the former and ignores the order
+    data = CUTILE_VADD.read_bytes()
+    m = decode(data)
+    ours = m.encode()
+    assert decode(ours).encode() == ours
+    assert [op.name for op in m.functions[0].body.ops].count("assume") == 6
+
+
+def test_cutile_export_and_ours_disassemble_alike(toolchain):
+    data = CUTILE_VADD.read_bytes()
+    assert toolchain.disasm(decode(data).encode()) == toolchain.disasm(data)
