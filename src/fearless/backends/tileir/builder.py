@@ -21,13 +21,37 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from typing import Self
 
 from fearless.backends.tileir.bytecode import float_bits
 from fearless.backends.tileir.ops import REGION_TERMINATORS, SPECS, TERMINATORS
 from fearless.backends.tileir.tir import (
-    I1, I32, TOKEN, Block, Bounded, CmpPred, DivBy, MemOrder, MemScope, Op, Ordering, Overflow,
-    PartitionViewType, PtrType, Rounding, Scalar, SameElements, ScalarType, Signedness,
-    TensorViewType, TileType, Value, coerce_enum, normalize_hints, partition_view, tile,
+    I1,
+    I32,
+    TOKEN,
+    Block,
+    Bounded,
+    CmpPred,
+    DivBy,
+    MemOrder,
+    MemScope,
+    Op,
+    Ordering,
+    Overflow,
+    PartitionViewType,
+    PtrType,
+    Rounding,
+    SameElements,
+    Scalar,
+    ScalarType,
+    Signedness,
+    TensorViewType,
+    TileType,
+    Value,
+    coerce_enum,
+    normalize_hints,
+    partition_view,
+    tile,
 )
 
 
@@ -91,7 +115,7 @@ def _elem_of(x) -> ScalarType:
 class Region:
     """Handle of a region op built in context-manager form; ``results`` once closed."""
 
-    def __init__(self, builder: "Builder", op: Op):
+    def __init__(self, builder: Builder, op: Op):
         self.b, self.op = builder, op
 
     @property
@@ -112,7 +136,7 @@ class ForLoop(Region):
     def args(self) -> list[Value]:
         return self.op.regions[0].args[1:]
 
-    def __enter__(self) -> "ForLoop":
+    def __enter__(self) -> Self:
         self.b._push(self.op.regions[0])
         return self
 
@@ -121,7 +145,7 @@ class ForLoop(Region):
 
 
 class LoopRegion(Region):
-    def __enter__(self) -> "LoopRegion":
+    def __enter__(self) -> Self:
         self.b._push(self.op.regions[0])
         return self
 
@@ -259,10 +283,13 @@ class Builder:
             if len(inbounds) != len(index):
                 raise ValueError("inbounds needs one flag per index")
             inbounds = inbounds if any(inbounds) else None
-        return dict(ordering=coerce_enum(MemOrder, ordering),
-                    scope=None if scope is None else coerce_enum(MemScope, scope),
-                    hints=normalize_hints(hints, always_default=False), inbounds=inbounds,
-                    view=view, index=index, token=token)
+        ordering = coerce_enum(MemOrder, ordering)
+        if ordering == MemOrder.WEAK and scope is not None:
+            raise ValueError("a weak load/store takes no memory scope (Ops.td verifier)")
+        return {"ordering": ordering,
+                "scope": None if scope is None else coerce_enum(MemScope, scope),
+                "hints": normalize_hints(hints, always_default=False), "inbounds": inbounds,
+                "view": view, "index": index, "token": token}
 
     def load_view_tko(self, view: Value, index, token: Value | None = None, ordering="weak",
                       scope=None, hints=None, inbounds=None) -> tuple[Value, Value]:
@@ -361,6 +388,12 @@ class Builder:
     def tan(self, x) -> Value:
         return self._plain("tan", "float", x)
 
+    def sinh(self, x) -> Value:
+        return self._plain("sinh", "float", x)
+
+    def cosh(self, x) -> Value:
+        return self._plain("cosh", "float", x)
+
     def exp(self, x, rounding="full") -> Value:
         return self._plain("exp", "float", x, rounding=coerce_enum(Rounding, rounding))
 
@@ -414,6 +447,10 @@ class Builder:
 
     def absi(self, x) -> Value:
         return self._plain("absi", "int", x)
+
+    def mulhii(self, lhs, rhs) -> Value:
+        """The high half of the full-width product."""
+        return self._plain("mulhii", "int", lhs, rhs)
 
     def andi(self, lhs, rhs) -> Value:
         return self._plain("andi", "int", lhs, rhs)
@@ -601,7 +638,9 @@ class Builder:
 
     def _reduction(self, name, operands, dim, identities, body, **extra):
         operands = tuple(operands)
-        t0 = _same(name, *operands)
+        t0 = _tile(operands[0], f"{name} operand")
+        if any(_tile(v, f"{name} operand").shape != t0.shape for v in operands):
+            raise TypeError(f"{name} operands must share one shape")
         if not 0 <= dim < t0.rank:
             raise ValueError(f"{name} dim {dim} out of range for {t0!r}")
         if len(identities) != len(operands):

@@ -20,7 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fearless.backends.tileir.tir import (
-    CmpPred, MemOrder, MemScope, Ordering, Overflow, Rounding, Signedness,
+    CmpPred,
+    MemOrder,
+    MemScope,
+    Ordering,
+    Overflow,
+    Rounding,
+    Signedness,
 )
 
 SUPPORTED_VERSIONS = ((13, 3), (13, 4), (13, 5))

@@ -13,11 +13,30 @@ from __future__ import annotations
 from fearless.backends.tileir import bytecode as bc
 from fearless.backends.tileir.ops import BY_OPCODE, SUPPORTED_VERSIONS
 from fearless.backends.tileir.tir import (
-    PADDINGS, SCALARS, TOKEN, Block, Bounded, DivBy, FuncType, Function, Module, Op,
-    PartitionViewType, PtrType, SameElements, Scalar, TensorViewType, TileType, Value,
+    PADDINGS,
+    SCALARS,
+    TOKEN,
+    Block,
+    Bounded,
+    DivBy,
+    Function,
+    FuncType,
+    Module,
+    Op,
+    PartitionViewType,
+    PtrType,
+    SameElements,
+    Scalar,
+    TensorViewType,
+    TileType,
+    Value,
 )
 
 FormatError = bc.FormatError
+
+
+def _dynamic(xs) -> tuple:
+    return tuple(None if x == bc.DYNAMIC else x for x in xs)
 
 
 class _Reader:
@@ -55,8 +74,7 @@ class _Reader:
             if self.version >= (13, 4) and r.uleb():
                 raise FormatError("tensor_view pointer attributes are not modelled")
             elem = self.type(r.uleb())
-            dyn = lambda xs: tuple(None if x == bc.DYNAMIC else x for x in xs)  # noqa: E731
-            t = TensorViewType(elem, dyn(r.ints(8)), dyn(r.ints(8)))
+            t = TensorViewType(elem, _dynamic(r.ints(8)), _dynamic(r.ints(8)))
         elif tag == bc.TAG_PARTITION_VIEW:
             has_pad = r.uleb() & 1
             tile_shape = r.ints(4)
@@ -229,9 +247,8 @@ class _Reader:
             if r.byte() != bc.ATTR_OPT_HINTS:
                 raise FormatError("entry hints are not an optimization_hints attribute")
             hints = self.hints_untagged(r)
-        if v135:
-            if r.byte() != bc.ATTR_ARRAY or r.uleb() != 0:
-                raise FormatError("argument attributes are not modelled")
+        if v135 and (r.byte() != bc.ATTR_ARRAY or r.uleb() != 0):
+            raise FormatError("argument attributes are not modelled")
         end = r.uleb()
         params = [Value(t) for t in ftype.params]
         fn = Function(name, ftype, params, Block(params), entry, hints)

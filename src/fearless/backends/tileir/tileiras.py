@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from fearless.backends.tileir.ops import SUPPORTED_VERSIONS
@@ -116,7 +116,7 @@ class Toolchain:
 
     def _run(self, cmd: list[str], kernel: str, tool: str = "tileiras"):
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, env=_clean_env(),
+            return subprocess.run(cmd, capture_output=True, text=True, env=_clean_env(), check=False,
                                   timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise CompileError(f"{tool} did not finish within {TIMEOUT_S} s",
@@ -125,7 +125,7 @@ class Toolchain:
             raise BackendError(f"cannot run {cmd[0]}: {e.strerror or e}", help=FIX) from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _versions(tc: Toolchain) -> tuple[tuple[int, int], ...]:
     proc = tc._run([str(tc.tileiras), "--list-versions"], "list-versions")
     found = {(int(a), int(b)) for a, b in re.findall(r"\b(\d+)\.(\d+)\b", proc.stdout)}
@@ -135,7 +135,7 @@ def _versions(tc: Toolchain) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(found))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fingerprint(tc: Toolchain) -> str:
     proc = tc._run([str(tc.tileiras), "--version"], "version")
     text = proc.stdout + proc.stderr

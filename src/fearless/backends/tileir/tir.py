@@ -130,12 +130,15 @@ def ptr(elem: ScalarType) -> PtrType:
     return PtrType(elem)
 
 
+def _ints_or_none(xs) -> tuple:
+    return tuple(None if x is None else int(x) for x in xs)
+
+
 def tensor_view(elem: ScalarType, shape, strides) -> TensorViewType:
     shape, strides = tuple(shape), tuple(strides)
     if len(shape) != len(strides):
         raise ValueError(f"tensor_view shape {shape} and strides {strides} differ in rank")
-    norm = lambda xs: tuple(None if x is None else int(x) for x in xs)  # noqa: E731
-    return TensorViewType(elem, norm(shape), norm(strides))
+    return TensorViewType(elem, _ints_or_none(shape), _ints_or_none(strides))
 
 
 def partition_view(tile_shape, tv: TensorViewType, dim_map=None,
@@ -253,18 +256,16 @@ Hints = tuple[tuple[str, tuple[tuple[str, object], ...]], ...]
 
 
 def normalize_hints(hints, always_default: bool) -> Hints | None:
-    """{arch: {key: int|bool}} -> a sorted tuple form; entries keep arch order, then "default".
+    """{arch: {key: int|bool}} -> a tuple form with keys sorted, as MLIR dictionaries are.
 
-    cuTile always writes a ``default`` entry for entry functions; doing the same keeps our
-    kernels byte-comparable with its exports.
+    cuTile always writes a ``default`` entry for entry functions; we do the same.
     """
     if hints is None and not always_default:
         return None
     hints = dict(hints or {})
     if always_default:
         hints.setdefault("default", {})
-    archs = sorted(k for k in hints if k != "default") + (["default"] if "default" in hints
-                                                          else [])
+    archs = sorted(hints)
     out = []
     for arch in archs:
         items = hints[arch]
@@ -282,7 +283,7 @@ def normalize_hints(hints, always_default: bool) -> Hints | None:
 
 class Value:
     """An SSA value: a function parameter, a block argument or an op result. Knows its type."""
-    __slots__ = ("type", "owner", "index")
+    __slots__ = ("index", "owner", "type")
 
     def __init__(self, type: Type, owner=None, index: int = 0):
         self.type, self.owner, self.index = type, owner, index
@@ -305,7 +306,7 @@ class Op:
     name: str
     results: tuple[Value, ...] = ()
     fields: dict = field(default_factory=dict)
-    regions: list["Block"] = field(default_factory=list)
+    regions: list[Block] = field(default_factory=list)
 
     @property
     def result(self) -> Value:

@@ -17,8 +17,23 @@ from __future__ import annotations
 from fearless.backends.tileir import bytecode as bc
 from fearless.backends.tileir.ops import REGION_TERMINATORS, SPECS
 from fearless.backends.tileir.tir import (
-    I32, PADDINGS, Block, Bounded, DivBy, FuncType, Function, Module, Op, PartitionViewType, PtrType,
-    SameElements, Scalar, ScalarType, TensorViewType, TileType, TokenType,
+    I32,
+    PADDINGS,
+    Block,
+    Bounded,
+    DivBy,
+    Function,
+    FuncType,
+    Module,
+    Op,
+    PartitionViewType,
+    PtrType,
+    SameElements,
+    Scalar,
+    ScalarType,
+    TensorViewType,
+    TileType,
+    TokenType,
 )
 from fearless.errors import CompileError
 
