@@ -1,4 +1,4 @@
-"""The ``fearless`` command: doctor, demo, inspect.
+"""The ``fearless`` command: doctor, demo, inspect, compile.
 
     fearless doctor                      what works on this machine, and what to do otherwise
     fearless demo                        run the examples (GPU if usable, else CPU), check, time
@@ -6,6 +6,9 @@
         TARGET: module:function, path/to/file.py:function, or path/to/file.py (every kernel)
         S: ast, ir, passes, llvm, ptx, cubin
         --signature x=f32,out=f32:2      dtypes (and ranks) for generic parameters
+    fearless compile SCRIPT... --arch sm_90 [--arch sm_80]
+        run each script on the CPU with tile kernels compiling for the GPU instead of running:
+        fills the JIT cache (FEARLESS_CACHE_DIR) so a GPU machine needs no tileiras
 """
 from __future__ import annotations
 
@@ -33,6 +36,11 @@ def main(argv=None) -> int:
     insp.add_argument("--stage", choices=STAGE_NAMES, default="ir")
     insp.add_argument("--signature", default="", help="name=dtype[:ndim],... for generic params")
     insp.add_argument("--arch", default="sm_90")
+    comp = sub.add_parser("compile", help="compile a script's tile kernels for GPUs ahead of "
+                                           "time (no GPU needed)")
+    comp.add_argument("scripts", nargs="+")
+    comp.add_argument("--arch", action="append", default=None,
+                      help="target, e.g. sm_90 (repeat for several; default sm_90)")
     args = parser.parse_args(argv)
     try:
         if args.command == "doctor":
@@ -41,6 +49,8 @@ def main(argv=None) -> int:
         if args.command == "demo":
             from fearless.demo import run as demo_run
             return demo_run(args.png)
+        if args.command == "compile":
+            return compile_ahead(args.scripts, args.arch or ["sm_90"])
         return inspect(args.target, args.stage, args.signature, args.arch)
     except FearlessError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -118,6 +128,34 @@ def inspect(target: str, stage: str, signature: str, arch: str) -> int:
     for k in _kernels(target):
         print(f"// kernel {k.name}, stage {stage}")
         print(k.inspect(stage, param_types(k, sig), arch), end="")
+    return 0
+
+
+def compile_ahead(scripts: list[str], archs: list[str]) -> int:
+    """Run ``scripts`` under ``tile_kernel.compile_only(archs)`` and list what was compiled."""
+    import runpy
+    import time
+
+    import fearless as fl
+    from fearless.tile_kernel import compile_only
+
+    fl.set_backend("cpu")
+    total = 0
+    for script in scripts:
+        path = Path(script).resolve()
+        sys.path.insert(0, str(path.parent))
+        t0 = time.perf_counter()
+        with compile_only(archs) as made:
+            runpy.run_path(str(path), run_name="__main__")
+        for kernel, types, constants, arch, compiled in made:
+            shapes = ", ".join(f"{t}" for t in types)
+            consts = "".join(f", {k}={v}" for k, v in sorted(constants.items()))
+            print(f"{arch}  {kernel.name}({shapes}{consts}): {len(compiled.cubin)} bytes")
+        print(f"{script}: {len(made)} cubins in {time.perf_counter() - t0:.1f} s")
+        total += len(made)
+    if not total:
+        print("error: no tile-kernel call ran; nothing was compiled", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -18,6 +18,7 @@ alignment and divisibility, which decide whether tileiras can use TMA and tensor
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -134,18 +135,21 @@ class TileKernel:
             fail(f"is on the {t.backend} backend, but {backend} is current")
         return t
 
-    def _layout(self, t: Tensor, backend: str) -> T.Layout:
-        if backend == "cpu":
+    def _layout(self, t: Tensor, backend: str, ahead: bool = False) -> T.Layout:
+        if backend == "cpu" and not ahead:
             return T.Layout()
         for n in (*t.shape, *t.strides):
             if abs(n) >= _INDEX_LIMIT:
                 raise ContractError(f"an extent or stride of {t.shape}/{t.strides} does not fit "
                                     f"32 bits", kernel=self.name)
-        return T.Layout(_pow2_div(t.data_ptr(), 16), tuple(_pow2_div(n, 16) for n in t.shape),
+        # ahead of time the host copy stands in for a device buffer, whose allocations are
+        # 256-byte aligned: only the view's own offset counts
+        address = t.offset * t.itemsize if ahead else t.data_ptr()
+        return T.Layout(_pow2_div(address, 16), tuple(_pow2_div(n, 16) for n in t.shape),
                         tuple(_pow2_div(s, 16) for s in t.strides),
                         t.ndim > 0 and (t.strides[-1] == 1 or t.shape[-1] == 1))
 
-    def _signature(self, values, backend: str):
+    def _signature(self, values, backend: str, ahead: bool = False):
         """Check every argument; return (types, names, constants, tensors, scalars, grid)."""
         types, names, tensors, scalars, constants = [], [], [], [], {}
         grid, grid_from, bound = None, None, {}
@@ -169,7 +173,7 @@ class TileKernel:
                                                  "the same number of tiles along each axis")
                     grid, grid_from = g, p.name
                 types.append(T.TensorView(dt, t.ndim, T.Role(p.role), tile_shape,
-                                          self._layout(t, backend)))
+                                          self._layout(t, backend, ahead)))
                 tensors.append(t)
                 scalars.append(None)
             else:
@@ -219,6 +223,16 @@ class TileKernel:
         names = [p.name for p in self.params if not isinstance(p, ConstParam)]
         return list(zip(names, types))
 
+    def cache_key(self, types: tuple, constants: dict, arch: str) -> str:
+        """The disk-cache key of one GPU specialisation.
+
+        It leaves tileiras out, so that cubins compiled ahead of time on a machine without a GPU
+        (``fearless compile``) are found on a GPU machine without tileiras; each entry records
+        the tileiras that built it, and a machine with another tileiras recompiles.
+        """
+        return cache.digest([VERSION, "tile", arch, repr(types),
+                             repr(sorted(constants.items())), *self.fingerprint()])
+
     def _compile(self, types, constants, backend, arch) -> Compiled:
         params = self._ir_params(types)
         try:
@@ -226,16 +240,15 @@ class TileKernel:
                 return compile_tile(self.captured, params, constants, None, "ir")
             from fearless.backends.tileir import tileiras
             tc = tileiras.find()
+            built_by = tc.fingerprint() if tc is not None else None
             disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
-            key = cache.digest([VERSION, "tile", tc.fingerprint() if tc else "no tileiras", arch,
-                                repr(types),
-                                repr(sorted(constants.items())), *self.fingerprint()])
+            key = self.cache_key(types, constants, arch)
             hit = disk.get(key)
-            if hit is not None:
-                _, cubin, meta = hit
-                return Compiled(self.name, types, cubin=cubin, meta=meta)
+            if hit is not None and hit[1] is not None and (built_by is None or
+                                                           hit[2].get("tileiras") == built_by):
+                return Compiled(self.name, types, cubin=hit[1], meta=hit[2])
             compiled = compile_tile(self.captured, params, constants, arch, "cubin", self.hints)
-            compiled.meta = {"kernel": self.name}
+            compiled.meta = {"tileiras": built_by}
             disk.put(key, "", compiled.cubin, compiled.meta)
             return compiled
         except FearlessError as exc:
@@ -261,18 +274,29 @@ class TileKernel:
         """Check the arguments and return the lazy operation (see the module docstring)."""
         values = self._bind(args, kwargs)
         backend = device.current_backend()
-        types, names, constants, tensors, scalars, grid = self._signature(values, backend)
-        entry = self._entry(types, names, constants, backend)
+        ahead = _ahead_archs()
+        types, names, constants, tensors, scalars, grid = self._signature(values, backend,
+                                                                          bool(ahead))
         runtime = [(p, v) for p, v in zip(self.params, values) if not isinstance(p, ConstParam)]
         reads = [t for (p, _), t in zip(runtime, tensors) if t is not None and p.role == "in"]
         partitions = [v for p, v in runtime if isinstance(p, TensorParam) and p.role == "out"]
-        fn, loaded = entry.compiled.fn, entry.loaded
+        if ahead:
+            for arch in ahead:
+                compiled = self.compile_for(types, constants, "cuda", arch)
+                if not any(c is compiled for *_, c in _AHEAD.compiled):
+                    _AHEAD.compiled.append((self, types, constants, arch, compiled))
 
-        def enqueue(stream):
-            if loaded is None:
-                tile_launch.launch_cpu(fn, grid, types, tensors, scalars)
-            else:
-                tile_launch.launch_cuda(loaded, grid, types, tensors, scalars, stream)
+            def enqueue(stream):
+                pass  # compile-only: nothing runs
+        else:
+            entry = self._entry(types, names, constants, backend)
+            fn, loaded = entry.compiled.fn, entry.loaded
+
+            def enqueue(stream):
+                if loaded is None:
+                    tile_launch.launch_cpu(fn, grid, types, tensors, scalars)
+                else:
+                    tile_launch.launch_cuda(loaded, grid, types, tensors, scalars, stream)
         return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
                                partitions=partitions, label=f"kernel '{self.name}'")
 
@@ -289,6 +313,31 @@ class TileKernel:
                                tile_launch.load_tile(self.name, compiled.cubin, types))
             self._entries[key] = entry
         return entry
+
+
+_AHEAD = threading.local()
+
+
+def _ahead_archs() -> tuple:
+    return getattr(_AHEAD, "archs", ())
+
+
+@contextmanager
+def compile_only(archs):
+    """Within this block tile-kernel calls compile for the GPU ``archs`` (e.g. ``["sm_90"]``)
+    into the disk cache and run nothing; ``fearless compile`` uses it. Yields the list of
+    ``(kernel, types, constants, arch, Compiled)`` made. Needs tileiras, not a GPU."""
+    saved = _ahead_archs(), getattr(_AHEAD, "compiled", None)
+    _AHEAD.archs, _AHEAD.compiled = tuple(archs), []
+    try:
+        yield _AHEAD.compiled
+    finally:
+        _AHEAD.archs, _AHEAD.compiled = saved
+
+
+def compiling_ahead() -> bool:
+    """True inside ``compile_only``: kernels compile but do not run (examples skip checks)."""
+    return bool(_ahead_archs())
 
 
 def _pow2_div(n: int, cap: int) -> int:
