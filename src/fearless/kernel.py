@@ -5,6 +5,7 @@
 
     launch = saxpy.prepare(n)        # PreparedLaunch, checked against kernel and device
     saxpy[launch](2.0, x, y, out)    # checked arguments, compiled on first use, enqueued
+    saxpy.op(launch, 2.0, x, y, out).sync()  # the same, lazy: a DeviceOperation (runtime/lazy.py)
 
 A kernel is compiled once per *specialisation*: the dtypes, ranks and contiguity of its array
 arguments and the dtypes of its scalars. Module globals and closure values are frozen into the

@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 
 import fearless as fl
-from fearless.errors import (AliasError, ArgumentTypeError, ContractError, KernelBoundsError,
-                             LaunchError, MovedError)
+from fearless.errors import (
+    AliasError,
+    ArgumentTypeError,
+    ContractError,
+    KernelBoundsError,
+    LaunchError,
+    MovedError,
+)
 from fearless.runtime.stream import Stream
 from tests.runtime.lazy_kernels import add, shifted
 from tests.support import random_array
@@ -179,7 +185,7 @@ def test_then_runs_in_order_on_one_stream_and_hands_over_ownership():
     log = []
 
     def second(result):
-        x_, y_, part = result
+        _, y_, part = result
         log.append("callback")
         return add.op(L, part.unpartition(), y_, p2)   # the first output feeds the second op
     op = add.op(L, x, y, p1).then(second)
@@ -237,7 +243,7 @@ def test_no_nested_sync_numpy_or_eager_launch_inside_a_callback():
         "eager launch": lambda r: add[L](x, y, fl.zeros(N)),
         "graph": lambda r: fl.graph(other),
     }
-    for name, callback in nested.items():
+    for callback in nested.values():
         p = fl.zeros(N).partition(100)
         with pytest.raises(LaunchError, match="inside a running DeviceOperation"):
             add.op(L, x, y, p).then(callback).sync()

@@ -154,7 +154,7 @@ def test_partition_2d_output_through_an_op_matches_numpy():
     x = rand((37, 91), seed=3)
     p = fl.full((37, 91), np.nan, fl.f32).partition((8, 16))
     assert p.grid == (5, 6, 1)
-    a, xt, back = axpy2d.op(axpy2d.prepare((37, 91)), 1.5, fl.asarray(x), p).sync()
+    a, _, back = axpy2d.op(axpy2d.prepare((37, 91)), 1.5, fl.asarray(x), p).sync()
     assert a == 1.5 and back is p
     np.testing.assert_allclose(p.unpartition().numpy(), np.float32(1.5) * x + 1, rtol=1e-6)
 

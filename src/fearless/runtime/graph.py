@@ -26,7 +26,7 @@ import weakref
 
 from fearless.errors import LaunchError, MovedError
 from fearless.runtime import dispatch, ownership
-from fearless.runtime.device import current_backend, cuda_device
+from fearless.runtime.device import cuda_device, current_backend
 from fearless.runtime.lazy import DeviceOperation, _Execution
 from fearless.runtime.stream import Stream, current_stream
 
@@ -90,10 +90,9 @@ class Graph:
         except BaseException:
             op._state = "failed"
             ex.release_all(op)
-            builder.close()
             dispatch.forget_stream(stream)
+            builder.close()
             raise
-        builder.close()
         owners, words.owners = list(words.owners), []
         checks, stream._deferred = [c for c in stream._deferred if c != words.check], []
 
@@ -111,7 +110,9 @@ class Graph:
             for check in checks:
                 on.defer(check)
 
-        self._stream, self._executable, self._replay = stream, executable, replay
+        # the builder owns the capture stream, which replays read the error slots on: keep both
+        self._builder, self._stream, self._executable = builder, stream, executable
+        self._replay = replay
         weakref.finalize(self, dispatch.forget_stream, stream)
         return ex
 
@@ -174,8 +175,10 @@ class Graph:
             p._give_back(self)
         if self.backend == "cuda":
             self._executable.close()
-            dispatch.forget_stream(self._stream)
+            dispatch.forget_stream(self._stream)  # frees the error slots on the capture stream
+            self._builder.close()                 # then the capture stream itself
         self._replay = self._executable = None
+        self._reads, self._writes, self._partitions, self._pins = [], [], [], []
         result, self._result = self._result, None
         return result
 

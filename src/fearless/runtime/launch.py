@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from fearless.errors import AliasError, ArgumentTypeError, ContractError
 from fearless.ir import types as T
 from fearless.runtime.ownership import READ, WRITE
+from fearless.runtime.partition import Partition
 
 DEFAULT_BLOCK = {1: (256,), 2: (32, 8)}  # 2-d: 32 columns (one warp along x) by 8 rows
 
@@ -196,8 +197,6 @@ def operation_roles(kernel: str, names, types, args, tensors) -> tuple[list, lis
     (a Partition's own tensor in its place, None for scalars). A Partition must be passed for a
     written parameter: ArgumentTypeError otherwise.
     """
-    from fearless.runtime.partition import Partition
-
     reads, writes, partitions = [], [], []
     for name, ty, arg, tensor in zip(names, types, args, tensors):
         written = tensor is not None and ty.access is T.Access.DISJOINT

@@ -48,7 +48,8 @@ Internal API for launchers (the tile-kernel launcher, ``Kernel.op``):
 """
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+from collections.abc import Callable
 
 from fearless.errors import MovedError
 from fearless.runtime import ownership
@@ -77,7 +78,7 @@ class _Execution:
             op._release()
         self.released = len(self.ran)
 
-    def release_all(self, root: "DeviceOperation") -> None:
+    def release_all(self, root: DeviceOperation) -> None:
         for op in (root, *self.spawned):
             op._release_tree()
 
@@ -89,8 +90,8 @@ class DeviceOperation:
     ``then``, combine them with ``fl.zip``, capture them with ``fl.graph``.
     """
 
-    __slots__ = ("label", "_kind", "_state", "_where", "_enqueue", "_result", "_fn",
-                 "_children", "_reads", "_writes", "_partitions", "_claims", "__weakref__")
+    __slots__ = ("__weakref__", "_children", "_claims", "_enqueue", "_fn", "_kind", "_partitions",
+                 "_reads", "_result", "_state", "_where", "_writes", "label")
 
     def __init__(self, enqueue: Callable[[Stream], None], result=None, *, reads=(), writes=(),
                  partitions=(), label: str = "an operation"):
@@ -107,7 +108,7 @@ class DeviceOperation:
         return "its .sync() gives ownership back (op.cancel() without running it)"
 
     @classmethod
-    def _composite(cls, kind: str, children, fn=None, label: str = "") -> "DeviceOperation":
+    def _composite(cls, kind: str, children, fn=None, label: str = "") -> DeviceOperation:
         op = cls.__new__(cls)
         op.label = f"a pending DeviceOperation ({label})"
         op._kind, op._state, op._where = kind, PENDING, None
@@ -226,7 +227,7 @@ class DeviceOperation:
         return self._result if self._kind == _LEAF else values if self._kind == _ZIP else None
 
     # -- combinators -------------------------------------------------------------------------
-    def then(self, f: Callable) -> "DeviceOperation":
+    def then(self, f: Callable) -> DeviceOperation:
         """An operation that runs this one, calls ``f(result)`` and runs the DeviceOperation
         ``f`` returns on the same stream, after it; its result is that operation's result (or
         ``f``'s return value when that is not an operation). ``f`` runs inside the execution
@@ -234,11 +235,11 @@ class DeviceOperation:
         self._consume("a .then() chain")
         return DeviceOperation._composite(_THEN, (self,), f, label="a .then() chain")
 
-    def first(self) -> "DeviceOperation":
+    def first(self) -> DeviceOperation:
         """This operation with only the first element of its (tuple) result."""
         return self.then(lambda result: result[0])
 
-    def last(self) -> "DeviceOperation":
+    def last(self) -> DeviceOperation:
         """This operation with only the last element of its (tuple) result."""
         return self.then(lambda result: result[-1])
 
@@ -268,7 +269,5 @@ def _order_after_current(stream: Stream) -> None:
 
 def _drain(stream: Stream) -> None:
     """Let whatever a failed run enqueued finish before its arguments are given back."""
-    try:
+    with contextlib.suppress(Exception):  # the run's own error is the one to report
         stream.synchronize()
-    except Exception:  # noqa: BLE001 - the run's own error is the one to report
-        pass

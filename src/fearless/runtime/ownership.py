@@ -37,7 +37,7 @@ _EVERYTHING = (-(2**63), 2**63)
 class Storage:
     """The memory behind one allocation or one wrapped foreign array, shared by its views."""
 
-    __slots__ = ("views", "host_views", "claims")
+    __slots__ = ("claims", "host_views", "views")
 
     def __init__(self):
         self.views = weakref.WeakSet()       # live Tensor handles over this memory
@@ -66,7 +66,7 @@ class Storage:
 class Claim:
     """A byte range of a storage held by an owner (weakly referenced) in one of the kinds."""
 
-    __slots__ = ("storage", "lo", "hi", "kind", "owner")
+    __slots__ = ("hi", "kind", "lo", "owner", "storage")
 
     def __init__(self, storage: Storage, lo: int, hi: int, kind: str, owner):
         self.storage, self.lo, self.hi, self.kind = storage, lo, hi, kind

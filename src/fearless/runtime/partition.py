@@ -60,7 +60,7 @@ class Partition:
     attributes raises MovedError.
     """
 
-    __slots__ = ("_tensor", "tile_shape", "grid", "_holder", "_ended", "__weakref__")
+    __slots__ = ("__weakref__", "_ended", "_holder", "_tensor", "grid", "tile_shape")
 
     def __init__(self, tensor, tile_shape: tuple[int, ...]):
         self._tensor = tensor           # the hidden handle: the only live one over the memory

@@ -235,6 +235,9 @@ class Tensor:
         if self._moved is not None:
             self._refuse_moved("partition it")
         what = f"cannot partition {self!r}"
+        held = ownership.conflict(self._storage, 0, 0, "partition")
+        if held is not None:
+            raise AliasError(f"{what}: {held.describe()}", help=_give_back_hint(held))
         other = self._storage.other_view(but=self)
         if other is not None:
             raise AliasError(f"{what}: another view of its memory is alive ({other})",
@@ -246,9 +249,6 @@ class Tensor:
         if interop.exported(self._storage):
             raise AliasError(f"{what}: a DLPack consumer (NumPy, PyTorch, ...) still holds an "
                              "export of its memory", help="drop the consumer's array first")
-        held = ownership.conflict(self._storage, 0, 0, "partition")
-        if held is not None:
-            raise AliasError(f"{what}: {held.describe()}", help=_give_back_hint(held))
         if self.readonly:
             raise ArgumentTypeError(f"{what}: its memory is read-only",
                                     help="partition a writable copy")
