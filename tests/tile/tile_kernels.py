@@ -1,0 +1,83 @@
+"""Tile kernels used by the tile tests (a module of its own: kernels need their source file)."""
+from __future__ import annotations
+
+import math
+
+from fearless import bf16, f16, f32, i32
+from fearless import tile as ft
+
+
+@ft.kernel
+def elementwise(out: ft.Out[f32], x: ft.In[f32], y: ft.In[f32], s: f32):
+    a = ft.load_like(x, out)
+    b = ft.load_like(y, out)
+    r = ft.where(a > b, a * s - b, ft.maximum(a, b) / 2.0)
+    r = r + ft.exp(ft.minimum(a, 1.0)) - ft.sqrt(ft.maximum(b, 0.0)) + ft.tanh(a)
+    out.store(r + ft.rsqrt(b * b + 1.0) + ft.log(a * a + 1.0) + abs(a) % 1.5)
+
+
+@ft.kernel
+def rows(out: ft.Out[f32], x: ft.In[f32]):
+    t = ft.load_like(x, out)
+    total = ft.sum(t, 1, keepdims=True)
+    hi = ft.max(t, axis=1, keepdims=True)
+    lo = t.min(1, keepdims=True)
+    out.store(t * 0.0 + total + hi * 10.0 - lo)
+
+
+@ft.kernel
+def argmax_rows(out: ft.Out[i32], x: ft.In[f32]):
+    bm, bn = out.tile_shape
+    t = ft.load(x, (out.tile_index[0], 0), (bm, 64))
+    out.store(ft.broadcast(ft.reshape(ft.argmax(t, 1), (bm, 1)), (bm, bn)))
+
+
+@ft.kernel
+def transpose(out: ft.Out[f32], x: ft.In[f32]):
+    i, j = out.tile_index
+    bm, bn = out.tile_shape
+    out.store(ft.load(x, (j, i), (bn, bm)).T)
+
+
+@ft.kernel
+def loops(out: ft.Out[f32], x: ft.In[f32], n: int):
+    acc = ft.zeros(out.tile_shape, f32)
+    for k in range(n):
+        if k % 2 == 0:
+            acc = acc + ft.load_like(x, out) * k
+        else:
+            acc = acc - 1.0
+    out.store(acc)
+
+
+@ft.kernel
+def iota(out: ft.Out[i32]):
+    (n,) = out.tile_shape
+    out.store(ft.arange(n) + out.tile_index[0] * n)
+
+
+@ft.kernel
+def matmul(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    acc = ft.zeros((bm, bn), f32)
+    for k in range(ft.cdiv(a.shape[1], bk)):
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    c.store(acc.astype(c.dtype))
+
+
+@ft.kernel
+def two_outputs(p: ft.Out[f32], q: ft.Out[f32], x: ft.In[f32]):
+    t = ft.load_like(x, p)
+    p.store(t + 1.0)
+    q.store(t * 2.0)
+
+
+@ft.kernel
+def fixed_tile(out: ft.Out[f32, 256], x: ft.In[f32]):
+    out.store(ft.load_like(x, out))
+
+
+@ft.kernel
+def mixed(out: ft.Out[f16], x: ft.In[bf16]):
+    out.store((ft.load_like(x, out).astype(f32) * math.pi).astype(f16))
