@@ -80,4 +80,5 @@ def test_unchecked_kernels_get_no_bounds_sites():
 
 
 def test_pass_list_is_the_documented_order():
-    assert [name for name, _ in PASSES] == ["access", "disjoint", "contract", "simplify", "bounds"]
+    assert [name for name, _ in PASSES] == ["access", "disjoint", "barriers", "shared", "contract",
+                                            "simplify", "bounds"]

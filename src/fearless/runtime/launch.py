@@ -55,6 +55,7 @@ class PreparedLaunch:
     size: tuple
     grid: tuple
     block: tuple
+    shared: int = 0  # bytes of dynamic shared memory per block
 
     @property
     def dims(self) -> int:
@@ -65,8 +66,9 @@ class PreparedLaunch:
         return math.prod(self.block)
 
     def __repr__(self) -> str:
+        extra = f", shared={self.shared}" if self.shared else ""
         return (f"PreparedLaunch(kernel={self.kernel.name!r}, size={self.size}, grid={self.grid}, "
-                f"block={self.block}, backend={self.backend!r})")
+                f"block={self.block}{extra}, backend={self.backend!r})")
 
 
 def _as_dims(kernel: str, what: str, value, dims: int | None = None) -> tuple:
@@ -85,7 +87,8 @@ def _as_dims(kernel: str, what: str, value, dims: int | None = None) -> tuple:
     return tuple(out)
 
 
-def plan(kernel, index_space: int, size, block, backend: str) -> PreparedLaunch:
+def plan(kernel, index_space: int, size, block, backend: str, shared: int = 0
+         ) -> PreparedLaunch:
     """Check a launch of ``kernel`` over ``size`` and return its PreparedLaunch.
 
     Raises ContractError when the kernel's index space differs from the launch's dimensions, a
@@ -119,7 +122,31 @@ def plan(kernel, index_space: int, size, block, backend: str) -> PreparedLaunch:
             raise ContractError(f"the launch needs {g} blocks along grid {'xyz'[axis]}, above the "
                                 f"device limit {most}", kernel=name,
                                 help="use a larger block, or split the problem")
-    return PreparedLaunch(kernel, backend, size, grid, block)
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise ContractError(f"shared= must be a number of bytes, got {shared!r}", kernel=name)
+    return PreparedLaunch(kernel, backend, size, grid, block, shared)
+
+
+SHARED_LIMIT = 48 * 1024  # bytes per block without the opt-in attribute (sm_80+)
+
+
+def check_shared(kernel: str, launch: PreparedLaunch, shared: tuple) -> None:
+    """Dynamic shared memory must be asked for exactly when the kernel uses it; static and
+    dynamic shared memory together must fit the device (checked here against the 48 KB every
+    sm_80+ device gives without opting in)."""
+    from fearless.dtypes import from_name
+    dynamic = [d for _, shape, d in shared if shape is None]
+    if dynamic and launch.shared == 0:
+        raise ContractError("the kernel uses fl.shared.dynamic(), but the launch gives it no "
+                            "dynamic shared memory", kernel=kernel,
+                            help=f"prepare it with shared=<bytes per block>, for example "
+                                 f"shared={launch.threads_per_block} * itemsize")
+    static = sum(math.prod(shape) * from_name(d).itemsize for _, shape, d in shared
+                 if shape is not None)
+    if static + launch.shared > SHARED_LIMIT and launch.backend == "cpu":
+        raise ContractError(f"the kernel uses {static} bytes of static and {launch.shared} of "
+                            f"dynamic shared memory per block, above {SHARED_LIMIT}",
+                            kernel=kernel, help="use smaller tiles")
 
 
 def check_compiled(kernel: str, launch: PreparedLaunch, registers: int,
@@ -136,17 +163,17 @@ def check_arguments(kernel: str, names: list[str], types: tuple, tensors: list) 
     """Alias and coverage checks over the array arguments (``tensors[i]`` None for scalars)."""
     arrays = [(n, t, ty) for n, t, ty in zip(names, tensors, types) if t is not None]
     for name, tensor, ty in arrays:
-        if ty.access is T.Access.DISJOINT and tensor.readonly:
+        if ty.access.writable and tensor.readonly:
             raise ArgumentTypeError(f"'{name}' is written, but its memory is read-only",
                                     kernel=kernel, param=name,
                                     help="pass a writable array (NumPy: a copy, or "
                                          "flags.writeable = True)")
-        if ty.access is T.Access.DISJOINT and tensor.size > 1 and tensor.has_internal_overlap():
+        if ty.access.writable and tensor.size > 1 and tensor.has_internal_overlap():
             raise AliasError(f"'{name}' is written, but several of its elements share memory "
                              f"(strides {tensor.strides})", kernel=kernel, param=name,
                              help="pass a tensor without broadcast or overlapping strides")
     for i, (name, tensor, ty) in enumerate(arrays):
-        if ty.access is not T.Access.DISJOINT or tensor.size == 0:
+        if not ty.access.writable or tensor.size == 0:
             continue
         lo, hi = tensor.byte_extent()
         for j, (other, ot, _) in enumerate(arrays):
