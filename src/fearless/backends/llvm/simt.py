@@ -59,7 +59,7 @@ def _shared_alloc(low, op):
     shape = op.attrs["shape"]
     if shape is None:
         gv = module.globals.get("__fl_dynamic_shared")
-        if gv is None:
+        if gv is None:  # one per kernel (the shared pass refuses a second dynamic array)
             gv = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), "__fl_dynamic_shared",
                                    addrspace=SHARED)
             gv.linkage = "external"
@@ -79,6 +79,7 @@ def _shared_alloc(low, op):
     for e in reversed(shape or (None,)):
         strides.append(ir.Constant(I64, acc))
         acc *= e or 1
+    gv.type = ir.PointerType(addrspace=SHARED)  # an opaque pointer, as array parameters have
     low.set(op, ArrayArg(ty, gv, dims, strides[::-1]))
 
 
