@@ -1,3 +1,4 @@
 """Self-checking fearless examples; ``fearless demo`` runs them all. Each module has ``run()``."""
 
-NAMES = ("vector_add", "saxpy", "matrix_add", "generic_map", "image_filter")
+NAMES = ("vector_add", "saxpy", "matrix_add", "generic_map", "image_filter",
+         "block_reduce", "histogram")
