@@ -1,4 +1,5 @@
 """Self-checking fearless examples; ``fearless demo`` runs them all. Each module has ``run()``."""
 
 NAMES = ("vector_add", "saxpy", "matrix_add", "generic_map", "image_filter",
-         "tile_vector_add", "tile_softmax", "tile_layernorm", "tile_gemm", "tile_simt_chain")
+         "tile_vector_add", "tile_softmax", "tile_layernorm", "tile_gemm", "tile_simt_chain",
+         "block_reduce", "histogram")

@@ -16,14 +16,17 @@ from fearless.runtime.launch import PreparedLaunch
 from fearless.runtime.stream import Stream, current_stream, synchronize
 from fearless.runtime.partition import Partition
 from fearless.runtime.tensor import Tensor, asarray, empty, full, ones, zeros
-from fearless.simt import thread
-from fearless.simt.params import Array, DisjointArray, DisjointSlice, Slice
+from fearless.simt import shared, thread
+from fearless.simt.params import (Array, AtomicSlice, DisjointArray, DisjointSlice, Slice,
+                                  UnsafeSlice)
+from fearless.simt.thread import sync_threads
 
 __version__ = "0.1.0"
 
 __all__ = [
     "kernel", "func", "unchecked", "unsafe", "Kernel", "DeviceFunction", "PreparedLaunch",
-    "thread", "Slice", "DisjointSlice", "Array", "DisjointArray",
+    "thread", "shared", "sync_threads", "Slice", "DisjointSlice", "Array", "DisjointArray",
+    "AtomicSlice", "UnsafeSlice",
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
     "DeviceOperation", "zip", "graph", "Graph",
     "Stream", "current_stream", "synchronize", "current_backend", "set_backend",

@@ -107,7 +107,7 @@ def param_types(kernel, signature: dict) -> tuple:
         given = signature.get(name)
         if isinstance(kind, ArrayParam):
             dt = given[0] if given else kind.kind.dtype
-            access = T.Access.DISJOINT if kind.kind.writable else T.Access.READ
+            access = T.Access(kind.kind.access)
             ndim = kind.kind.ndim
         elif isinstance(kind, AnyParam):
             if not given:

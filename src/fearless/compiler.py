@@ -82,7 +82,8 @@ def _passes(s: _State):
     fn = run_all(s.out.fn, s.options, verify)
     s.out.fn = fn
     s.out.meta = {"index_space": fn.attrs["index_space"],
-                  "bounds_sites": [(name, span) for name, span in fn.attrs["bounds_sites"]]}
+                  "bounds_sites": [(name, span) for name, span in fn.attrs["bounds_sites"]],
+                  "shared": fn.attrs.get("shared", ())}
 
 
 def _llvm(s: _State):

@@ -8,6 +8,8 @@ Variables:
     FEARLESS_CACHE_DIR  JIT cache directory; default ``$XDG_CACHE_HOME/fearless`` (``~/.cache``).
     FEARLESS_CACHE      ``0`` disables the on-disk JIT cache (the in-memory one stays).
     FEARLESS_DUMP       comma list of stages to print while compiling: ``ir,llvm,ptx``.
+    FEARLESS_RACECHECK  ``1`` runs the cpu backend's race detector on shared memory, UnsafeSlice
+                        and atomic arrays (raises RaceError); default ``0``.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ class Config:
     cache_dir: Path
     disk_cache: bool
     dump: frozenset[str]
+    racecheck: bool = False
 
     @staticmethod
     def from_env(env=None) -> "Config":
@@ -33,7 +36,8 @@ class Config:
         cache_dir = Path(env.get("FEARLESS_CACHE_DIR") or Path(xdg) / "fearless")
         dump = frozenset(s.strip() for s in env.get("FEARLESS_DUMP", "").split(",") if s.strip())
         return Config(backend=backend, cache_dir=cache_dir,
-                      disk_cache=env.get("FEARLESS_CACHE", "1") != "0", dump=dump)
+                      disk_cache=env.get("FEARLESS_CACHE", "1") != "0", dump=dump,
+                      racecheck=env.get("FEARLESS_RACECHECK", "0") not in ("", "0"))
 
 
 CONFIG = Config.from_env()

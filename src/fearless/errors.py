@@ -10,6 +10,8 @@
     |   +-- MovedError          a tensor, Partition or operation was used after it was moved
     |                           (into a Partition, a pending operation or a graph)
     +-- KernelBoundsError       a read went out of bounds on the device (raised at synchronisation)
+    +-- RaceError               threads touched one element without synchronisation (cpu backend)
+    |   +-- BarrierError        a barrier was reached by only some threads of a block
     +-- BackendError            the GPU, driver or toolchain is missing or failed
     +-- InternalError           a bug in fearless; keeps its traceback
 
@@ -106,6 +108,18 @@ class KernelBoundsError(FearlessError):
     def __init__(self, reason: str, *, index: int, length: int, axis: int, **kw):
         self.index, self.length, self.axis = index, length, axis
         super().__init__(reason, **kw)
+
+
+class RaceError(FearlessError):
+    """Two threads of one launch touched one element, at least one of them writing, with no
+    barrier between them (or from different blocks). Found by the cpu backend's race detector
+    (``FEARLESS_RACECHECK=1``) and raised when the launch ends. The message names both source
+    lines and both threads as ``block (x, y), thread (x, y)``."""
+
+
+class BarrierError(RaceError):
+    """A barrier (``sync_threads()``) was reached by only some threads of a block, which would
+    deadlock or break shared memory on the GPU; found by the cpu backend as the block runs."""
 
 
 class BackendError(FearlessError):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import functools
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,24 +39,9 @@ from fearless.runtime.partition import Partition
 from fearless.runtime.stream import current_stream
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.simt import thread
+from fearless.simt.safety import in_unsafe, unsafe  # noqa: F401 (re-exported)
 
 VERSION = "0.1.0"
-_unsafe = threading.local()
-
-
-@contextmanager
-def unsafe():
-    """Allow operations that skip fearless's launch checks (``kernel.launch_raw``)."""
-    depth = getattr(_unsafe, "depth", 0)
-    _unsafe.depth = depth + 1
-    try:
-        yield
-    finally:
-        _unsafe.depth = depth
-
-
-def in_unsafe() -> bool:
-    return getattr(_unsafe, "depth", 0) > 0
 
 
 class DeviceFunction:
@@ -221,14 +205,16 @@ class Kernel:
 
     # launching -------------------------------------------------------------------------------
 
-    def prepare(self, size, block=None) -> contracts.PreparedLaunch:
+    def prepare(self, size, block=None, shared: int = 0) -> contracts.PreparedLaunch:
         """Check a launch over ``size`` (``n`` or ``(rows, cols)``) and return its ticket.
 
         ``block``: threads per block, ``n`` or ``(cols, rows)``; default 256 (1-d) or (32, 8).
+        ``shared``: bytes of dynamic shared memory per block (``fl.shared.dynamic``).
         Raises ContractError when the launch does not fit the kernel's index space or the
         device's limits, CompileError when the kernel's source cannot be read.
         """
-        return contracts.plan(self, self.index_space, size, block, device.current_backend())
+        return contracts.plan(self, self.index_space, size, block, device.current_backend(),
+                              shared)
 
     def __getitem__(self, launch):
         if not isinstance(launch, contracts.PreparedLaunch):
@@ -352,6 +338,7 @@ class Kernel:
             contracts.check_coverage(self.name, launch, entry.names, entry.types, tensors)
         values = self._scalars(entry, args)
         sites = entry.compiled.meta["bounds_sites"]
+        contracts.check_shared(self.name, launch, entry.compiled.meta.get("shared", ()))
         if backend == "cpu":
             return (lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch,
                                                        entry.types, values, tensors, sites,
@@ -426,13 +413,15 @@ def _dump_meta(meta: dict) -> dict:
     sites = [(name, [s.filename, s.line, s.col, s.end_col, s.text]) for name, s in
              meta["bounds_sites"]]
     return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"]}
+            "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())]}
 
 
 def _load_meta(meta: dict) -> dict:
     sites = tuple((name, Span(*span)) for name, span in meta["bounds_sites"])
+    shared = tuple((n, tuple(shape) if shape is not None else None, d)
+                   for n, shape, d in meta.get("shared", ()))
     return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"]}
+            "coarsen": meta["coarsen"], "shared": shared}
 
 
 def kernel(fn=None, *, unchecked: bool = False):

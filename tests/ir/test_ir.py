@@ -6,6 +6,7 @@ import pytest
 from fearless import dtypes
 from fearless.backends.cpu import simt as cpu_simt, tile as cpu_tile
 from fearless.backends.llvm import lower as llvm
+from fearless.backends.tileir import lower as tileir
 from fearless.errors import InternalError, SafetyError
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Function, Param, Region, Value
@@ -35,7 +36,8 @@ def kernel(store_index: str):
     return Function("k", [Param("x", x.type, x), Param("out", out.type, out)], body)
 
 
-@pytest.mark.parametrize("backend", [cpu_simt, cpu_tile, llvm], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("backend", [cpu_simt, cpu_tile, llvm, tileir],
+                         ids=lambda m: m.__name__)
 def test_every_op_has_a_rule_or_a_reason_in_every_backend(backend):
     covered = set(backend.RULES) | set(backend.UNSUPPORTED)
     assert set(REGISTRY) == covered, set(REGISTRY) ^ covered
@@ -83,4 +85,5 @@ def test_unchecked_kernels_get_no_bounds_sites():
 
 
 def test_pass_list_is_the_documented_order():
-    assert [name for name, _ in PASSES] == ["access", "disjoint", "contract", "simplify", "bounds"]
+    assert [name for name, _ in PASSES] == ["access", "disjoint", "barriers", "shared", "contract",
+                                            "simplify", "bounds"]

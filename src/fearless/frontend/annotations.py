@@ -142,7 +142,7 @@ def specialize(kernel: str, kinds: list[tuple[str, ParamKind]],
                      help=f"convert the array first, for example fl.asarray(x, fl.{want})")
             dtype = want  # scalars convert to the declared dtype
         if isinstance(kind, ArrayParam):
-            access = T.Access.DISJOINT if kind.kind.writable else T.Access.READ
+            access = T.Access(kind.kind.access)
             out[i] = T.Array(dtype, info.ndim, access, info.contiguous)
         else:
             out[i] = T.Scalar(dtype)

@@ -128,6 +128,8 @@ class FunctionGen(ast.NodeVisitor):
         self.loop_depth = 0
         self.depth = 0  # regions (if/for/while bodies) around the statement being generated
         self.returned = None  # the binding of the return slot(s), once a return has a value
+        self.unsafe_depth = 0  # `with fl.unsafe():` blocks around the statement (not inherited
+        #                        by inlined functions, as Rust's unsafe blocks are not)
 
     # diagnostics ----------------------------------------------------------------------------
 
@@ -193,15 +195,29 @@ class FunctionGen(ast.NodeVisitor):
         if isinstance(target, ast.Subscript):
             array = self.visit(target.value)
             indices = self.visit_indices(target.slice)
-            current = self.load(array, indices, target)
+            current = self.load(array, indices, target, rmw=True)
             self.store(array, indices, self.emit.binary(op, current, self.visit(node.value)),
-                       target)
+                       target, rmw=True)
             return False
         if not isinstance(target, ast.Name):
             raise self.error(target, "augmented assignment needs a name or an array element")
         self.assign(target, self.emit.binary(op, self.read_name(target), self.visit(node.value)),
                     node)
         return False
+
+    def visit_With(self, node):
+        item = node.items[0] if len(node.items) == 1 else None
+        ok = item is not None and item.optional_vars is None and isinstance(
+            item.context_expr, ast.Call) and not item.context_expr.args \
+            and not item.context_expr.keywords and self.is_static(item.context_expr.func,
+                                                                  intrinsics.safety.unsafe)
+        if not ok:
+            raise self.error(node, "kernels support only `with fl.unsafe():`")
+        self.unsafe_depth += 1
+        try:
+            return self.body(node.body)
+        finally:
+            self.unsafe_depth -= 1
 
     def visit_If(self, node):
         cond = self.emit.truth(self.visit(node.test))
@@ -319,6 +335,8 @@ class FunctionGen(ast.NodeVisitor):
 
     def assign_name(self, name: str, value, node):
         once = self.cap.assign_counts[name] == 1
+        if isinstance(value, Value) and isinstance(value.type, T.Array) and not value.hint:
+            value.hint = name  # names a shared array in diagnostics
         if once and (_is_static(value) or (self.depth == 0 and isinstance(value, Value))):
             # a constant, or a value assigned once in the function's own region, which
             # dominates every later use: no slot needed
@@ -564,8 +582,9 @@ class FunctionGen(ast.NodeVisitor):
         if len(indices) != array.type.ndim:
             raise self.error(node, f"{array.type.ndim}-d array indexed with {len(indices)} "
                                    f"indices")
-        keep_tid = array.type.access is T.Access.DISJOINT
-        return [i if keep_tid and isinstance(i, Value) and isinstance(i.type, T.ThreadIndex)
+        keep = {T.Access.DISJOINT: False, T.Access.SHARED: True}.get(array.type.access)
+        return [i if keep is not None and isinstance(i, Value)
+                and isinstance(i.type, T.ThreadIndex) and i.type.block == keep
                 else self.emit.scalar(i, T.INDEX.dtype) for i in indices]
 
     def array(self, value, node) -> Value:
@@ -573,19 +592,36 @@ class FunctionGen(ast.NodeVisitor):
             raise self.error(node, f"{describe(value)} cannot be indexed")
         return value
 
-    def load(self, array, indices, node):
+    def load(self, array, indices, node, rmw=False):
         indices, spans = indices
         array = self.array(array, node)
         operands = self.index_operands(array, indices, node)
         return self.b.create("mem.load", [array, *operands], [T.Scalar(array.type.dtype)],
-                             {"checked": False, "index_spans": spans}).result
+                             {"checked": False, "index_spans": spans, **self.unsafe_attr(),
+                              **({"rmw": True} if rmw else {})}).result
 
-    def store(self, array, indices, value, node):
+    def store(self, array, indices, value, node, rmw=False):
         indices, spans = indices
         array = self.array(array, node)
+        if array.type.access is T.Access.ATOMIC:
+            raise self.error(node, "an AtomicSlice is changed only through its atomic methods",
+                             help=f"write {describe_rmw(node)}")
         operands = self.index_operands(array, indices, node)
         stored = self.emit.implicit(value, T.Scalar(array.type.dtype), "an array element")
-        self.b.create("mem.store", [array, *operands, stored], [], {"index_spans": spans})
+        self.b.create("mem.store", [array, *operands, stored], [],
+                      {"index_spans": spans, **self.unsafe_attr(), **({"rmw": True} if rmw
+                                                                       else {})})
+
+    def unsafe_attr(self) -> dict:
+        """``{"unsafe": True}`` for ops written inside ``with fl.unsafe():``, else nothing."""
+        return {"unsafe": True} if self.unsafe_depth > 0 else {}
+
+
+def describe_rmw(node) -> str:
+    """The atomic call that replaces ``a[i] += v`` (for help lines)."""
+    if isinstance(node, ast.Subscript):
+        return f"{ast.unparse(node.value)}.add({ast.unparse(node.slice)}, v)"
+    return "a.add(i, v)"
 
 
 def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect = SIMT,

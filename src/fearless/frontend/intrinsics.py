@@ -6,6 +6,7 @@ frontend value, freezing numbers as constants. ``call`` dispatches a call on its
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import math
 import types
@@ -18,7 +19,7 @@ from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static, TupleValue, TypingError
 from fearless.ir import types as T
 from fearless.ir.core import Value
-from fearless.simt import thread
+from fearless.simt import safety, shared, thread
 
 if TYPE_CHECKING:
     from fearless.frontend.astgen import FunctionGen
@@ -91,7 +92,23 @@ def attribute(gen: "FunctionGen", value, attr: str, node):
     raise gen.error(node, f"{describe(value)} has no attribute '{attr}' in a kernel")
 
 
+class ArrayMethod:
+    """``arr.add`` and the other atomic methods of an AtomicSlice or a shared array, bound to
+    the array; called through ``call`` (the only kernel calls that take keywords)."""
+
+    def __init__(self, array: Value, name: str):
+        self.array, self.name = array, name
+        self.__name__ = name
+
+
+_ATOMIC_METHODS = {"add": "add", "sub": "sub", "min": "min", "max": "max", "and_": "and",
+                   "or_": "or", "xor": "xor", "exchange": "exchange",
+                   "compare_exchange": "cas"}
+
+
 def _array_attribute(gen, array: Value, attr: str, node):
+    if attr in _ATOMIC_METHODS and array.type.access in (T.Access.ATOMIC, T.Access.SHARED):
+        return Static(ArrayMethod(array, attr))
     if attr == "shape":
         return TupleValue(tuple(gen.b.create("mem.dim", [array], [T.INDEX], {"axis": k}).result
                                 for k in range(array.type.ndim)))
@@ -109,6 +126,8 @@ def _array_attribute(gen, array: Value, attr: str, node):
 
 
 def call(gen: "FunctionGen", func, node):
+    if isinstance(func, Static) and isinstance(func.obj, ArrayMethod):
+        return _atomic(gen, func.obj, node)
     if node.keywords:
         raise gen.error(node, "keyword arguments are not supported in kernel calls")
     args = [gen.visit(a) for a in node.args]
@@ -173,6 +192,106 @@ def _index_2d(gen, args, node):
                      {"space": 2, "axis": axis}).result for axis in (0, 1)))
 
 
+def _index_in_block(gen, args, node):
+    _arity(gen, args, node, 0)
+    return gen.b.create("simt.thread_index", [], [T.ThreadIndex(1, 0, True)],
+                        {"space": 1, "axis": 0, "block": True}).result
+
+
+def _index_in_block_2d(gen, args, node):
+    _arity(gen, args, node, 0)
+    return TupleValue(tuple(
+        gen.b.create("simt.thread_index", [], [T.ThreadIndex(2, axis, True)],
+                     {"space": 2, "axis": axis, "block": True}).result for axis in (0, 1)))
+
+
+def _special(reg):
+    def handler(gen, args, node):
+        _arity(gen, args, node, 0, 1)
+        axis = 0
+        if args:
+            if not (isinstance(args[0], Const) and args[0].value in (0, 1)
+                    and not isinstance(args[0].value, bool)):
+                raise gen.error(node.args[0], "the axis must be the constant 0 (x) or 1 (y)")
+            axis = args[0].value
+        return gen.b.create("simt.special", [], [T.INDEX], {"reg": reg, "axis": axis}).result
+    return handler
+
+
+def _lane(gen, args, node):
+    _arity(gen, args, node, 0)
+    return gen.b.create("simt.special", [], [T.INDEX], {"reg": "lane", "axis": 0}).result
+
+
+def _sync_threads(gen, args, node):
+    _arity(gen, args, node, 0)
+    gen.b.create("simt.barrier", [], [], gen.unsafe_attr())
+    return Static(None)
+
+
+def _shared_array(gen, args, node):
+    _arity(gen, args, node, 2)
+    shape, dtype = args[0], as_dtype(args[1])
+    items = shape.items if isinstance(shape, TupleValue) else (shape,)
+    if not items or not all(isinstance(e, Const) and isinstance(e.value, int)
+                            and not isinstance(e.value, bool) and e.value > 0 for e in items):
+        raise gen.error(node.args[0], "a shared array's shape must be positive constant ints",
+                        help="use fl.shared.dynamic(dtype) for a size chosen at launch")
+    if dtype is None:
+        raise gen.error(node.args[1], f"{describe(args[1])} is not a dtype")
+    shape = tuple(e.value for e in items)
+    return gen.b.create("simt.shared_alloc", [], [T.Array(dtype, len(shape), T.Access.SHARED,
+                                                            True)], {"shape": shape}).result
+
+
+def _shared_dynamic(gen, args, node):
+    _arity(gen, args, node, 1)
+    dtype = as_dtype(args[0])
+    if dtype is None:
+        raise gen.error(node.args[0], f"{describe(args[0])} is not a dtype")
+    return gen.b.create("simt.shared_alloc", [], [T.Array(dtype, 1, T.Access.SHARED, True)],
+                        {"shape": None}).result
+
+
+_ATOMIC_INT = {"i32", "u32", "i64", "u64"}
+_ATOMIC_FLOAT_OPS = {"add": {"f16", "bf16", "f32", "f64"}, "sub": {"f16", "bf16", "f32", "f64"},
+                     "exchange": {"f32", "f64"}, "cas": {"f32", "f64"}}
+
+
+def _keyword(gen, kw, allowed):
+    v = kw.value
+    if not (isinstance(v, ast.Constant) and v.value in allowed):
+        raise gen.error(v, f"{kw.arg}= must be one of {', '.join(map(repr, allowed))}")
+    return v.value
+
+
+def _atomic(gen, method: ArrayMethod, node):
+    from fearless.ir.ops.memory import ORDERS, SCOPES
+    array, op = method.array, _ATOMIC_METHODS[method.name]
+    shared_array = array.type.access is T.Access.SHARED
+    attrs = {"op": op, "scope": "block" if shared_array else "device", "order": "relaxed"}
+    for kw in node.keywords:
+        if kw.arg not in ("scope", "order"):
+            raise gen.error(kw.value if kw.arg else node,
+                            f"atomic methods take the keywords scope= and order=, not {kw.arg}=")
+        attrs[kw.arg] = _keyword(gen, kw, SCOPES if kw.arg == "scope" else ORDERS)
+    d = array.type.dtype
+    if d.name not in _ATOMIC_INT and d.name not in _ATOMIC_FLOAT_OPS.get(op, ()):
+        kinds = "32- and 64-bit integers" + (
+            f" and {', '.join(sorted(_ATOMIC_FLOAT_OPS[op]))}" if op in _ATOMIC_FLOAT_OPS else "")
+        raise gen.error(node.func, f"atomic {method.name} on {d} elements is not supported; "
+                                   f"it takes {kinds}")
+    if array.type.ndim != 1:
+        raise gen.error(node.func, "atomic methods take 1-d arrays")
+    args = [gen.visit(a) for a in node.args]
+    _arity(gen, args, node, 3 if op == "cas" else 2)
+    index = gen.emit.scalar(args[0], T.INDEX.dtype)
+    values = [gen.emit.implicit(v, T.Scalar(d), f"the atomic {method.name}") for v in args[1:]]
+    attrs.update(gen.unsafe_attr())
+    attrs["index_spans"] = (gen.cap.span(node.args[0]),)
+    return gen.b.create("mem.atomic", [array, index, *values], [T.Scalar(d)], attrs).result
+
+
 def _len(gen, args, node):
     _arity(gen, args, node, 1)
     (x,) = args
@@ -227,6 +346,17 @@ def _refuse(message, help=None):
 HANDLERS = {
     thread.index_1d: _index_1d,
     thread.index_2d: _index_2d,
+    thread.index_in_block: _index_in_block,
+    thread.index_in_block_2d: _index_in_block_2d,
+    thread.block_index: _special("block_index"),
+    thread.block_dim: _special("block_dim"),
+    thread.grid_dim: _special("grid_dim"),
+    thread.thread_in_block: _special("thread_in_block"),
+    thread.lane: _lane,
+    thread.sync_threads: _sync_threads,
+    shared.array: _shared_array,
+    shared.dynamic: _shared_dynamic,
+    safety.unsafe: _refuse("fl.unsafe() is used as `with fl.unsafe():` around statements"),
     builtins.len: _len,
     builtins.min: _minmax("min"),
     builtins.max: _minmax("max"),

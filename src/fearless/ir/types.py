@@ -12,6 +12,13 @@ class Access(Enum):
 
     READ = "read"          # Slice / Array: shared, read-only
     DISJOINT = "disjoint"  # DisjointSlice / DisjointArray: each thread its own element only
+    SHARED = "shared"      # block-shared memory: own-slot writes, other slots after a barrier
+    UNSAFE = "unsafe"      # UnsafeSlice: any access, only inside `with fl.unsafe():`
+    ATOMIC = "atomic"      # AtomicSlice: atomic read-modify-write operations only
+
+    @property
+    def writable(self) -> bool:
+        return self is not Access.READ
 
 
 @dataclass(frozen=True)
@@ -42,13 +49,16 @@ class ThreadIndex:
 
     Only ``simt.thread_index`` produces it; it is the proof that a DisjointSlice write goes to the
     thread's own element. ``simt.index_value`` turns it into a plain i64 (losing the proof).
+    ``block=True``: the coordinate within the thread's block (``index_in_block``), the proof that
+    a shared-memory write goes to the thread's own slot; unique within a block only.
     """
 
     space: int
     axis: int
+    block: bool = False
 
     def __str__(self) -> str:
-        return f"tid<{self.space}d, axis {self.axis}>"
+        return f"{'btid' if self.block else 'tid'}<{self.space}d, axis {self.axis}>"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fearless.passes import access, bounds, contract, disjoint, simplify
+from fearless.passes import access, barriers, bounds, contract, disjoint, shared, simplify
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,8 @@ class PassOptions:
 PASSES = (
     ("access", access.run),        # no writes to read-only arrays
     ("disjoint", disjoint.run),    # DisjointSlice accesses only at the thread's own index
+    ("barriers", barriers.run),    # every barrier is reached by the whole block
+    ("shared", shared.run),        # shared memory: own-slot writes, barriers between threads
     ("contract", contract.run),    # the index space the kernel uses (none, 1-d or 2-d)
     ("simplify", simplify.run),    # drop unused pure ops
     ("bounds", bounds.run),        # mark reads bounds-checked, number their sites

@@ -1,4 +1,4 @@
-"""Bounds checks on reads: mark every ``mem.load`` checked and give it a site number.
+"""Bounds checks on reads: mark every ``mem.load`` (and ``mem.atomic``) checked and number it.
 
 A checked read that is out of bounds is skipped (it yields zero) and the first such event of a
 launch is recorded (site, index, extent, axis) in the launch's error word; the host raises
@@ -8,18 +8,18 @@ to ``(parameter name, span)`` for that message. ``fl.unchecked`` kernels skip th
 from __future__ import annotations
 
 from fearless.ir.core import Function
-from fearless.passes.common import params_by_value
+from fearless.passes.common import array_name, params_by_value
 
 
 def run(fn: Function, options) -> Function:
     params = params_by_value(fn)
     sites = []
     for op in fn.walk():
-        if op.name != "mem.load":
+        if op.name not in ("mem.load", "mem.atomic"):
             continue
         op.attrs["checked"] = options.bounds_checks
         if options.bounds_checks:
             op.attrs["site"] = len(sites) + 1  # 0 means "no error" in the error word
-            sites.append((params[id(op.operands[0])].name, op.span))
+            sites.append((array_name(params, op.operands[0]), op.span))
     fn.attrs["bounds_sites"] = tuple(sites)
     return fn

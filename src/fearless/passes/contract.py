@@ -1,6 +1,9 @@
 """Index-space agreement: a kernel uses at most one index space (1-d or 2-d).
 
-Sets ``fn.attrs["index_space"]`` to 0 (no thread index), 1 or 2. ``prepare()`` compares it with
+Sets ``fn.attrs["index_space"]`` to 0 (no thread index), 1 or 2, and ``fn.attrs["block_level"]``
+when the kernel uses its block (shared memory, barriers, block/lane coordinates, warp ops): the
+LLVM backend then runs one logical thread per hardware thread, as the block's threads must meet
+at barriers and see their own block's coordinates. ``prepare()`` compares it with
 the launch's dimensions, so a kernel using ``index_2d`` is never launched 1-d.
 """
 from __future__ import annotations
@@ -11,8 +14,12 @@ from fearless.ir.core import Function
 
 def run(fn: Function, options) -> Function:
     space, first = 0, None
+    fn.attrs["block_level"] = any(
+        op.name in ("simt.special", "simt.barrier", "simt.shared_alloc")
+        or op.name.startswith("warp.") or (op.name == "simt.thread_index" and op.attrs.get("block"))
+        for op in fn.walk())
     for op in fn.walk():
-        if op.name != "simt.thread_index":
+        if op.name != "simt.thread_index" or op.attrs.get("block"):
             continue
         s = op.attrs["space"]
         if space and s != space:

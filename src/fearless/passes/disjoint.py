@@ -32,9 +32,12 @@ def run(fn: Function, options) -> Function:
                 continue
             spans = op.attrs.get("index_spans")
             span = spans[k] if spans else op.span
+            name = params[id(array)].name
             raise SafetyError(_reason(op.name, index.type, want, k, ndim),
-                              kernel=fn.name, param=params[id(array)].name, span=span,
-                              help=_help(ndim))
+                              kernel=fn.name, param=name, span=span,
+                              help=(f"several threads may update this element: declare "
+                                    f"'{name}' fl.AtomicSlice[T] and write {name}.add(i, v)")
+                              if op.attrs.get("rmw") else _help(ndim))
     return fn
 
 

@@ -14,7 +14,7 @@ import struct
 
 import numpy as np
 
-from fearless.errors import KernelBoundsError
+from fearless.errors import KernelBoundsError, RaceError
 from fearless.ir import types as T
 from fearless.runtime import memory
 from fearless.runtime.stream import Stream
@@ -149,9 +149,9 @@ def flat_values(types: tuple, values: list, tensors: list, dummy: int) -> list:
 
 
 @functools.lru_cache(maxsize=256)
-def _config(grid: tuple, block: tuple):
+def _config(grid: tuple, block: tuple, shared: int = 0):
     from cuda.core import LaunchConfig
-    return LaunchConfig(grid=grid, block=block)
+    return LaunchConfig(grid=grid, block=block, shmem_size=shared)
 
 
 def physical_grid(grid: tuple, coarsen: int) -> tuple:
@@ -180,32 +180,45 @@ def launch_cuda(kernel: str, loaded, launch, names, types, values, tensors, site
     params = loaded.params
     if loaded.direct:
         try:
-            _driver_launch(loaded, grid, launch.block, stream, params.fill(flat))
+            _driver_launch(loaded, grid, launch.block, stream, params.fill(flat), launch.shared)
             return
         except Exception:  # this driver binding takes the call differently: use cuda.core's
             loaded.direct = False
-    core_launch(stream.core, _config(grid, launch.block), loaded.handle,
+    core_launch(stream.core, _config(grid, launch.block, launch.shared), loaded.handle,
                 *params.numpy_scalars(flat))
 
 
-def _driver_launch(loaded, grid: tuple, block: tuple, stream: Stream, params: int) -> None:
+def _driver_launch(loaded, grid: tuple, block: tuple, stream: Stream, params: int,
+                   shared: int = 0) -> None:
     from cuda.bindings import driver
 
     g = tuple(grid) + (1,) * (3 - len(grid))
     b = tuple(block) + (1,) * (3 - len(block))
-    (err,) = driver.cuLaunchKernel(loaded.handle.handle, *g, *b, 0, stream.core.handle, params, 0)
+    (err,) = driver.cuLaunchKernel(loaded.handle.handle, *g, *b, shared, stream.core.handle,
+                                   params, 0)
     if err != driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuLaunchKernel: {err}")
 
 
 def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: Stream):
-    """Interpret the kernel now; a bounds error is raised at the next synchronisation."""
+    """Interpret the kernel now; a bounds error is raised at the next synchronisation, a race
+    (``FEARLESS_RACECHECK=1``) when the launch ends, a barrier error as it happens."""
+    from fearless import config
     from fearless.backends.cpu.simt import run
 
     args = [t._raw_view() if t is not None else v for v, t in zip(values, tensors)]
     events = []
+    races = None
     if 0 not in launch.grid:
-        run(fn, launch.grid, launch.block, args, lambda *event: events.append(event))
+        races = run(fn, launch.grid, launch.block, args, lambda *event: events.append(event),
+                    launch.shared, config.CONFIG.racecheck)
+    if races is not None and races.race is not None:
+        from fearless.backends.cpu.block import launch_lanes
+        lanes = launch_lanes(1, launch.grid, launch.block, 0, 1)
+        text, span = races.describe(lanes.thread_name)
+        raise RaceError(text, kernel=kernel, span=span,
+                        help="separate the accesses with fl.thread.sync_threads(), give each "
+                             "thread its own element, or use an atomic method")
     if events:
         error = bounds_error(kernel, sites, *events[0])
 

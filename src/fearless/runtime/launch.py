@@ -57,6 +57,7 @@ class PreparedLaunch:
     size: tuple
     grid: tuple
     block: tuple
+    shared: int = 0  # bytes of dynamic shared memory per block
 
     @property
     def dims(self) -> int:
@@ -67,8 +68,9 @@ class PreparedLaunch:
         return math.prod(self.block)
 
     def __repr__(self) -> str:
+        extra = f", shared={self.shared}" if self.shared else ""
         return (f"PreparedLaunch(kernel={self.kernel.name!r}, size={self.size}, grid={self.grid}, "
-                f"block={self.block}, backend={self.backend!r})")
+                f"block={self.block}{extra}, backend={self.backend!r})")
 
 
 def _as_dims(kernel: str, what: str, value, dims: int | None = None) -> tuple:
@@ -87,7 +89,8 @@ def _as_dims(kernel: str, what: str, value, dims: int | None = None) -> tuple:
     return tuple(out)
 
 
-def plan(kernel, index_space: int, size, block, backend: str) -> PreparedLaunch:
+def plan(kernel, index_space: int, size, block, backend: str, shared: int = 0
+         ) -> PreparedLaunch:
     """Check a launch of ``kernel`` over ``size`` and return its PreparedLaunch.
 
     Raises ContractError when the kernel's index space differs from the launch's dimensions, a
@@ -121,7 +124,31 @@ def plan(kernel, index_space: int, size, block, backend: str) -> PreparedLaunch:
             raise ContractError(f"the launch needs {g} blocks along grid {'xyz'[axis]}, above the "
                                 f"device limit {most}", kernel=name,
                                 help="use a larger block, or split the problem")
-    return PreparedLaunch(kernel, backend, size, grid, block)
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        raise ContractError(f"shared= must be a number of bytes, got {shared!r}", kernel=name)
+    return PreparedLaunch(kernel, backend, size, grid, block, shared)
+
+
+SHARED_LIMIT = 48 * 1024  # bytes per block without the opt-in attribute (sm_80+)
+
+
+def check_shared(kernel: str, launch: PreparedLaunch, shared: tuple) -> None:
+    """Dynamic shared memory must be asked for exactly when the kernel uses it; static and
+    dynamic shared memory together must fit the device (checked here against the 48 KB every
+    sm_80+ device gives without opting in)."""
+    from fearless.dtypes import from_name
+    dynamic = [d for _, shape, d in shared if shape is None]
+    if dynamic and launch.shared == 0:
+        raise ContractError("the kernel uses fl.shared.dynamic(), but the launch gives it no "
+                            "dynamic shared memory", kernel=kernel,
+                            help=f"prepare it with shared=<bytes per block>, for example "
+                                 f"shared={launch.threads_per_block} * itemsize")
+    static = sum(math.prod(shape) * from_name(d).itemsize for _, shape, d in shared
+                 if shape is not None)
+    if static + launch.shared > SHARED_LIMIT and launch.backend == "cpu":
+        raise ContractError(f"the kernel uses {static} bytes of static and {launch.shared} of "
+                            f"dynamic shared memory per block, above {SHARED_LIMIT}",
+                            kernel=kernel, help="use smaller tiles")
 
 
 def check_compiled(kernel: str, launch: PreparedLaunch, registers: int,
@@ -135,8 +162,8 @@ def check_compiled(kernel: str, launch: PreparedLaunch, registers: int,
 
 
 def _written(ty) -> bool:
-    """A SIMT DisjointSlice/DisjointArray or a tile kernel's Out partition."""
-    return getattr(ty, "access", None) is T.Access.DISJOINT or \
+    """A writable SIMT array (Disjoint, Atomic, Unsafe) or a tile kernel's Out partition."""
+    return getattr(getattr(ty, "access", None), "writable", False) or \
         getattr(ty, "role", None) is T.Role.OUT
 
 

@@ -5,6 +5,14 @@
     DisjointSlice[T]    1-d array; each thread may read and write only the element at its own
                         ``fl.thread.index_1d()``
     DisjointArray[T, N] N-d array; each thread may touch only ``[r, c]`` from ``index_2d()``
+    AtomicSlice[T]      1-d array touched only through atomic methods that return the old value:
+                        ``a.add(i, v)``, ``sub``, ``min``, ``max``, ``and_``, ``or_``, ``xor``,
+                        ``exchange(i, v)``, ``compare_exchange(i, expected, new)``; keywords
+                        ``scope="block"|"device"|"system"`` (default device) and
+                        ``order="relaxed"|"acquire"|"release"|"acq_rel"|"seq_cst"`` (default
+                        relaxed). Integers (32/64-bit) take every op; floats take add, sub,
+                        exchange (and compare_exchange for f32/f64).
+    UnsafeSlice[T]      1-d array with any access, only inside ``with fl.unsafe():``
 
 ``T`` is a dtype (``fl.f32``), a ``typing.TypeVar`` (generic: every parameter naming the same
 TypeVar gets the same dtype at a call), or left out (``fl.Slice``: any dtype). A scalar parameter
@@ -25,6 +33,13 @@ class ArrayKind:
     writable: bool
     dtype: Any
     ndim: int
+
+    @property
+    def access(self) -> str:
+        """read, disjoint, atomic or unsafe (the IR's Access values)."""
+        if not self.writable:
+            return "read"
+        return {"AtomicSlice": "atomic", "UnsafeSlice": "unsafe"}.get(self.name, "disjoint")
 
     def __repr__(self) -> str:
         t = getattr(self.dtype, "__name__", None) or str(self.dtype)
@@ -58,3 +73,5 @@ Slice = _ArrayFamily("Slice", False, 1)
 DisjointSlice = _ArrayFamily("DisjointSlice", True, 1)
 Array = _ArrayFamily("Array", False, None)
 DisjointArray = _ArrayFamily("DisjointArray", True, None)
+AtomicSlice = _ArrayFamily("AtomicSlice", True, 1)
+UnsafeSlice = _ArrayFamily("UnsafeSlice", True, 1)

@@ -2,12 +2,19 @@
 
 Each IR value holds one element per lane. Control flow runs both sides of a branch under masks;
 loops run until no lane is left; ``cf.break``/``continue``/``return`` park lanes in a ``dead`` mask
-until the loop iteration, the loop or the inlined function they leave is over. Threads are
-grouped whole blocks at a time, in block order (kernels of the SIMT subset have no block-level
-state, so a group of blocks is the same as blocks in turn).
+until the loop iteration, the loop or the inlined function they leave is over.
 
-Out-of-bounds reads are skipped (they read zero) and the first one is reported through
-``on_bounds_error(site, index, extent, axis)``, like the error word on the GPU.
+Blocks run whole, a group of blocks at a time in block order, all their threads in lockstep: so
+a barrier is a point every lane of a block reaches together, and one reached by only some
+threads of a block (others took another branch, or left a loop or the kernel) raises
+``BarrierError``. Shared memory has one copy per block (a leading block axis), poison-filled
+(NaN, or all bits set for integers) so a read of an unwritten slot shows; each barrier advances
+its block's epoch for the race detector (``races.py``), which sees every access to shared,
+UnsafeSlice and AtomicSlice arrays when enabled. Atomics on one element are applied in thread
+order, one after another, each lane getting the value before its own update.
+
+Out-of-bounds reads (and atomics) are skipped (they read zero) and the first one is reported
+through ``on_bounds_error(site, index, extent, axis)``, like the error word on the GPU.
 """
 from __future__ import annotations
 
@@ -15,10 +22,13 @@ from typing import Callable
 
 import numpy as np
 
+from fearless.backends.cpu import block as blockops
+from fearless.backends.cpu.block import Lanes, launch_lanes
 from fearless.backends.cpu.ops import ARITH, MATH, constant
+from fearless.backends.cpu.races import READ, WRITE, RaceDetector
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Region
-from fearless.ir.types import ThreadIndex
+from fearless.ir.types import Access, ThreadIndex
 
 LANES_PER_BATCH = 1 << 18
 
@@ -34,14 +44,21 @@ class _Frame:
 
 
 class _Interpreter:
-    def __init__(self, fn: Function, coords: list[np.ndarray], args: list, on_error: Callable):
-        n = coords[0].shape[0]
+    def __init__(self, fn: Function, lanes: Lanes, args: list, on_error: Callable,
+                 races: RaceDetector | None, dynamic_shared: int):
+        n = lanes.n
+        self.fn = fn
         self.n = n
-        self.coords = coords  # per index space: [x] (1-d) or [row, col] (2-d)
+        self.lanes = lanes
+        self.coords = lanes.coords  # per index space: [x] (1-d) or [row, col] (2-d)
         self.env: dict[int, object] = {id(p.value): a for p, a in zip(fn.params, args)}
+        self.names = {id(p.value): p.name for p in fn.params}
         self.dead = np.zeros(n, bool)
         self.frames: list[_Frame] = []
         self.on_error = on_error
+        self.races = races
+        self.epoch = np.zeros(lanes.blocks, np.int64)  # barriers each block has passed
+        blockops.allocate_shared(self, dynamic_shared)
 
     # regions and control flow ---------------------------------------------------------------
 
@@ -96,7 +113,8 @@ class _Interpreter:
                for v in op.operands[1:1 + array.type.ndim]]
         inside = mask.copy()
         first_bad = None
-        for axis, (i, extent) in enumerate(zip(idx, arr.shape)):
+        shape = arr.shape[1:] if array.type.access is Access.SHARED else arr.shape
+        for axis, (i, extent) in enumerate(zip(idx, shape)):
             ok = (i >= 0) & (i < extent)
             bad = inside & ~ok
             if first_bad is None and bad.any():
@@ -104,6 +122,28 @@ class _Interpreter:
                 first_bad = (int(i[lane]), extent, axis)
             inside &= ok
         return arr, idx, inside, first_bad
+
+    def key(self, array, idx, inside):
+        """The NumPy index of the lanes in ``inside``: shared arrays first select the block."""
+        sel = tuple(i[inside] for i in idx)
+        if array.type.access is Access.SHARED:
+            return (self.lanes.block[inside],) + sel
+        return sel
+
+    def track(self, op, kind: str, arr, idx, inside) -> None:
+        """Tell the race detector about an access to an array it watches."""
+        array = op.operands[0]
+        if self.races is None or array.type.access in (Access.READ, Access.DISJOINT):
+            return
+        key = self.key(array, idx, inside)
+        shape = arr.shape[1:] if array.type.access is Access.SHARED else arr.shape
+        flat = np.ravel_multi_index(key, arr.shape) if key[0].size else key[0]
+        name = self.names.get(id(array)) or array.hint or "shared memory"
+        self.races.access(id(array), arr.size, name, shape, op, kind, np.asarray(flat),
+                          self.lanes.gid[inside], self.epoch[self.lanes.block[inside]])
+
+    def thread_name(self, gid: int) -> str:
+        return self.lanes.thread_name(gid)
 
 
 def _constant(st, op, mask):
@@ -118,6 +158,9 @@ def _pure(rule):
 
 def _thread_index(st, op, mask):
     space, axis = op.attrs["space"], op.attrs["axis"]
+    if op.attrs.get("block"):
+        st.env[id(op.result)] = st.lanes.slot if space == 1 else (st.lanes.ty, st.lanes.tx)[axis]
+        return
     if len(st.coords) != space:
         raise InternalError(f"kernel uses a {space}-d index in a {len(st.coords)}-d launch")
     st.env[id(op.result)] = st.coords[axis]
@@ -128,18 +171,19 @@ def _index_value(st, op, mask):
 
 
 def _dim(st, op, mask):
-    st.env[id(op.result)] = np.int64(st.value(op.operands[0]).shape[op.attrs["axis"]])
+    array = op.operands[0]
+    shared = array.type.access is Access.SHARED
+    st.env[id(op.result)] = np.int64(st.value(array).shape[op.attrs["axis"] + shared])
 
 
 def _load(st, op, mask):
     arr, idx, inside, bad = st.indices(op, mask)
     if bad is not None and op.attrs.get("checked"):
         st.on_error(op.attrs["site"], *bad)
-    safe = [np.where(inside, i, 0) for i in idx]
-    if arr.size == 0:
-        out = np.zeros(st.n, arr.dtype)
-    else:
-        out = np.where(inside, arr[tuple(safe)], np.zeros((), arr.dtype))
+    out = np.zeros(st.n, arr.dtype)
+    if inside.any():
+        out[inside] = arr[st.key(op.operands[0], idx, inside)]
+        st.track(op, READ, arr, idx, inside)
     st.env[id(op.result)] = out
 
 
@@ -147,7 +191,8 @@ def _store(st, op, mask):
     arr, idx, inside, _ = st.indices(op, mask)  # a store past the end is skipped (the tail)
     value = np.broadcast_to(np.asarray(st.value(op.operands[-1])), (st.n,))
     if inside.any():
-        arr[tuple(i[inside] for i in idx)] = value[inside]
+        st.track(op, WRITE, arr, idx, inside)
+        arr[st.key(op.operands[0], idx, inside)] = value[inside]
 
 
 def _alloc(st, op, mask):
@@ -239,6 +284,7 @@ RULES = {
     **{name: _pure(rule) for name, rule in MATH.items()},
     "simt.thread_index": _thread_index,
     "simt.index_value": _index_value,
+    **blockops.RULES,
     "mem.dim": _dim,
     "mem.load": _load,
     "mem.store": _store,
@@ -256,30 +302,20 @@ RULES = {
 }
 
 
-def launch_coords(space: int, grid: tuple, block: tuple, first_block: int, blocks: int):
-    """Coordinates of the lanes of blocks ``first_block ..`` (linear block order, x fastest)."""
-    gx, bx = grid[0], block[0]
-    by = block[1] if space == 2 else 1
-    per_block = bx * by
-    b = first_block + np.arange(blocks, dtype=np.int64).repeat(per_block)
-    t = np.tile(np.arange(per_block, dtype=np.int64), blocks)
-    col = (b % gx) * bx + t % bx
-    if space == 2:
-        row = (b // gx) * by + t // bx
-        return [row, col]
-    return [col]
+def run(fn: Function, grid: tuple, block: tuple, args: list, on_bounds_error: Callable,
+        dynamic_shared: int = 0, racecheck: bool = False):
+    """Run ``fn`` over ``grid`` x ``block`` threads (1-d or 2-d tuples, x first) with NumPy
+    arguments (per parameter, a NumPy scalar or a NumPy array view, written in place).
 
-
-def run(fn: Function, grid: tuple, block: tuple, args: list, on_bounds_error: Callable) -> None:
-    """Run ``fn`` over ``grid`` x ``block`` threads (1-d or 2-d tuples) with NumPy arguments.
-
-    ``args``: per parameter, a NumPy scalar or a NumPy array view (written in place).
+    ``dynamic_shared``: bytes of dynamic shared memory per block. Returns the race detector
+    (``racecheck``), whose ``race`` is the first conflict found, or None. Raises BarrierError.
     """
     space = max(1, len(grid))
     per_block = int(np.prod(block))
     total = int(np.prod(grid))
     step = max(1, LANES_PER_BATCH // max(per_block, 1))
     reported = [False]
+    races = RaceDetector(per_block) if racecheck else None
 
     def report(*event):
         if not reported[0]:
@@ -289,9 +325,13 @@ def run(fn: Function, grid: tuple, block: tuple, args: list, on_bounds_error: Ca
     with np.errstate(all="ignore"):
         for first in range(0, total, step):
             blocks = min(step, total - first)
-            coords = launch_coords(space, grid, block, first, blocks)
-            interp = _Interpreter(fn, coords, args, report)
-            interp.region(fn.body, np.ones(coords[0].shape[0], bool))
+            lanes = launch_lanes(space, grid, block, first, blocks)
+            interp = _Interpreter(fn, lanes, args, report, races, dynamic_shared)
+            interp.region(fn.body, np.ones(lanes.n, bool))
+            if races is not None and races.race is not None:
+                break
+    return races
+
 
 # tile ops belong to tile kernels, which run on the cpu tile interpreter and the Tile IR backend
 UNSUPPORTED = {name: "tile kernels only" for name in (

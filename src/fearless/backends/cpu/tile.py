@@ -16,6 +16,7 @@ import numpy as np
 from fearless.backends.cpu.ops import ARITH, MATH, constant
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Region
+from fearless.ir.opdef import REGISTRY
 from fearless.ir.types import Tile
 
 
@@ -251,6 +252,5 @@ RULES = {
     "local.store": _local_store,
 }
 
-# ops of the SIMT language, which tile kernels cannot contain
-UNSUPPORTED = {"mem.load": "SIMT only", "mem.store": "SIMT only", "mem.dim": "SIMT only",
-               "simt.thread_index": "SIMT only", "simt.index_value": "SIMT only"}
+# ops of the SIMT language (threads, element access, shared memory), which tile kernels lack
+UNSUPPORTED = {name: "SIMT only" for name in REGISTRY if name.startswith(("mem.", "simt."))}

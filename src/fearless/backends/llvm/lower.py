@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fearless.backends.llvm import arith, nvvm
+from fearless.backends.llvm import arith, nvvm, simt
 from fearless.backends.llvm.nvvm import GPTR, I1, I8, I64, llvm_type
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Operation, Region
@@ -36,7 +36,8 @@ class Lowering:
         self.loops: list[tuple] = []      # (continue block, break block)
         self.inlines: list = []           # exit blocks of scf.inline
         self.uses_libdevice = False
-        self.checked = any(op.attrs.get("checked") for op in fn.walk() if op.name == "mem.load")
+        self.checked = any(op.attrs.get("checked") for op in fn.walk()
+                           if op.name in ("mem.load", "mem.atomic"))
 
     # signature ------------------------------------------------------------------------------
 
@@ -195,7 +196,8 @@ def lower(fn: Function) -> tuple[ir.Module, bool, int]:
     module = ir.Module(name=fn.name)
     module.triple = "nvptx64-nvidia-cuda"
     module.data_layout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
-    coarsen = COARSEN[fn.attrs.get("index_space", 0)]
+    # threads of a block meet at barriers and share memory: one logical thread each
+    coarsen = 1 if fn.attrs.get("block_level") else COARSEN[fn.attrs.get("index_space", 0)]
     lowering = Lowering(fn, module, coarsen)
     lowering.build()
     return module, lowering.uses_libdevice, coarsen
@@ -299,6 +301,9 @@ def _global_index(low: Lowering, axis: str, coarsened: bool = True):
 
 
 def _thread_index(low: Lowering, op):
+    if op.attrs.get("block"):
+        low.set(op, simt.block_thread_index(low, op))
+        return
     axis = "x" if op.attrs["space"] == 1 or op.attrs["axis"] == 1 else "y"
     coarsened_axis = "x" if op.attrs["space"] == 1 else "y"
     low.set(op, _global_index(low, axis, axis == coarsened_axis))
@@ -368,6 +373,7 @@ RULES = {
     "mem.dim": _dim, "mem.load": _load, "mem.store": _store,
     "local.alloc": _alloc, "local.load": _local_load, "local.store": _local_store,
     **arith.RULES,
+    **simt.RULES,
 }
 
 # tile ops belong to tile kernels, which run on the cpu tile interpreter and the Tile IR backend

@@ -23,6 +23,7 @@ from fearless.dtypes import DType
 from fearless.errors import CompileError, InternalError
 from fearless.ir import types as T
 from fearless.ir.core import Function, Region
+from fearless.ir.opdef import REGISTRY
 
 _SCALARS = {"bool": tir.I1, "i8": tir.I8, "i16": tir.I16, "i32": tir.I32, "i64": tir.I64,
             "u8": tir.I8, "u16": tir.I16, "u32": tir.I32, "u64": tir.I64, "f16": tir.F16,
@@ -497,8 +498,7 @@ RULES = {
 }
 
 UNSUPPORTED = {
-    "mem.load": "SIMT only", "mem.store": "SIMT only", "mem.dim": "SIMT only",
-    "simt.thread_index": "SIMT only", "simt.index_value": "SIMT only",
+    **{name: "SIMT only" for name in REGISTRY if name.startswith(("mem.", "simt."))},
     "scf.while": "Tile IR 'loop' lowering not written yet",
     "scf.condition": "Tile IR 'loop' lowering not written yet",
     "cf.break": "needs Tile IR 'loop'", "cf.continue": "needs Tile IR 'loop'",

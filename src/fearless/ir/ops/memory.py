@@ -4,6 +4,11 @@
     mem.store %arr, %i0, ..., %v                     (a DisjointSlice store at the own index, past
                                                       the end, is skipped: the last block's tail)
     mem.dim %arr                     -> i64          attr axis: the extent of one axis
+    mem.atomic %arr, %i, %v [, %new] -> old element attrs op (add, sub, min, max, and, or, xor,
+                                                      exchange, cas), scope (block, device,
+                                                      system), order (relaxed, acquire,
+                                                      release, acq_rel, seq_cst); cas takes
+                                                      the expected and the new value
     local.alloc                      -> ref<T>       a zero-initialised slot (hoisted to entry)
     local.load %ref -> T  /  local.store %ref, %v
 
@@ -71,8 +76,35 @@ def _local_store(op):
     return None
 
 
+ATOMIC_OPS = ("add", "sub", "min", "max", "and", "or", "xor", "exchange", "cas")
+SCOPES = ("block", "device", "system")
+ORDERS = ("relaxed", "acquire", "release", "acq_rel", "seq_cst")
+
+
+def _atomic(op):
+    arr = op.operands[0]
+    if not isinstance(arr.type, Array) or arr.type.ndim != 1:
+        return "atomics take a 1-d array"
+    kind = op.attrs.get("op")
+    if kind not in ATOMIC_OPS or op.attrs.get("scope") not in SCOPES \
+            or op.attrs.get("order") not in ORDERS:
+        return f"bad atomic attributes {op.attrs!r}"
+    want = 4 if kind == "cas" else 3
+    if len(op.operands) != want:
+        return f"{kind} takes {want} operands"
+    msg = _indices_ok(arr, op.operands[1:2])
+    if msg:
+        return msg
+    elem = Scalar(arr.type.dtype)
+    if any(v.type != elem for v in op.operands[2:]) or op.result.type != elem:
+        return "values and result must be the element type"
+    return None
+
+
 define("mem.load", "read one array element", _load)
 define("mem.store", "write one array element", _store, side_effects=True)
+define("mem.atomic", "atomic read-modify-write of one element; returns the old value", _atomic,
+       side_effects=True)
 define("mem.dim", "extent of one array axis", _dim)
 define("local.alloc", "a zero-initialised local variable slot", all_of(counts(0, 1), _alloc),
        side_effects=True)

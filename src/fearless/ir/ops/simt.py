@@ -1,22 +1,34 @@
-"""SIMT ops: the calling thread's position in the launch.
+"""SIMT ops: the calling thread's position in the launch and its block, barriers, shared memory.
 
-    simt.thread_index -> tid<space, axis>   attrs space (1 or 2), axis
+    simt.thread_index -> tid<space, axis>   attrs space (1 or 2), axis, block (bool)
         1-d: blockIdx.x * blockDim.x + threadIdx.x
         2-d: axis 0 (row) uses y, axis 1 (column) uses x, so consecutive threads of a warp
              touch consecutive columns of a row-major array (coalesced)
+        block=True: the position within the block: 1-d threadIdx.y * blockDim.x + threadIdx.x,
+             2-d (threadIdx.y, threadIdx.x); the proof of a thread's own shared-memory slot
     simt.index_value %tid -> i64            the plain integer value (no longer a proof)
+    simt.special -> i64                     attrs reg, axis (0 = x, 1 = y): block_index
+                                            (blockIdx), block_dim (blockDim), grid_dim
+                                            (gridDim), thread_in_block (threadIdx), lane
+    simt.barrier                            __syncthreads(): every thread of the block waits
+                                            here; attr unsafe: written inside fl.unsafe()
+    simt.shared_alloc -> array<T, nd, shared>   attrs shape (tuple of ints, or None for the
+                                            launch's dynamic shared memory, 1-d), name
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import counts, define, all_of
-from fearless.ir.types import INDEX, ThreadIndex
+from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.types import INDEX, Access, Array, ThreadIndex
+
+SPECIAL = ("block_index", "block_dim", "grid_dim", "thread_in_block", "lane")
 
 
 def _thread_index(op):
     space, axis = op.attrs.get("space"), op.attrs.get("axis")
     if space not in (1, 2) or not 0 <= axis < space:
         return f"bad index space {space} / axis {axis}"
-    return None if op.result.type == ThreadIndex(space, axis) else "result type mismatch"
+    want = ThreadIndex(space, axis, bool(op.attrs.get("block", False)))
+    return None if op.result.type == want else "result type mismatch"
 
 
 def _index_value(op):
@@ -26,6 +38,29 @@ def _index_value(op):
     return None
 
 
-define("simt.thread_index", "this thread's coordinate in the launch's index space",
+def _special(op):
+    if op.attrs.get("reg") not in SPECIAL or op.attrs.get("axis") not in (0, 1):
+        return f"bad special register {op.attrs.get('reg')!r} / axis {op.attrs.get('axis')!r}"
+    return None if op.result.type == INDEX else "result must be i64"
+
+
+def _shared_alloc(op):
+    t = op.result.type
+    if not (isinstance(t, Array) and t.access is Access.SHARED and t.contiguous):
+        return "result must be a contiguous shared array"
+    shape = op.attrs.get("shape")
+    if shape is None:
+        return None if t.ndim == 1 else "dynamic shared memory is 1-d"
+    if not (isinstance(shape, tuple) and len(shape) == t.ndim
+            and all(isinstance(e, int) and e > 0 for e in shape)):
+        return f"shape {shape!r} must be {t.ndim} positive ints"
+    return None
+
+
+define("simt.thread_index", "this thread's coordinate in the launch's index space (or block)",
        all_of(counts(0, 1), _thread_index))
 define("simt.index_value", "the i64 value of a ThreadIndex", all_of(counts(1, 1), _index_value))
+define("simt.special", "a block/grid/lane coordinate as i64", all_of(counts(0, 1), _special))
+define("simt.barrier", "block-wide barrier (__syncthreads)", counts(0, 0), side_effects=True)
+define("simt.shared_alloc", "a block-shared array (static shape or the launch's dynamic bytes)",
+       all_of(counts(0, 1), _shared_alloc), side_effects=True)

@@ -1,0 +1,154 @@
+"""LLVM rules for block-level SIMT ops: block coordinates, barriers, shared memory, atomics.
+
+Shared arrays are ``addrspace(3)`` globals (internal, one per allocation; the dynamic one is an
+external zero-length array whose size the launch gives, read from ``%dynamic_smem_size``).
+A barrier is ``llvm.nvvm.barrier.cta.sync.aligned.all(0)`` (``bar.sync 0``). Atomics are PTX
+``atom{.sem}{.scope}{.space}.op.type`` written as inline assembly, because LLVM's NVPTX backend
+drops the scope and ordering of ``atomicrmw`` (it emits ``atom.global.add`` for every
+``syncscope``); ``seq_cst`` is ``fence.sc`` followed by an ``acq_rel`` atom, as PTX's memory
+model prescribes (PTX ISA, "Memory Consistency Model", mapping of C++ atomics).
+"""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from fearless.backends.llvm import nvvm
+from fearless.backends.llvm.nvvm import I16, I32, I64
+from fearless.ir.types import Access
+
+SHARED = 3  # NVPTX address space of shared memory
+_SCOPE = {"block": "cta", "device": "gpu", "system": "sys"}
+_SEM = {"relaxed": "relaxed", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel",
+        "seq_cst": "acq_rel"}
+_SREG = {"block_index": "ctaid", "block_dim": "ntid", "grid_dim": "nctaid",
+         "thread_in_block": "tid"}
+
+
+def _special(low, op):
+    reg, axis = op.attrs["reg"], "xy"[op.attrs["axis"]]
+    if reg == "lane":
+        fn = nvvm.intrinsic(low.b.module, "llvm.nvvm.read.ptx.sreg.laneid", I32, [])
+        low.set(op, low.b.zext(low.b.call(fn, []), I64))
+        return
+    low.set(op, nvvm.special_register(low.b, _SREG[reg], axis))
+
+
+def block_thread_index(low, op):
+    """The thread's position in its block: linear (1-d) or (tid.y, tid.x) (2-d)."""
+    b = low.b
+    tx = nvvm.special_register(b, "tid", "x")
+    if op.attrs["space"] == 2:
+        return tx if op.attrs["axis"] == 1 else nvvm.special_register(b, "tid", "y")
+    ty = nvvm.special_register(b, "tid", "y")
+    return b.add(b.mul(ty, nvvm.special_register(b, "ntid", "x")), tx)
+
+
+def _barrier(low, op):
+    fn = nvvm.intrinsic(low.b.module, "llvm.nvvm.barrier.cta.sync.aligned.all", ir.VoidType(),
+                        [I32])
+    low.b.call(fn, [ir.Constant(I32, 0)])
+
+
+def _shared_alloc(low, op):
+    from fearless.backends.llvm.lower import ArrayArg
+    ty = op.result.type
+    elem = nvvm.memory_type(ty.dtype)
+    module = low.b.module
+    shape = op.attrs["shape"]
+    if shape is None:
+        gv = module.globals.get("__fl_dynamic_shared")
+        if gv is None:  # one per kernel (the shared pass refuses a second dynamic array)
+            gv = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), "__fl_dynamic_shared",
+                                   addrspace=SHARED)
+            gv.linkage = "external"
+            gv.align = 16
+        asm = ir.InlineAsm(ir.FunctionType(I32, []), "mov.u32 $0, %dynamic_smem_size;", "=r")
+        size = low.b.zext(low.b.call(asm, []), I64)
+        dims = [low.b.udiv(size, ir.Constant(I64, ty.dtype.itemsize))]
+    else:
+        name = f"__fl_shared_{len([g for g in module.globals if g.startswith('__fl_shared')])}"
+        gv = ir.GlobalVariable(module, ir.ArrayType(elem, math.prod(shape)), name,
+                               addrspace=SHARED)
+        gv.linkage = "internal"
+        gv.initializer = ir.Constant(gv.value_type, ir.Undefined)
+        gv.align = max(16, ty.dtype.itemsize)
+        dims = [ir.Constant(I64, e) for e in shape]
+    strides, acc = [], 1
+    for e in reversed(shape or (None,)):
+        strides.append(ir.Constant(I64, acc))
+        acc *= e or 1
+    gv.type = ir.PointerType(addrspace=SHARED)  # an opaque pointer, as array parameters have
+    low.set(op, ArrayArg(ty, gv, dims, strides[::-1]))
+
+
+def _type_suffix(kind: str, dtype) -> str:
+    bits = dtype.bits
+    if dtype.is_float:
+        if kind in ("add", "sub"):
+            return {16: f"noftz.{dtype.name}", 32: "f32", 64: "f64"}[bits]
+        return f"b{bits}"
+    if kind in ("min", "max"):
+        return f"{'s' if dtype.is_signed else 'u'}{bits}"
+    if kind in ("add", "sub"):
+        return f"u{bits}"
+    return f"b{bits}"
+
+
+def _reg(dtype) -> tuple[ir.Type, str]:
+    """The register type an asm operand of ``dtype`` travels in, and its constraint letter."""
+    return {16: (I16, "h"), 32: (I32, "r"), 64: (I64, "l")}[dtype.bits]
+
+
+def atomic(low, op, arr, index):
+    """Emit one atomic on ``arr[index]``; returns the old value (in the element's type)."""
+    b = low.b
+    d = arr.ty.dtype
+    kind = op.attrs["op"]
+    scope, order = _SCOPE[op.attrs["scope"]], op.attrs["order"]
+    space = "shared" if arr.ty.access is Access.SHARED else "global"
+    name = {"sub": "add", "exchange": "exch"}.get(kind, kind)
+    text = (f"fence.sc.{scope};\n\t" if order == "seq_cst" else "") + \
+        f"atom.{_SEM[order]}.{scope}.{space}.{name}.{_type_suffix(kind, d)} $0, [$1], $2" + \
+        (", $3;" if kind == "cas" else ";")
+    values = [low.v(v) for v in op.operands[2:]]
+    if kind == "sub":
+        values[0] = b.fneg(values[0]) if d.is_float else b.neg(values[0])
+    reg, letter = _reg(d)
+    elem = nvvm.memory_type(d)
+    values = [v if v.type == reg else b.bitcast(v, reg) for v in values]
+    address = b.ptrtoint(low.address(arr, [index]), I64)
+    constraints = ",".join([f"={letter}", "l"] + [letter] * len(values) + ["~{memory}"])
+    asm = ir.InlineAsm(ir.FunctionType(reg, [I64] + [reg] * len(values)), text, constraints,
+                       side_effect=True)
+    old = b.call(asm, [address, *values])
+    return old if reg == elem else b.bitcast(old, elem)
+
+
+def _atomic(low, op):
+    arr = low.v(op.operands[0])
+    index = low.v(op.operands[1])
+    if not op.attrs.get("checked"):
+        low.set(op, atomic(low, op, arr, index))
+        return
+    b = low.b
+    ok = low.in_bounds(arr, [index])
+    pre = b.block
+    with b.if_then(ok):
+        old = atomic(low, op, arr, index)
+        done = b.block
+    result = b.phi(old.type)
+    result.add_incoming(old, done)
+    result.add_incoming(ir.Constant(old.type, None), pre)
+    low.set(op, result)
+    with b.if_then(b.not_(ok), likely=False):
+        low.record_bounds_error(op, arr, [index])
+
+
+RULES = {
+    "simt.special": _special,
+    "simt.barrier": _barrier,
+    "simt.shared_alloc": _shared_alloc,
+    "mem.atomic": _atomic,
+}

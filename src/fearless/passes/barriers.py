@@ -1,0 +1,132 @@
+"""Barrier uniformity: every ``sync_threads()`` must be reached by all threads of the block.
+
+A barrier under a condition that can differ between the threads of one block (it depends on a
+thread index, a lane, a value read from writable memory, an atomic's result, or a variable
+assigned under such a condition), or after such a condition let some threads leave the loop or
+the kernel, deadlocks or corrupts shared memory on the GPU. This pass finds the values that may
+differ between threads (a fixpoint over local variables) and refuses such barriers with a
+SafetyError pointing at the barrier and the condition; inside ``with fl.unsafe():`` the barrier
+is accepted and the cpu backend checks at run time that the whole block reaches it.
+
+Uniform: constants, scalar parameters, array extents, ``block_index``, ``block_dim``,
+``grid_dim``, reads of read-only arrays at uniform indices, and arithmetic on uniform values.
+"""
+from __future__ import annotations
+
+from fearless.errors import SafetyError
+from fearless.frontend.spans import Span
+from fearless.ir.core import Function, Operation, Region
+from fearless.ir.types import Access
+
+_VARYING_SPECIAL = {"thread_in_block", "lane"}
+
+
+class _Uniformity:
+    def __init__(self, producers: dict):
+        self.div: set[int] = set()       # ids of values and slots that may differ by thread
+        self.changed = False
+        self.producers = producers
+        self.barriers: list[tuple[Operation, Span | None]] = []
+
+    def mark(self, v) -> None:
+        if id(v) not in self.div:
+            self.div.add(id(v))
+            self.changed = True
+
+    def why(self, value, fallback: Operation) -> Span | None:
+        op = self.producers.get(id(value))
+        return (op.span if op is not None and op.span is not None else fallback.span)
+
+    def region(self, region: Region, ctrl) -> dict:
+        """Walk ``region`` under control ``ctrl`` (None: uniform, else the Span of the reason);
+        return the divergent exits leaving it: {"loop" | "inline": reason}."""
+        escapes: dict = {}
+        for op in region.ops:
+            for kind, reason in self.op(op, ctrl).items():
+                escapes.setdefault(kind, reason)
+                ctrl = ctrl or reason  # threads that left: the rest runs for some threads only
+        return escapes
+
+    def op(self, op: Operation, ctrl) -> dict:
+        name = op.name
+        if name == "scf.if":
+            cond = op.operands[0]
+            inner = ctrl or (self.why(cond, op) if id(cond) in self.div else None)
+            escapes = {}
+            for r in op.regions:
+                for k, v in self.region(r, inner).items():
+                    escapes.setdefault(k, v)
+            return escapes
+        if name == "scf.for":
+            varying = any(id(v) in self.div for v in op.operands)
+            inner = ctrl or (self.why(next(v for v in op.operands if id(v) in self.div), op)
+                             if varying else None)
+            if inner:
+                self.mark(op.regions[0].args[0])
+            escapes = self.region(op.regions[0], inner)
+            if "loop" in escapes and not inner:  # some threads stop early: iterations differ
+                self.mark(op.regions[0].args[0])
+                escapes = self.region(op.regions[0], escapes["loop"])
+            return {"inline": escapes["inline"]} if "inline" in escapes else {}
+        if name == "scf.while":
+            cond_region, body = op.regions
+            flag = cond_region.ops[-1].operands[0]
+            esc = self.region(cond_region, ctrl)
+            inner = ctrl or (self.why(flag, op) if id(flag) in self.div else None)
+            esc2 = self.region(body, inner)
+            if "loop" in esc2 and not inner:
+                inner = esc2["loop"]
+            if inner and inner is not ctrl:
+                esc = self.region(cond_region, inner)
+                esc2 = self.region(body, inner)
+            out = {**esc, **esc2}
+            return {"inline": out["inline"]} if "inline" in out else {}
+        if name == "scf.inline":
+            self.region(op.regions[0], ctrl)
+            return {}
+        if name in ("cf.break", "cf.continue"):
+            return {"loop": ctrl} if ctrl else {}
+        if name == "cf.return":
+            return {"inline": ctrl} if ctrl else {}
+        if name == "simt.barrier":
+            self.barriers.append((op, ctrl))
+            return {}
+        if name == "local.store":
+            if ctrl or id(op.operands[1]) in self.div:
+                self.mark(op.operands[0])
+            return {}
+        varying = any(id(v) in self.div for v in op.operands)
+        if name == "simt.thread_index" or name.startswith("warp.") or name == "mem.atomic":
+            varying = True
+        elif name == "simt.special":
+            varying = op.attrs["reg"] in _VARYING_SPECIAL
+        elif name == "mem.load":
+            varying = varying or op.operands[0].type.access is not Access.READ
+        for r in op.results:
+            if varying:
+                self.mark(r)
+        return {}
+
+
+def run(fn: Function, options) -> Function:
+    if not any(op.name == "simt.barrier" for op in fn.walk()):
+        return fn
+    producers = {id(r): op for op in fn.walk() for r in op.results}
+    u = _Uniformity(producers)
+    while True:
+        u.changed, u.barriers = False, []
+        u.region(fn.body, None)
+        if not u.changed:
+            break
+    for op, reason in u.barriers:
+        if reason is None or op.attrs.get("unsafe"):
+            continue
+        raise SafetyError(
+            f"not every thread of the block may reach this barrier: the condition on line "
+            f"{reason.line} "
+            f"can differ between threads (it depends on a thread index or on data)",
+            kernel=fn.name, span=op.span,
+            help="move fl.thread.sync_threads() out of the branch so that every thread reaches "
+                 "it (guard the work, not the barrier); if every thread does, wrap it in "
+                 "`with fl.unsafe():`")
+    return fn

@@ -1,0 +1,168 @@
+"""Shared-memory discipline: own-slot writes, and a barrier between threads' accesses.
+
+Proved here, for every shared array (``fl.shared.array`` / ``fl.shared.dynamic``):
+1. a write goes to the thread's own slot: the index is ``fl.thread.index_in_block()`` itself (or
+   ``(ty, tx)`` of ``index_in_block_2d()`` for a 2-d array), so no two threads of a block
+   write one element;
+2. a read of any other slot (a computed index) is separated from every earlier write of the
+   array by a barrier (read-after-write), and every later write is separated from that read by a
+   barrier (write-after-read: the next loop iteration must not overwrite what a slower thread
+   still reads);
+3. atomic methods on a shared array are separated from plain accesses by a barrier.
+The barriers themselves are reached by the whole block (``passes/barriers.py``). The analysis
+follows structured control flow: a branch joins both sides, a loop runs to a fixpoint over its
+back edge. Accesses inside ``with fl.unsafe():`` are not refused (the cpu race detector checks
+them at run time) but still count as writes and reads for the accesses after them.
+
+Sets ``fn.attrs["shared"]``: ``(name, shape or None for dynamic, dtype name)`` per allocation.
+"""
+from __future__ import annotations
+
+from fearless.errors import CompileError, SafetyError
+from fearless.ir.core import Function, Operation, Region
+from fearless.ir.types import Access, ThreadIndex
+
+_WRITES, _READS, _ATOMICS = 0, 1, 2
+
+
+def own_slot(op: Operation, array) -> bool:
+    """Whether the access ``op`` indexes ``array`` with the thread's own block slot."""
+    ndim = array.type.ndim
+    return all(v.type == ThreadIndex(ndim, k, True)
+               for k, v in enumerate(op.operands[1:1 + ndim]))
+
+
+def _join(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return tuple({**x, **{k: v for k, v in y.items() if k not in x}} for x, y in zip(a, b))
+
+
+class _Checker:
+    def __init__(self, fn: Function):
+        self.fn = fn
+        self.loops: list[list] = []   # per loop: [break states, continue states]
+
+    def fail(self, op: Operation, array, reason: str, help: str):
+        spans = op.attrs.get("index_spans")
+        raise SafetyError(reason, kernel=self.fn.name, param=array.hint or None,
+                          span=spans[0] if spans and op.name != "mem.store" else op.span,
+                          help=help)
+
+    def region(self, region: Region, state):
+        for op in region.ops:
+            if state is None:
+                return None
+            state = self.op(op, state)
+        return state
+
+    def op(self, op: Operation, state):
+        name = op.name
+        if name == "scf.if":
+            return _join(self.region(op.regions[0], state), self.region(op.regions[1], state))
+        if name in ("scf.for", "scf.while"):
+            return self.loop(op, state)
+        if name == "scf.inline":
+            self.loops.append(None)  # a return inside leaves the inline, not a loop
+            try:
+                return self.region(op.regions[0], state)
+            finally:
+                self.loops.pop()
+        if name in ("cf.break", "cf.continue"):
+            frame = next(f for f in reversed(self.loops) if f is not None)
+            frame[name == "cf.continue"].append(state)
+            return None
+        if name == "cf.return":
+            return None
+        if name == "simt.barrier":
+            return ({}, {}, {})
+        if name in ("mem.load", "mem.store", "mem.atomic"):
+            array = op.operands[0]
+            if array.type.access is Access.SHARED:
+                return self.access(op, array, state)
+        return state
+
+    def loop(self, op: Operation, state):
+        before = state
+        for _ in range(8):  # the sets only grow; three rounds settle in practice
+            frame = [[], []]
+            self.loops.append(frame)
+            try:
+                if op.name == "scf.while":
+                    after_cond = self.region(op.regions[0], state)
+                    end = self.region(op.regions[1], after_cond)
+                else:
+                    after_cond = state
+                    end = self.region(op.regions[0], state)
+            finally:
+                self.loops.pop()
+            for s in frame[1]:
+                end = _join(end, s)
+            new = _join(before, end)
+            if new == state:
+                break
+            state = new
+        out = _join(before, after_cond)
+        for s in frame[0]:
+            out = _join(out, s)
+        return out
+
+    def access(self, op: Operation, array, state):
+        writes, reads, atomics = (dict(s) for s in state)
+        key, unsafe = id(array), op.attrs.get("unsafe", False)
+        name = array.hint or "shared memory"
+        here = op.span
+        if op.name == "mem.atomic":
+            other = writes.get(key) or reads.get(key)
+            if other and not unsafe:
+                self.fail(op, array, f"this atomic on '{name}' and the plain access on line "
+                                     f"{other.line} may touch one element with no barrier in "
+                                     f"between", "call fl.thread.sync_threads() between them")
+            atomics.setdefault(key, here)
+            return writes, reads, atomics
+        own = own_slot(op, array)
+        if op.name == "mem.store":
+            if not own and not unsafe:
+                rmw = op.attrs.get("rmw")
+                self.fail(op, array,
+                          f"a thread may write '{name}' only at its own slot, and this index "
+                          f"is a computed integer" + (" (several threads may update one "
+                                                      "element)" if rmw else ""),
+                          "use an atomic method such as "
+                          f"{name}.add(i, v) to update shared elements from several threads"
+                          if rmw else
+                          "index with fl.thread.index_in_block() itself (index_in_block_2d() "
+                          "for a 2-d array), or wrap the write in `with fl.unsafe():`")
+            other = reads.get(key) or atomics.get(key)
+            if other and not unsafe:
+                self.fail(op, array, f"this write to '{name}' may overwrite a slot that another "
+                                     f"thread reads on line {other.line} with no barrier in "
+                                     f"between", "call fl.thread.sync_threads() after the reads "
+                                                 "and before this write")
+            writes.setdefault(key, here)
+            return writes, reads, atomics
+        if own:
+            return writes, reads, atomics
+        other = writes.get(key) or atomics.get(key)
+        if other and not unsafe:
+            self.fail(op, array, f"this reads another thread's slot of '{name}', written on "
+                                 f"line {other.line} with no barrier in between",
+                      "call fl.thread.sync_threads() after the writes and before this read")
+        reads.setdefault(key, here)
+        return writes, reads, atomics
+
+
+def run(fn: Function, options) -> Function:
+    allocs = [op for op in fn.walk() if op.name == "simt.shared_alloc"]
+    dynamic = [op for op in allocs if op.attrs["shape"] is None]
+    if len(dynamic) > 1:
+        raise CompileError("the kernel asks for dynamic shared memory twice; both would be the "
+                           "same memory", kernel=fn.name, span=dynamic[1].span,
+                           help="call fl.shared.dynamic(dtype) once and share the array")
+    fn.attrs["shared"] = tuple((op.result.hint or f"shared{k}", op.attrs["shape"],
+                                op.result.type.dtype.name) for k, op in enumerate(allocs))
+    if allocs:
+        _Checker(fn).region(fn.body, ({}, {}, {}))
+    return fn
