@@ -80,6 +80,8 @@ def timed_op(step, owned, repeat: int):
     t0 = time.perf_counter()
     owned = step(owned)
     first = (time.perf_counter() - t0) * 1e3
+    if _ahead():
+        return owned, first, first  # `fearless compile`: one call compiles everything
     t0 = time.perf_counter()
     for _ in range(repeat):
         owned = step(owned)

@@ -38,6 +38,19 @@ def _nvjitlink():
     return True, f"PTX -> cubin: nvJitLink {v}"
 
 
+def _tileiras():
+    try:
+        from fearless.backends.tileir import tileiras
+        tc = tileiras.find()
+    except Exception as exc:  # a broken install: say what is wrong, the SIMT track still works
+        return False, f"tileiras: {exc}"
+    if tc is None:
+        return False, ("tileiras not found: tile kernels run on the cpu backend, or on a GPU "
+                       "from cubins made by `fearless compile` (pip install 'fearless[tile]')")
+    versions = ", ".join(f"{a}.{b}" for a, b in tc.versions())
+    return True, f"tileiras {tc.fingerprint()} at {tc.tileiras} (bytecode {versions})"
+
+
 def _driver():
     from fearless.runtime.device import driver_version
     version = driver_version()
@@ -66,7 +79,8 @@ def _cache():
 
 
 CHECKS = (("python", _python, True), ("llvm", _llvm, True), ("libdevice", _libdevice, True),
-          ("nvjitlink", _nvjitlink, False), ("driver", _driver, False), ("gpu", _gpu, False),
+          ("nvjitlink", _nvjitlink, False), ("tileiras", _tileiras, False),
+          ("driver", _driver, False), ("gpu", _gpu, False),
           ("cache", _cache, True))
 
 
