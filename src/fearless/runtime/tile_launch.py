@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fearless.backends.tileir.lower import abi
+from fearless.backends.tileir.lower import abi, is_grouped, launch_grid
 from fearless.errors import BackendError
 from fearless.ir import types as T
 from fearless.runtime.stream import Stream
@@ -33,6 +33,7 @@ class LoadedTile:
     codes: list           # struct code per entry parameter
     offsets: list         # byte offset per entry parameter
     size: int
+    grouped: bool         # launched 1-d in grouped tile order (a 2-d Out partition)
 
 
 def load_tile(name: str, cubin: bytes, types: tuple) -> LoadedTile:
@@ -42,7 +43,7 @@ def load_tile(name: str, cubin: bytes, types: tuple) -> LoadedTile:
     codes = [_code(kind, types[i]) for kind, i in abi(types)]
     offsets = _driver_offsets(loaded.handle, len(codes)) or _natural_offsets(codes)
     size = max((o + struct.calcsize(c) for o, c in zip(offsets, codes)), default=1)
-    return LoadedTile(name, loaded.handle, codes, offsets, size)
+    return LoadedTile(name, loaded.handle, codes, offsets, size, is_grouped(types))
 
 
 def _code(kind: str, ty) -> str:
@@ -112,7 +113,8 @@ def launch_cuda(loaded: LoadedTile, grid: tuple, types: tuple, tensors: list, sc
     base = ctypes.addressof(buffer)
     pointers = (ctypes.c_void_p * max(len(loaded.offsets), 1))(*(base + o for o in
                                                                    loaded.offsets))
-    (err,) = driver.cuLaunchKernel(loaded.handle.handle, *grid, 1, 1, 1, 0, stream.core.handle,
+    (err,) = driver.cuLaunchKernel(loaded.handle.handle, *launch_grid(grid, loaded.grouped),
+                                   1, 1, 1, 0, stream.core.handle,
                                    ctypes.addressof(pointers), 0)
     if err != driver.CUresult.CUDA_SUCCESS:
         raise BackendError(f"kernel '{loaded.name}': cuLaunchKernel failed: {err}")

@@ -54,6 +54,30 @@ def abi(types) -> list[tuple[str, int]]:
     return out
 
 
+GROUP_M = 8  # tile rows per group of the grouped launch order
+
+
+def is_grouped(types) -> bool:
+    """Whether a kernel with these parameter types launches in grouped order: kernels whose
+    (first) Out partition is 2-d launch 1-d and map block ids to tiles in groups (see
+    ``Lowering.grouped``); the launcher multiplies the grid out (``launch_grid``)."""
+    outs = [t for t in types if isinstance(t, T.TensorView) and t.role is T.Role.OUT]
+    return bool(outs) and outs[0].ndim == 2
+
+
+def grouped_output(fn: Function):
+    """The Out parameter a grouped launch order follows, or None."""
+    if not is_grouped([p.type for p in fn.params]):
+        return None
+    return next(p.value for p in fn.params
+                if isinstance(p.type, T.TensorView) and p.type.role is T.Role.OUT)
+
+
+def launch_grid(grid: tuple, grouped: bool) -> tuple:
+    """The hardware grid for a partition grid (x, y, z)."""
+    return (grid[0] * grid[1], 1, grid[2]) if grouped else tuple(grid)
+
+
 class _View:
     """One tensor parameter in Tile IR: its tensor view, extents (i32) and partition views."""
 
@@ -128,6 +152,33 @@ class Lowering:
                 self.partition(op.operands[0], op.operands[0].type.tile_shape)
         self.token = b.make_token()
         self.block_ids = b.get_tile_block_id()
+        out = grouped_output(self.fn)
+        if out is not None:
+            self.block_ids = self.grouped(out)
+
+    def grouped(self, out) -> tuple:
+        """Tile coordinates (i, j, 0) of a 1-d launch over a 2-d partition, in groups of
+        GROUP_M tile rows: the tile blocks that run together share rows of A and columns of B
+        in L2 (the "grouped ordering" of Triton's matmul tutorial). A bijection from block ids
+        to tiles, so every tile still has exactly one owner."""
+        b = self.b
+        view = self.views[id(out)]
+        bm, bn = out.type.tile_shape
+
+        def const(n):
+            return self.const(n, tir.I32)
+
+        def cdiv(extent, tile):
+            return b.divi(b.addi(extent, const(tile - 1)), const(tile))
+        rows, cols = cdiv(view.dims[0], bm), cdiv(view.dims[1], bn)
+        pid = self.block_ids[0]
+        width = b.muli(const(GROUP_M), cols)
+        first = b.muli(b.divi(pid, width), const(GROUP_M))
+        size = b.mini(b.subi(rows, first), const(GROUP_M))
+        local = b.remi(pid, width)
+        i = b.addi(first, b.remi(local, size))
+        j = b.divi(local, size)
+        return i, j, self.block_ids[2]
 
     def _fact(self, value, div: int):
         value = self.b.assume_bounded(value, 0, None)
