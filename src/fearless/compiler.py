@@ -129,7 +129,7 @@ def _tile_ir(s: _State):
 def _tileir(s: _State):
     tc = tileiras.find()
     version = tc.pick_version() if tc is not None else DEFAULT_TILE_VERSION
-    s.out.tileir = lower_tile(s.out.fn, version, s.hints)
+    s.out.tileir = lower_tile(s.out.fn, version, s.hints, s.arch)
 
 
 def _tile_cubin(s: _State):

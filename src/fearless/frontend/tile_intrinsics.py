@@ -185,8 +185,24 @@ class _Call:
 
 # tensors ------------------------------------------------------------------------------------
 
+def _memory_hints(c: _Call, latency, allow_tma) -> dict:
+    """The optional scheduling hints of a load: ``latency`` 1..10, ``allow_tma`` a bool."""
+    hints = {}
+    if latency is not None:
+        if not (isinstance(latency, Const) and isinstance(latency.value, int)
+                and 1 <= latency.value <= 10):
+            raise c.error("latency must be an integer constant from 1 to 10")
+        hints["latency"] = latency.value
+    if allow_tma is not None:
+        if not (isinstance(allow_tma, Const) and isinstance(allow_tma.value, bool)):
+            raise c.error("allow_tma must be True or False")
+        hints["allow_tma"] = allow_tma.value
+    return hints
+
+
 def _load(c: _Call):
-    x, index, shape = c.take("x", "index", "shape")
+    x, index, shape, latency, allow_tma = c.take("x", "index", "shape", "latency",
+                                                 "allow_tma", required=3)
     x = c.view(x, "x")
     shape = c.shape(shape)
     items = index.items if isinstance(index, TupleValue) else (index,)
@@ -195,11 +211,11 @@ def _load(c: _Call):
                       f"{x.type.ndim}-d shape")
     coords = [c.emit.scalar(i, T.INDEX.dtype) for i in items]
     return c.b.create("tile.load", [x, *coords], [T.Tile(x.type.dtype, shape)],
-                      {"shape": shape}).result
+                      {"shape": shape, "hints": _memory_hints(c, latency, allow_tma)}).result
 
 
 def _load_like(c: _Call):
-    x, out = c.take("x", "out")
+    x, out, latency, allow_tma = c.take("x", "out", "latency", "allow_tma", required=2)
     x, out = c.view(x, "x"), c.view(out, "out")
     if out.type.role is not T.Role.OUT:
         raise c.error("load_like takes the position from an Out partition",
@@ -209,7 +225,7 @@ def _load_like(c: _Call):
     shape = out.type.tile_shape
     coords = [_block_index(c.gen, k) for k in range(out.type.ndim)]
     return c.b.create("tile.load", [x, *coords], [T.Tile(x.type.dtype, shape)],
-                      {"shape": shape}).result
+                      {"shape": shape, "hints": _memory_hints(c, latency, allow_tma)}).result
 
 
 def _store(c: _Call):

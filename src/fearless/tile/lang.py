@@ -94,11 +94,14 @@ def _stub(name: str, doc: str):
     return stub
 
 
-load = _stub("load", "load(x, index, shape): the tile of ``shape`` at tile coordinates "
-                     "``index`` of the grid of ``shape`` tiles over tensor ``x``; elements past "
-                     "the edge read as 0. ``shape`` must be constants (powers of two on the GPU).")
-load_like = _stub("load_like", "load_like(x, out): the tile of ``x`` at the position and shape "
-                               "of ``out``'s own tile (zero past the edge).")
+load = _stub("load", "load(x, index, shape, latency=None, allow_tma=None): the tile of "
+                     "``shape`` at tile coordinates ``index`` of the grid of ``shape`` tiles "
+                     "over tensor ``x``; elements past the edge read as 0. ``shape`` must be "
+                     "constants (powers of two on the GPU). ``latency`` (1-10) and "
+                     "``allow_tma`` are Tile IR scheduling hints for tileiras.")
+load_like = _stub("load_like", "load_like(x, out, latency=None, allow_tma=None): the tile of "
+                               "``x`` at the position and shape of ``out``'s own tile (zero "
+                               "past the edge); hints as for ``load``.")
 zeros = _stub("zeros", "zeros(shape, dtype): a tile of zeros.")
 full = _stub("full", "full(shape, value, dtype): a tile filled with ``value``.")
 arange = _stub("arange", "arange(n): the 1-d i32 tile 0, 1, ..., n-1 (n a constant).")

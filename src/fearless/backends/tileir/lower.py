@@ -87,8 +87,9 @@ class _View:
 
 
 class Lowering:
-    def __init__(self, fn: Function, version: tuple[int, int], hints: dict | None):
-        self.fn = fn
+    def __init__(self, fn: Function, version: tuple[int, int], hints: dict | None,
+                 arch: str | None = None):
+        self.fn, self.arch = fn, arch
         self.module = tir.Module(version)
         params = []
         for p in fn.params:
@@ -365,7 +366,9 @@ def _load(low: Lowering, op):
     tensor, *coords = op.operands
     pv = low.partition(tensor, op.attrs["shape"])
     index = [_index_i32(low, c) for c in coords]
-    tile, _ = low.b.load_view_tko(pv, index, token=low.token)
+    hints = op.attrs.get("hints")
+    tile, _ = low.b.load_view_tko(pv, index, token=low.token,
+                                  hints={low.arch or "default": hints} if hints else None)
     low.set(op, tile)
 
 
@@ -561,13 +564,15 @@ UNSUPPORTED = {
 }
 
 
-def lower_tile(fn: Function, version: tuple[int, int], hints: dict | None = None) -> bytes:
+def lower_tile(fn: Function, version: tuple[int, int], hints: dict | None = None,
+               arch: str | None = None) -> bytes:
     """Tile IR bytecode of tile kernel ``fn`` for bytecode ``version`` (e.g. (13, 4)).
 
-    ``hints``: Tile IR entry hints per arch, e.g. ``{"sm_90": {"occupancy": 1}}``.
+    ``hints``: Tile IR entry hints per arch, e.g. ``{"sm_90": {"occupancy": 1}}``; ``arch``
+    (e.g. "sm_90") keys the load hints a kernel gives (``latency``, ``allow_tma``).
     Raises CompileError for constructs Tile IR cannot express yet.
     """
-    low = Lowering(fn, version, hints)
+    low = Lowering(fn, version, hints, arch)
     low.prologue()
     low.region(fn.body, top=True)
     low.b.return_()
