@@ -11,7 +11,7 @@ from fearless.runtime.device import current_backend, set_backend
 from fearless.runtime.launch import PreparedLaunch
 from fearless.runtime.stream import Stream, current_stream, synchronize
 from fearless.runtime.tensor import Tensor, asarray, empty, full, ones, zeros
-from fearless.simt import shared, thread
+from fearless.simt import shared, thread, warp
 from fearless.simt.params import (Array, AtomicSlice, DisjointArray, DisjointSlice, Slice,
                                   UnsafeSlice)
 from fearless.simt.thread import sync_threads
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "kernel", "func", "unchecked", "unsafe", "Kernel", "DeviceFunction", "PreparedLaunch",
-    "thread", "shared", "sync_threads", "Slice", "DisjointSlice", "Array", "DisjointArray",
+    "thread", "shared", "warp", "sync_threads", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",
     "Tensor", "asarray", "empty", "zeros", "ones", "full",
     "Stream", "current_stream", "synchronize", "current_backend", "set_backend",

@@ -66,7 +66,8 @@ def _passes(s: _State):
     s.out.fn = fn
     s.out.meta = {"index_space": fn.attrs["index_space"],
                   "bounds_sites": [(name, span) for name, span in fn.attrs["bounds_sites"]],
-                  "shared": fn.attrs.get("shared", ())}
+                  "shared": fn.attrs.get("shared", ()),
+                  "warp_full": bool(fn.attrs.get("warp_full"))}
 
 
 def _llvm(s: _State):

@@ -313,6 +313,7 @@ class Kernel:
         contracts.check_arguments(self.name, entry.names, entry.types, tensors)
         if checked:
             contracts.check_coverage(self.name, launch, entry.names, entry.types, tensors)
+            contracts.check_warps(self.name, launch, entry.compiled.meta.get("warp_full"))
         values = self._scalars(entry, args)
         sites = entry.compiled.meta["bounds_sites"]
         contracts.check_shared(self.name, launch, entry.compiled.meta.get("shared", ()))
@@ -379,7 +380,8 @@ def _dump_meta(meta: dict) -> dict:
     sites = [(name, [s.filename, s.line, s.col, s.end_col, s.text]) for name, s in
              meta["bounds_sites"]]
     return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())]}
+            "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())],
+            "warp_full": meta.get("warp_full", False)}
 
 
 def _load_meta(meta: dict) -> dict:
@@ -387,7 +389,7 @@ def _load_meta(meta: dict) -> dict:
     shared = tuple((n, tuple(shape) if shape is not None else None, d)
                    for n, shape, d in meta.get("shared", ()))
     return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"], "shared": shared}
+            "coarsen": meta["coarsen"], "shared": shared, "warp_full": meta.get("warp_full", False)}
 
 
 def kernel(fn=None, *, unchecked: bool = False):

@@ -149,6 +149,16 @@ def check_shared(kernel: str, launch: PreparedLaunch, shared: tuple) -> None:
                             kernel=kernel, help="use smaller tiles")
 
 
+def check_warps(kernel: str, launch: PreparedLaunch, warp_full: bool) -> None:
+    """A kernel with full-mask warp ops needs whole warps: a block of a multiple of 32 threads
+    (a shorter last warp would wait for lanes that do not exist)."""
+    if warp_full and launch.threads_per_block % 32:
+        raise ContractError(f"the kernel uses warp operations over all 32 lanes, but block "
+                            f"{launch.block} has {launch.threads_per_block} threads, not a "
+                            f"multiple of 32", kernel=kernel,
+                            help="prepare it with a block of a multiple of 32 threads")
+
+
 def check_compiled(kernel: str, launch: PreparedLaunch, registers: int,
                    max_threads: int) -> None:
     """Refuse a block larger than the compiled kernel can run (registers, shared memory)."""

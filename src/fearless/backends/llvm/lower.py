@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fearless.backends.llvm import arith, nvvm, simt
+from fearless.backends.llvm import arith, nvvm, simt, warp
 from fearless.backends.llvm.nvvm import GPTR, I1, I8, I64, llvm_type
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Operation, Region
@@ -374,4 +374,5 @@ RULES = {
     "local.alloc": _alloc, "local.load": _local_load, "local.store": _local_store,
     **arith.RULES,
     **simt.RULES,
+    **warp.RULES,
 }
