@@ -7,6 +7,7 @@ from fearless import errors
 from fearless.dtypes import (bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32,
                              u64, DType)
 from fearless.kernel import DeviceFunction, Kernel, func, kernel, unchecked, unsafe
+from fearless.runtime.contract import Contract
 from fearless.runtime.device import current_backend, set_backend
 from fearless.runtime.launch import PreparedLaunch
 from fearless.runtime.stream import Stream, current_stream, synchronize
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "kernel", "func", "unchecked", "unsafe", "Kernel", "DeviceFunction", "PreparedLaunch",
+    "Contract",
     "thread", "shared", "warp", "sync_threads", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",
     "Tensor", "asarray", "empty", "zeros", "ones", "full",

@@ -190,16 +190,19 @@ class Lowering:
 COARSEN = {0: 1, 1: 4, 2: 4}
 
 
-def lower(fn: Function) -> tuple[ir.Module, bool, int]:
+def lower(fn: Function, block: tuple | None = None, max_threads: int | None = None
+          ) -> tuple[ir.Module, bool, int]:
     """An LLVM module holding kernel ``fn``, whether it calls libdevice (to be linked), and the
-    number of logical threads each hardware thread runs (see ``Lowering.coarsened_body``)."""
+    number of logical threads each hardware thread runs (see ``Lowering.coarsened_body``).
+    ``block`` / ``max_threads``: the launch contract's exact block or bound (``.reqntid`` /
+    ``.maxntid``)."""
     module = ir.Module(name=fn.name)
     module.triple = "nvptx64-nvidia-cuda"
     module.data_layout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
     # threads of a block meet at barriers and share memory: one logical thread each
     coarsen = 1 if fn.attrs.get("block_level") else COARSEN[fn.attrs.get("index_space", 0)]
     lowering = Lowering(fn, module, coarsen)
-    lowering.build()
+    nvvm.launch_bounds(module, lowering.build(), block, max_threads)
     return module, lowering.uses_libdevice, coarsen
 
 
