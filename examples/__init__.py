@@ -1,4 +1,4 @@
 """Self-checking fearless examples; ``fearless demo`` runs them all. Each module has ``run()``."""
 
 NAMES = ("vector_add", "saxpy", "matrix_add", "generic_map", "image_filter",
-         "block_reduce", "histogram")
+         "block_reduce", "histogram", "row_softmax", "transpose", "sgemm", "prefix_sum")
