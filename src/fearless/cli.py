@@ -1,4 +1,4 @@
-"""The ``fearless`` command: doctor, demo, inspect.
+"""The ``fearless`` command: doctor, demo, inspect, sanitize.
 
     fearless doctor                      what works on this machine, and what to do otherwise
     fearless demo                        run the examples (GPU if usable, else CPU), check, time
@@ -6,6 +6,7 @@
         TARGET: module:function, path/to/file.py:function, or path/to/file.py (every kernel)
         S: ast, ir, passes, llvm, ptx, cubin
         --signature x=f32,out=f32:2      dtypes (and ranks) for generic parameters
+    fearless sanitize SCRIPT [--tool T] [-- ARGS]   the script under compute-sanitizer
 """
 from __future__ import annotations
 
@@ -33,11 +34,19 @@ def main(argv=None) -> int:
     insp.add_argument("--stage", choices=STAGE_NAMES, default="ir")
     insp.add_argument("--signature", default="", help="name=dtype[:ndim],... for generic params")
     insp.add_argument("--arch", default="sm_90")
+    san = sub.add_parser("sanitize", help="run a script under compute-sanitizer")
+    san.add_argument("script")
+    san.add_argument("--tool", default="memcheck",
+                     choices=("memcheck", "racecheck", "initcheck", "synccheck"))
+    san.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
     args = parser.parse_args(argv)
     try:
         if args.command == "doctor":
             from fearless.doctor import run as doctor
             return doctor()
+        if args.command == "sanitize":
+            from fearless.sanitize import run as sanitize
+            return sanitize(args.script, args.tool, [a for a in args.args if a != "--"])
         if args.command == "demo":
             from fearless.demo import run as demo_run
             return demo_run(args.png)
