@@ -9,6 +9,7 @@ from fearless import errors
 from fearless.dtypes import (bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32,
                              u64, DType)
 from fearless.kernel import DeviceFunction, Kernel, func, kernel, unchecked, unsafe
+from fearless.runtime.contract import Contract
 from fearless.runtime.device import current_backend, set_backend
 from fearless.runtime.graph import Graph, graph
 from fearless.runtime.lazy import DeviceOperation, zip
@@ -16,7 +17,7 @@ from fearless.runtime.launch import PreparedLaunch
 from fearless.runtime.stream import Stream, current_stream, synchronize
 from fearless.runtime.partition import Partition
 from fearless.runtime.tensor import Tensor, asarray, empty, full, ones, zeros
-from fearless.simt import shared, thread
+from fearless.simt import shared, thread, warp
 from fearless.simt.params import (Array, AtomicSlice, DisjointArray, DisjointSlice, Slice,
                                   UnsafeSlice)
 from fearless.simt.thread import sync_threads
@@ -25,7 +26,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "kernel", "func", "unchecked", "unsafe", "Kernel", "DeviceFunction", "PreparedLaunch",
-    "thread", "shared", "sync_threads", "Slice", "DisjointSlice", "Array", "DisjointArray",
+    "Contract",
+    "thread", "shared", "warp", "sync_threads", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
     "DeviceOperation", "zip", "graph", "Graph",

@@ -1,4 +1,4 @@
-"""The ``fearless`` command: doctor, demo, inspect, compile.
+"""The ``fearless`` command: doctor, demo, inspect, compile, sanitize.
 
     fearless doctor                      what works on this machine, and what to do otherwise
     fearless demo                        run the examples (GPU if usable, else CPU), check, time
@@ -9,6 +9,7 @@
     fearless compile SCRIPT... --arch sm_90 [--arch sm_80]
         run each script on the CPU with tile kernels compiling for the GPU instead of running:
         fills the JIT cache (FEARLESS_CACHE_DIR) so a GPU machine needs no tileiras
+    fearless sanitize SCRIPT [--tool T] [-- ARGS]   the script under compute-sanitizer
 """
 from __future__ import annotations
 
@@ -41,11 +42,19 @@ def main(argv=None) -> int:
     comp.add_argument("scripts", nargs="+")
     comp.add_argument("--arch", action="append", default=None,
                       help="target, e.g. sm_90 (repeat for several; default sm_90)")
+    san = sub.add_parser("sanitize", help="run a script under compute-sanitizer")
+    san.add_argument("script")
+    san.add_argument("--tool", default="memcheck",
+                     choices=("memcheck", "racecheck", "initcheck", "synccheck"))
+    san.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
     args = parser.parse_args(argv)
     try:
         if args.command == "doctor":
             from fearless.doctor import run as doctor
             return doctor()
+        if args.command == "sanitize":
+            from fearless.sanitize import run as sanitize
+            return sanitize(args.script, args.tool, [a for a in args.args if a != "--"])
         if args.command == "demo":
             from fearless.demo import run as demo_run
             return demo_run(args.png)

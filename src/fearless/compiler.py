@@ -64,6 +64,7 @@ class _State:
     options: PassOptions
     arch: str | None
     out: Compiled
+    contract: object = None  # runtime.contract.Contract: launch bounds written into the PTX
     llvm_module: object = None
     constants: dict = field(default_factory=dict)  # tile kernels: ft.Const values by name
     hints: dict = field(default_factory=dict)      # tile kernels: Tile IR entry hints
@@ -83,11 +84,14 @@ def _passes(s: _State):
     s.out.fn = fn
     s.out.meta = {"index_space": fn.attrs["index_space"],
                   "bounds_sites": [(name, span) for name, span in fn.attrs["bounds_sites"]],
-                  "shared": fn.attrs.get("shared", ())}
+                  "shared": fn.attrs.get("shared", ()),
+                  "warp_full": bool(fn.attrs.get("warp_full"))}
 
 
 def _llvm(s: _State):
-    module, uses_libdevice, coarsen = lower(s.out.fn)
+    c = s.contract
+    module, uses_libdevice, coarsen = lower(s.out.fn, c.block if c else None,
+                                            c.max_threads if c else None)
     s.out.meta["coarsen"] = coarsen
     s.llvm_module = optimize(module, s.cap.name, s.arch, uses_libdevice)
     s.out.llvm = str(s.llvm_module)
@@ -107,11 +111,13 @@ STAGE_NAMES = tuple(name for name, _ in SIMT_STAGES)
 
 
 def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassOptions,
-                 arch: str | None, until: str = "cubin") -> Compiled:
-    """Run the stages up to ``until``. GPU stages (llvm and later) need ``arch``."""
+                 arch: str | None, until: str = "cubin", contract=None) -> Compiled:
+    """Run the stages up to ``until``. GPU stages (llvm and later) need ``arch``; ``contract``
+    (a launch contract) adds its launch bounds to the code."""
     if until not in STAGE_NAMES:
         raise ValueError(f"unknown stage {until!r}; stages: {', '.join(STAGE_NAMES)}")
-    state = _State(cap, params, options, arch, Compiled(cap.name, tuple(t for _, t in params)))
+    state = _State(cap, params, options, arch, Compiled(cap.name, tuple(t for _, t in params)),
+                   contract)
     for name, stage in SIMT_STAGES:
         if name in ("llvm", "ptx", "cubin") and arch is None:
             raise ValueError(f"stage {name!r} needs a target arch such as 'sm_90'")

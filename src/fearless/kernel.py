@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import threading
 from dataclasses import dataclass
 
@@ -24,16 +25,17 @@ import numpy as np
 from fearless import dtypes
 from fearless.compiler import Compiled, compile_simt, show
 from fearless.config import CONFIG
-from fearless.errors import ArgumentTypeError, CompileError, FearlessError, InternalError, \
-    LaunchError
+from fearless.errors import ArgumentTypeError, CompileError, ContractError, FearlessError, \
+    InternalError, LaunchError
 from fearless.frontend.annotations import ArgInfo, ScalarParam, param_kinds, specialize
 from fearless.frontend.capture import MISSING, Captured, capture
 from fearless.frontend.spans import Span
 from fearless.ir import types as T
 from fearless.passes import PassOptions
 from fearless.runtime import cache, device, dispatch, launch as contracts
+from fearless.runtime.contract import Contract
 from fearless.runtime.lazy import DeviceOperation
-from fearless.runtime.module import load, nvjitlink_version
+from fearless.runtime.module import allow_dynamic_shared, load, nvjitlink_version
 from fearless.runtime.ownership import refuse_while_executing
 from fearless.runtime.partition import Partition
 from fearless.runtime.stream import current_stream
@@ -114,11 +116,17 @@ class Kernel:
 
     __fearless_kernel__ = True
 
-    def __init__(self, fn, *, bounds_checks: bool = True):
+    def __init__(self, fn, *, bounds_checks: bool = True, contract: Contract | None = None):
         self.fn = fn
         self.name = fn.__name__
         self.__name__, self.__doc__ = fn.__name__, fn.__doc__
         self.bounds_checks = bounds_checks
+        if contract is not None and not isinstance(contract, Contract):
+            raise ContractError(f"contract= takes a fl.Contract, got {contract!r}",
+                                kernel=self.name)
+        if contract is not None:
+            contract.bind(self.name, list(inspect.signature(fn).parameters))
+        self.contract = contract
         self._cap: Captured | None = None
         self._kinds = None
         self._compiled: dict = {}   # (types, backend, arch) -> Compiled
@@ -186,15 +194,18 @@ class Kernel:
         params = [(name, t) for (name, _), t in zip(self.params, types)]
         try:
             if backend == "cpu":
-                return compile_simt(self.captured, params, self._options(), None, "passes")
+                return compile_simt(self.captured, params, self._options(), None, "passes",
+                                    self.contract)
             disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
             key = cache.digest([VERSION, _llvm_version(), nvjitlink_version(), arch,
-                                repr(types), self.bounds_checks, *self.fingerprint()])
+                                repr(types), self.bounds_checks, self._contract_key(),
+                                *self.fingerprint()])
             hit = disk.get(key)
             if hit is not None:
                 ptx, cubin, meta = hit
                 return Compiled(self.name, types, ptx=ptx, cubin=cubin, meta=_load_meta(meta))
-            compiled = compile_simt(self.captured, params, self._options(), arch, "cubin")
+            compiled = compile_simt(self.captured, params, self._options(), arch, "cubin",
+                                    self.contract)
             disk.put(key, compiled.ptx, compiled.cubin, _dump_meta(compiled.meta))
             return compiled
         except FearlessError as exc:
@@ -205,16 +216,24 @@ class Kernel:
 
     # launching -------------------------------------------------------------------------------
 
-    def prepare(self, size, block=None, shared: int = 0) -> contracts.PreparedLaunch:
+    def _contract_key(self) -> str:
+        return self.contract.key() if self.contract is not None else ""
+
+    def prepare(self, size, block=None, shared: int | None = None) -> contracts.PreparedLaunch:
         """Check a launch over ``size`` (``n`` or ``(rows, cols)``) and return its ticket.
 
-        ``block``: threads per block, ``n`` or ``(cols, rows)``; default 256 (1-d) or (32, 8).
-        ``shared``: bytes of dynamic shared memory per block (``fl.shared.dynamic``).
-        Raises ContractError when the launch does not fit the kernel's index space or the
-        device's limits, CompileError when the kernel's source cannot be read.
+        ``block``: threads per block, ``n`` or ``(cols, rows)``; default the contract's exact
+        block, else 256 (1-d) or (32, 8). ``shared``: bytes of dynamic shared memory per block
+        (``fl.shared.dynamic``); default the contract's lower bound, else 0.
+        Checks, in order: the launch's rank against the contract and the kernel's index space,
+        the block against the contract and the device's limits, the grid, the dynamic shared
+        memory against the contract and the device, the compute capability. The registers and
+        static shared memory of the compiled code depend on the argument dtypes, which the
+        contract does not fix, so they are checked at the first launch of each signature.
+        Raises ContractError, or CompileError when the kernel's source cannot be read.
         """
         return contracts.plan(self, self.index_space, size, block, device.current_backend(),
-                              shared)
+                              shared, self.contract)
 
     def __getitem__(self, launch):
         if not isinstance(launch, contracts.PreparedLaunch):
@@ -301,6 +320,8 @@ class Kernel:
             return _Entry(types, names, self.compile_for(types, "cpu"), None)
         compiled = self.compile_for(types, "cuda", device.cuda_arch())
         loaded = load(self.name, compiled.cubin, compiled.ptx)
+        if self.contract is not None and self.contract.shared_range[1] > contracts.SHARED_LIMIT:
+            allow_dynamic_shared(loaded, self.contract.shared_range[1])
         loaded.params = dispatch.ParamBuffer(types, bool(compiled.meta["bounds_sites"]),
                                              compiled.meta["coarsen"] > 1)
         return _Entry(types, names, compiled, loaded)
@@ -335,10 +356,14 @@ class Kernel:
             entry = self._entries[key] = self._entry(args, tensors, backend)
         contracts.check_arguments(self.name, entry.names, entry.types, tensors)
         if checked:
+            if self.contract is not None and self.contract.requires:
+                contracts.check_requires(self.name, self.contract, entry.names, args)
             contracts.check_coverage(self.name, launch, entry.names, entry.types, tensors)
+            contracts.check_warps(self.name, launch, entry.compiled.meta.get("warp_full"))
         values = self._scalars(entry, args)
         sites = entry.compiled.meta["bounds_sites"]
-        contracts.check_shared(self.name, launch, entry.compiled.meta.get("shared", ()))
+        contracts.check_shared(self.name, launch, entry.compiled.meta.get("shared", ()),
+                               self.contract)
         if backend == "cpu":
             return (lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch,
                                                        entry.types, values, tensors, sites,
@@ -377,7 +402,8 @@ class Kernel:
         params = [(name, t) for (name, _), t in zip(self.params, types)]
         try:
             compiled = compile_simt(self.captured, params, self._options(),
-                                    arch if stage in ("llvm", "ptx", "cubin") else None, stage)
+                                    arch if stage in ("llvm", "ptx", "cubin") else None, stage,
+                                    self.contract)
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None
         return show(compiled, stage)
@@ -413,7 +439,8 @@ def _dump_meta(meta: dict) -> dict:
     sites = [(name, [s.filename, s.line, s.col, s.end_col, s.text]) for name, s in
              meta["bounds_sites"]]
     return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())]}
+            "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())],
+            "warp_full": meta.get("warp_full", False)}
 
 
 def _load_meta(meta: dict) -> dict:
@@ -421,14 +448,15 @@ def _load_meta(meta: dict) -> dict:
     shared = tuple((n, tuple(shape) if shape is not None else None, d)
                    for n, shape, d in meta.get("shared", ()))
     return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"], "shared": shared}
+            "coarsen": meta["coarsen"], "shared": shared, "warp_full": meta.get("warp_full", False)}
 
 
-def kernel(fn=None, *, unchecked: bool = False):
-    """Decorator: make ``fn`` a fearless SIMT kernel (``unchecked=True``: no read bounds checks)."""
+def kernel(fn=None, *, unchecked: bool = False, contract: Contract | None = None):
+    """Decorator: make ``fn`` a fearless SIMT kernel (``unchecked=True``: no read bounds checks;
+    ``contract``: a ``fl.Contract`` every launch must keep, see ``runtime/contract.py``)."""
     if fn is None:
-        return lambda f: kernel(f, unchecked=unchecked)
-    return Kernel(fn, bounds_checks=not unchecked)
+        return lambda f: kernel(f, unchecked=unchecked, contract=contract)
+    return Kernel(fn, bounds_checks=not unchecked, contract=contract)
 
 
 def func(fn):
@@ -440,4 +468,4 @@ def unchecked(k):
     """``fl.unchecked(kernel)`` (or ``@fl.unchecked`` above ``@fl.kernel``): the same kernel with
     read bounds checks turned off. Writes stay confined to the thread's own element."""
     fn = k.fn if isinstance(k, Kernel) else k
-    return Kernel(fn, bounds_checks=False)
+    return Kernel(fn, bounds_checks=False, contract=getattr(k, "contract", None))

@@ -85,5 +85,6 @@ def test_unchecked_kernels_get_no_bounds_sites():
 
 
 def test_pass_list_is_the_documented_order():
-    assert [name for name, _ in PASSES] == ["access", "disjoint", "barriers", "shared", "contract",
+    assert [name for name, _ in PASSES] == ["access", "disjoint", "barriers", "warps", "shared",
+                                            "contract",
                                             "simplify", "bounds"]

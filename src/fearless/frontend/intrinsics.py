@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fearless import dtypes
+from fearless.frontend import warps
 from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static, TupleValue, TypingError
 from fearless.ir import types as T
@@ -128,6 +129,9 @@ def _array_attribute(gen, array: Value, attr: str, node):
 def call(gen: "FunctionGen", func, node):
     if isinstance(func, Static) and isinstance(func.obj, ArrayMethod):
         return _atomic(gen, func.obj, node)
+    keyword_handler = _keyword_handler(func)
+    if keyword_handler is not None:
+        return keyword_handler(gen, node, func.obj)
     if node.keywords:
         raise gen.error(node, "keyword arguments are not supported in kernel calls")
     args = [gen.visit(a) for a in node.args]
@@ -146,6 +150,16 @@ def call(gen: "FunctionGen", func, node):
     if handler is None:
         raise gen.error(node.func, f"{describe(func)} cannot be called inside a kernel")
     return handler(gen, args, node)
+
+
+def _keyword_handler(func):
+    """The handler of a call that reads its own arguments and keywords (``fl.warp.*``)."""
+    if not isinstance(func, Static):
+        return None
+    try:
+        return warps.HANDLERS.get(func.obj)
+    except TypeError:  # unhashable callee
+        return None
 
 
 def _handler(obj):

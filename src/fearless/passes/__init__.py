@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fearless.passes import access, barriers, bounds, contract, disjoint, shared, simplify
+from fearless.passes import (access, barriers, bounds, contract, disjoint, shared, simplify,
+                             warps)
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ PASSES = (
     ("access", access.run),        # no writes to read-only arrays
     ("disjoint", disjoint.run),    # DisjointSlice accesses only at the thread's own index
     ("barriers", barriers.run),    # every barrier is reached by the whole block
+    ("warps", warps.run),          # every lane of a warp op's mask reaches it
     ("shared", shared.run),        # shared memory: own-slot writes, barriers between threads
     ("contract", contract.run),    # the index space the kernel uses (none, 1-d or 2-d)
     ("simplify", simplify.run),    # drop unused pure ops

@@ -10,6 +10,11 @@ is accepted and the cpu backend checks at run time that the whole block reaches 
 
 Uniform: constants, scalar parameters, array extents, ``block_index``, ``block_dim``,
 ``grid_dim``, reads of read-only arrays at uniform indices, and arithmetic on uniform values.
+
+``analyse(fn, "warp")`` runs the same analysis one level down, for ``passes/warps.py``: values
+that may differ between the lanes of one warp. There, ``fl.warp.index()``, the in-block slot
+``index_in_block()`` divided by (or shifted right past) a multiple of 32, and the results of
+votes and reductions (equal in every lane of the mask) are uniform too.
 """
 from __future__ import annotations
 
@@ -18,15 +23,17 @@ from fearless.frontend.spans import Span
 from fearless.ir.core import Function, Operation, Region
 from fearless.ir.types import Access
 
-_VARYING_SPECIAL = {"thread_in_block", "lane"}
+_VARYING_SPECIAL = {"block": {"thread_in_block", "lane", "warp_index"},
+                    "warp": {"thread_in_block", "lane"}}
 
 
 class _Uniformity:
-    def __init__(self, producers: dict):
+    def __init__(self, producers: dict, level: str = "block"):
         self.div: set[int] = set()       # ids of values and slots that may differ by thread
         self.changed = False
         self.producers = producers
-        self.barriers: list[tuple[Operation, Span | None]] = []
+        self.level = level               # "block": differ within a block; "warp": within a warp
+        self.barriers: list[tuple[Operation, Span | None]] = []  # the sync points of the level
 
     def mark(self, v) -> None:
         if id(v) not in self.div:
@@ -88,8 +95,10 @@ class _Uniformity:
             return {"loop": ctrl} if ctrl else {}
         if name == "cf.return":
             return {"inline": ctrl} if ctrl else {}
-        if name == "simt.barrier":
+        sync = name == "simt.barrier" if self.level == "block" else name.startswith("warp.")
+        if sync:
             self.barriers.append((op, ctrl))
+        if name == "simt.barrier":
             return {}
         if name == "local.store":
             if ctrl or id(op.operands[1]) in self.div:
@@ -97,28 +106,51 @@ class _Uniformity:
             return {}
         varying = any(id(v) in self.div for v in op.operands)
         if name == "simt.thread_index" or name.startswith("warp.") or name == "mem.atomic":
-            varying = True
+            varying = not (self.level == "warp" and name in ("warp.vote", "warp.reduce"))
         elif name == "simt.special":
-            varying = op.attrs["reg"] in _VARYING_SPECIAL
+            varying = op.attrs["reg"] in _VARYING_SPECIAL[self.level]
         elif name == "mem.load":
             varying = varying or op.operands[0].type.access is not Access.READ
+        elif self.level == "warp" and name in ("arith.floordiv", "arith.shr"):
+            varying = varying and not self.whole_warps(op)
         for r in op.results:
             if varying:
                 self.mark(r)
         return {}
 
 
-def run(fn: Function, options) -> Function:
-    if not any(op.name == "simt.barrier" for op in fn.walk()):
-        return fn
+    def whole_warps(self, op: Operation) -> bool:
+        """``slot // 32k`` or ``slot >> (5 + k)`` of the in-block slot: equal within a warp."""
+        src = self.producers.get(id(op.operands[0]))
+        if src is not None and src.name == "simt.index_value":
+            src = self.producers.get(id(src.operands[0]))
+        k = self.producers.get(id(op.operands[1]))
+        if src is None or k is None or k.name != "arith.constant":
+            return False
+        slot = src.name == "simt.thread_index" and src.attrs.get("block") and \
+            src.attrs["space"] == 1
+        c = k.attrs["value"]
+        return bool(slot) and (c > 0 and c % 32 == 0 if op.name == "arith.floordiv"
+                               else 5 <= c < 64)
+
+
+def analyse(fn: Function, level: str) -> list[tuple[Operation, Span | None]]:
+    """The sync points of ``level`` (barriers for "block", warp ops for "warp"), each with the
+    span of a condition that may differ between the threads that should meet there, or None."""
     producers = {id(r): op for op in fn.walk() for r in op.results}
-    u = _Uniformity(producers)
+    u = _Uniformity(producers, level)
     while True:
         u.changed, u.barriers = False, []
         u.region(fn.body, None)
         if not u.changed:
             break
-    for op, reason in u.barriers:
+    return u.barriers
+
+
+def run(fn: Function, options) -> Function:
+    if not any(op.name == "simt.barrier" for op in fn.walk()):
+        return fn
+    for op, reason in analyse(fn, "block"):
         if reason is None or op.attrs.get("unsafe"):
             continue
         raise SafetyError(

@@ -26,9 +26,14 @@ DEFAULT_BLOCK = {1: (256,), 2: (32, 8)}  # 2-d: 32 columns (one warp along x) by
 
 @dataclass(frozen=True)
 class Limits:
+    """A device's launch limits. The cpu backend follows the rules every sm_80+ GPU keeps: its
+    opt-in shared memory is sm_86's 99 KB (the smallest), and it has no compute capability."""
+
     max_threads_per_block: int = 1024
     max_block: tuple = (1024, 1024, 64)
     max_grid: tuple = (2**31 - 1, 65535, 65535)
+    max_shared_optin: int = 99 * 1024    # bytes per block for a kernel that opts in
+    compute_capability: tuple | None = None
 
 
 @functools.lru_cache(maxsize=None)
@@ -37,10 +42,12 @@ def device_limits(backend: str) -> Limits:
     if backend != "cuda":
         return Limits()
     from fearless.runtime.device import cuda_device
-    p = cuda_device().properties
+    dev = cuda_device()
+    p = dev.properties
     return Limits(p.max_threads_per_block,
                   (p.max_block_dim_x, p.max_block_dim_y, p.max_block_dim_z),
-                  (p.max_grid_dim_x, p.max_grid_dim_y, p.max_grid_dim_z))
+                  (p.max_grid_dim_x, p.max_grid_dim_y, p.max_grid_dim_z),
+                  p.max_shared_memory_per_block_optin, tuple(dev.compute_capability))
 
 
 @dataclass(frozen=True)
@@ -89,16 +96,20 @@ def _as_dims(kernel: str, what: str, value, dims: int | None = None) -> tuple:
     return tuple(out)
 
 
-def plan(kernel, index_space: int, size, block, backend: str, shared: int = 0
-         ) -> PreparedLaunch:
+def plan(kernel, index_space: int, size, block, backend: str, shared: int | None = 0,
+         contract=None) -> PreparedLaunch:
     """Check a launch of ``kernel`` over ``size`` and return its PreparedLaunch.
 
-    Raises ContractError when the kernel's index space differs from the launch's dimensions, a
-    block is empty or too large, or the grid exceeds the device's limits.
+    Raises ContractError when the launch breaks the kernel's contract, the kernel's index space
+    differs from the launch's dimensions, a block is empty or too large, the grid exceeds the
+    device's limits, or the device lacks the shared memory or compute capability asked for.
     """
     name = kernel.name
     size = _as_dims(name, "the problem size", size)
     dims = len(size)
+    if contract is not None:
+        block, shared = _apply_contract(name, contract, dims, index_space, block, shared)
+    shared = 0 if shared is None else shared
     if index_space and index_space != dims:
         raise ContractError(f"the kernel uses fl.thread.index_{index_space}d(), but the launch is "
                             f"{dims}-d (size {size})", kernel=name,
@@ -126,16 +137,71 @@ def plan(kernel, index_space: int, size, block, backend: str, shared: int = 0
                                 help="use a larger block, or split the problem")
     if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
         raise ContractError(f"shared= must be a number of bytes, got {shared!r}", kernel=name)
+    if contract is not None:
+        _device_contract(name, contract, limits)
     return PreparedLaunch(kernel, backend, size, grid, block, shared)
+
+
+def _apply_contract(name: str, contract, dims: int, index_space: int, block, shared):
+    """The launch's block and dynamic shared bytes under ``contract`` (defaults filled in)."""
+    if dims != contract.dims:
+        raise ContractError(f"the contract declares a {contract.dims}-d launch, but the size "
+                            f"is {dims}-d", kernel=name,
+                            help="kernel.prepare(n)" if contract.dims == 1
+                            else "kernel.prepare((rows, cols))")
+    if index_space and index_space != contract.dims:
+        raise ContractError(f"the contract declares dims={contract.dims}, but the kernel uses "
+                            f"fl.thread.index_{index_space}d()", kernel=name)
+    if block is None:
+        block = contract.block
+    elif contract.block is not None:
+        given = _as_dims(name, "the block", block, dims)
+        if given != contract.block:
+            raise ContractError(f"block {given} differs from the contract's exact block "
+                                f"{contract.block}", kernel=name,
+                                help="leave block= out to use the contract's")
+    if block is not None and contract.max_threads is not None:
+        given = _as_dims(name, "the block", block, dims)
+        if math.prod(given) > contract.max_threads:
+            raise ContractError(f"block {given} has {math.prod(given)} threads, above the "
+                                f"contract's max_threads={contract.max_threads}", kernel=name)
+    lo, hi = contract.shared_range
+    if shared is None:
+        shared = lo
+    if not isinstance(shared, bool) and isinstance(shared, int) and not lo <= shared <= hi:
+        want = f"exactly {lo}" if lo == hi else f"between {lo} and {hi}"
+        raise ContractError(f"the launch asks for {shared} bytes of dynamic shared memory; "
+                            f"the contract allows {want}", kernel=name)
+    return block, shared
+
+
+def _device_contract(name: str, contract, limits: Limits) -> None:
+    """The device can give the contract's shared memory and has its compute capability."""
+    hi = contract.shared_range[1]
+    if hi > limits.max_shared_optin:
+        raise ContractError(f"the contract allows {hi} bytes of dynamic shared memory per "
+                            f"block; the device gives at most {limits.max_shared_optin}",
+                            kernel=name, help="lower the contract's dynamic_shared maximum")
+    need, have = tuple(contract.min_compute_capability), limits.compute_capability
+    if have is not None and have < need:
+        raise ContractError(f"the contract needs compute capability {need[0]}.{need[1]}; this "
+                            f"GPU has {have[0]}.{have[1]}", kernel=name)
+
+
+def check_requires(kernel: str, contract, names: list[str], args) -> None:
+    """Every ``requires`` relation of ``contract`` holds for this launch's arguments."""
+    env = dict(zip(names, args))  # arrays have a shape; len() reads its first extent
+    for requirement in contract.requires:
+        requirement.check(kernel, env)
 
 
 SHARED_LIMIT = 48 * 1024  # bytes per block without the opt-in attribute (sm_80+)
 
 
-def check_shared(kernel: str, launch: PreparedLaunch, shared: tuple) -> None:
+def check_shared(kernel: str, launch: PreparedLaunch, shared: tuple, contract=None) -> None:
     """Dynamic shared memory must be asked for exactly when the kernel uses it; static and
-    dynamic shared memory together must fit the device (checked here against the 48 KB every
-    sm_80+ device gives without opting in)."""
+    dynamic shared memory together must fit the device: the 48 KB every sm_80+ device gives
+    without opting in, or the device's opt-in limit when the contract allows more than that."""
     from fearless.dtypes import from_name
     dynamic = [d for _, shape, d in shared if shape is None]
     if dynamic and launch.shared == 0:
@@ -145,10 +211,24 @@ def check_shared(kernel: str, launch: PreparedLaunch, shared: tuple) -> None:
                                  f"shared={launch.threads_per_block} * itemsize")
     static = sum(math.prod(shape) * from_name(d).itemsize for _, shape, d in shared
                  if shape is not None)
-    if static + launch.shared > SHARED_LIMIT and launch.backend == "cpu":
+    limit = SHARED_LIMIT
+    if contract is not None and contract.shared_range[1] > SHARED_LIMIT:
+        limit = device_limits(launch.backend).max_shared_optin
+    if static + launch.shared > limit:
         raise ContractError(f"the kernel uses {static} bytes of static and {launch.shared} of "
-                            f"dynamic shared memory per block, above {SHARED_LIMIT}",
-                            kernel=kernel, help="use smaller tiles")
+                            f"dynamic shared memory per block, above {limit}",
+                            kernel=kernel, help="use smaller tiles, or a contract whose "
+                                                "dynamic_shared maximum opts in to more")
+
+
+def check_warps(kernel: str, launch: PreparedLaunch, warp_full: bool) -> None:
+    """A kernel with full-mask warp ops needs whole warps: a block of a multiple of 32 threads
+    (a shorter last warp would wait for lanes that do not exist)."""
+    if warp_full and launch.threads_per_block % 32:
+        raise ContractError(f"the kernel uses warp operations over all 32 lanes, but block "
+                            f"{launch.block} has {launch.threads_per_block} threads, not a "
+                            f"multiple of 32", kernel=kernel,
+                            help="prepare it with a block of a multiple of 32 threads")
 
 
 def check_compiled(kernel: str, launch: PreparedLaunch, registers: int,

@@ -57,6 +57,7 @@ def _attr(attrs, name: str) -> int:
 def load(name: str, cubin: bytes | None, ptx: str) -> LoadedKernel:
     """Load ``cubin`` (or JIT ``ptx`` in the driver when cubin is None) and query the function."""
     from cuda.core import ObjectCode
+
     from fearless.runtime.device import cuda_device
 
     cuda_device()
@@ -70,3 +71,24 @@ def load(name: str, cubin: bytes | None, ptx: str) -> LoadedKernel:
     except Exception as exc:
         raise BackendError(f"kernel '{name}': loading the compiled module failed: {exc}",
                            help="run `fearless doctor`") from None
+
+
+def allow_dynamic_shared(loaded: LoadedKernel, nbytes: int) -> None:
+    """Let ``loaded`` take up to ``nbytes`` of dynamic shared memory per block: needed above
+    48 KB (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``; CUDA C Programming Guide,
+    "Shared Memory", opt-in above 48 KB). Raises BackendError when the driver refuses."""
+    from cuda.bindings import driver
+
+    from fearless.runtime.device import cuda_device
+
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    handle = loaded.handle.handle
+    if isinstance(handle, driver.CUkernel):  # cuda.core loads through the library API
+        (err,) = driver.cuKernelSetAttribute(attr, nbytes, handle,
+                                             driver.CUdevice(cuda_device().device_id))
+    else:
+        (err,) = driver.cuFuncSetAttribute(handle, attr, nbytes)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise BackendError(f"kernel '{loaded.name}': the driver refused {nbytes} bytes of "
+                           f"dynamic shared memory per block ({err})",
+                           help="lower the contract's dynamic_shared maximum")

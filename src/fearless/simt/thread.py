@@ -27,7 +27,8 @@ WARP_SIZE = 32
 
 def _stub(name: str):
     def stub(*args, **kwargs):
-        raise CompileError(f"fearless.thread.{name}() can only be called inside a "
+        where = name if "." in name else f"thread.{name}"
+        raise CompileError(f"fearless.{where}() can only be called inside a "
                            f"@fearless.kernel or @fearless.func",
                            help="launch the kernel through kernel.prepare(...) instead")
     stub.__name__ = stub.__qualname__ = name

@@ -1,5 +1,5 @@
 """Block-level semantics for the cpu SIMT interpreter: lane coordinates, shared memory, barriers,
-atomics and warp operations, one rule per op in ``RULES`` (merged into ``simt.RULES``).
+and atomics, one rule per op in ``RULES`` (merged into ``simt.RULES``).
 
 ``Lanes`` describes the threads of a group of whole blocks: lane k is thread ``k % per_block`` of
 the group's block ``k // per_block``; x is the fastest axis within a block and across blocks,
@@ -91,6 +91,7 @@ _SPECIAL = {
     "grid_dim": lambda lanes, axis: np.int64(lanes.grid[axis] if axis < len(lanes.grid) else 1),
     "thread_in_block": lambda lanes, axis: (lanes.tx, lanes.ty)[axis],
     "lane": lambda lanes, axis: lanes.slot % WARP,
+    "warp_index": lambda lanes, axis: lanes.slot // WARP,
 }
 
 

@@ -18,11 +18,12 @@ through ``on_bounds_error(site, index, extent, axis)``, like the error word on t
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from fearless.backends.cpu import block as blockops
+from fearless.backends.cpu import warp as warpops
 from fearless.backends.cpu.block import Lanes, launch_lanes
 from fearless.backends.cpu.ops import ARITH, MATH, constant
 from fearless.backends.cpu.races import READ, WRITE, RaceDetector
@@ -285,6 +286,7 @@ RULES = {
     "simt.thread_index": _thread_index,
     "simt.index_value": _index_value,
     **blockops.RULES,
+    **warpops.RULES,
     "mem.dim": _dim,
     "mem.load": _load,
     "mem.store": _store,

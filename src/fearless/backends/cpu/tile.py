@@ -253,4 +253,5 @@ RULES = {
 }
 
 # ops of the SIMT language (threads, element access, shared memory), which tile kernels lack
-UNSUPPORTED = {name: "SIMT only" for name in REGISTRY if name.startswith(("mem.", "simt."))}
+UNSUPPORTED = {name: "SIMT only" for name in REGISTRY
+               if name.startswith(("mem.", "simt.", "warp."))}

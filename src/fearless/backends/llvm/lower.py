@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fearless.backends.llvm import arith, nvvm, simt
+from fearless.backends.llvm import arith, nvvm, simt, warp
 from fearless.backends.llvm.nvvm import GPTR, I1, I8, I64, llvm_type
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Operation, Region
@@ -190,16 +190,19 @@ class Lowering:
 COARSEN = {0: 1, 1: 4, 2: 4}
 
 
-def lower(fn: Function) -> tuple[ir.Module, bool, int]:
+def lower(fn: Function, block: tuple | None = None, max_threads: int | None = None
+          ) -> tuple[ir.Module, bool, int]:
     """An LLVM module holding kernel ``fn``, whether it calls libdevice (to be linked), and the
-    number of logical threads each hardware thread runs (see ``Lowering.coarsened_body``)."""
+    number of logical threads each hardware thread runs (see ``Lowering.coarsened_body``).
+    ``block`` / ``max_threads``: the launch contract's exact block or bound (``.reqntid`` /
+    ``.maxntid``)."""
     module = ir.Module(name=fn.name)
     module.triple = "nvptx64-nvidia-cuda"
     module.data_layout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
     # threads of a block meet at barriers and share memory: one logical thread each
     coarsen = 1 if fn.attrs.get("block_level") else COARSEN[fn.attrs.get("index_space", 0)]
     lowering = Lowering(fn, module, coarsen)
-    lowering.build()
+    nvvm.launch_bounds(module, lowering.build(), block, max_threads)
     return module, lowering.uses_libdevice, coarsen
 
 
@@ -374,6 +377,7 @@ RULES = {
     "local.alloc": _alloc, "local.load": _local_load, "local.store": _local_store,
     **arith.RULES,
     **simt.RULES,
+    **warp.RULES,
 }
 
 # tile ops belong to tile kernels, which run on the cpu tile interpreter and the Tile IR backend

@@ -89,3 +89,20 @@ def libdevice_path() -> str:
 def libdevice_bitcode() -> bytes:
     with open(libdevice_path(), "rb") as f:
         return f.read()
+
+
+def launch_bounds(module: ir.Module, fn: ir.Function, block: tuple | None,
+                  max_threads: int | None) -> None:
+    """Annotate kernel ``fn`` with ``.reqntid x, y, z`` (an exact block, x first) or
+    ``.maxntid n``: ``nvvm.annotations`` metadata, which LLVM 22 upgrades to the
+    ``"nvvm.reqntid"``/``"nvvm.maxntid"`` function attributes when it parses the module. The
+    driver then refuses any other block, even on a raw launch."""
+    if block is None and max_threads is None:
+        return
+    items: list = [fn]
+    if block is not None:
+        for axis, n in zip("xyz", tuple(block) + (1,) * (3 - len(block))):
+            items += [ir.MetaDataString(module, f"reqntid{axis}"), ir.Constant(I32, n)]
+    else:
+        items += [ir.MetaDataString(module, "maxntidx"), ir.Constant(I32, max_threads)]
+    module.add_named_metadata("nvvm.annotations").add(module.add_metadata(items))

@@ -1,4 +1,5 @@
-"""LLVM rules for block-level SIMT ops: block coordinates, barriers, shared memory, atomics.
+"""LLVM rules for block-level SIMT ops: block coordinates, barriers, shared memory, atomics
+(warp ops: ``llvm/warp.py``).
 
 Shared arrays are ``addrspace(3)`` globals (internal, one per allocation; the dynamic one is an
 external zero-length array whose size the launch gives, read from ``%dynamic_smem_size``).
@@ -32,16 +33,24 @@ def _special(low, op):
         fn = nvvm.intrinsic(low.b.module, "llvm.nvvm.read.ptx.sreg.laneid", I32, [])
         low.set(op, low.b.zext(low.b.call(fn, []), I64))
         return
+    if reg == "warp_index":  # the slot // 32 (not %warpid, which may change while running)
+        low.set(op, low.b.lshr(block_slot(low.b), ir.Constant(I64, 5)))
+        return
     low.set(op, nvvm.special_register(low.b, _SREG[reg], axis))
 
 
 def block_thread_index(low, op):
     """The thread's position in its block: linear (1-d) or (tid.y, tid.x) (2-d)."""
     b = low.b
-    tx = nvvm.special_register(b, "tid", "x")
     if op.attrs["space"] == 2:
-        return tx if op.attrs["axis"] == 1 else nvvm.special_register(b, "tid", "y")
+        return nvvm.special_register(b, "tid", "x" if op.attrs["axis"] == 1 else "y")
+    return block_slot(b)
+
+
+def block_slot(b):
+    """threadIdx.y * blockDim.x + threadIdx.x: the linear slot, x fastest (as warps are cut)."""
     ty = nvvm.special_register(b, "tid", "y")
+    tx = nvvm.special_register(b, "tid", "x")
     return b.add(b.mul(ty, nvvm.special_register(b, "ntid", "x")), tx)
 
 

@@ -9,7 +9,8 @@
     simt.index_value %tid -> i64            the plain integer value (no longer a proof)
     simt.special -> i64                     attrs reg, axis (0 = x, 1 = y): block_index
                                             (blockIdx), block_dim (blockDim), grid_dim
-                                            (gridDim), thread_in_block (threadIdx), lane
+                                            (gridDim), thread_in_block (threadIdx), lane,
+                                            warp_index (the linear slot in the block // 32)
     simt.barrier                            __syncthreads(): every thread of the block waits
                                             here; attr unsafe: written inside fl.unsafe()
     simt.shared_alloc -> array<T, nd, shared>   attrs shape (tuple of ints, or None for the
@@ -20,7 +21,7 @@ from __future__ import annotations
 from fearless.ir.opdef import all_of, counts, define
 from fearless.ir.types import INDEX, Access, Array, ThreadIndex
 
-SPECIAL = ("block_index", "block_dim", "grid_dim", "thread_in_block", "lane")
+SPECIAL = ("block_index", "block_dim", "grid_dim", "thread_in_block", "lane", "warp_index")
 
 
 def _thread_index(op):

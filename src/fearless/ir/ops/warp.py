@@ -1,0 +1,63 @@
+"""Warp ops: data exchange and votes among the 32 lanes of a warp (PTX ``*.sync`` semantics).
+
+    warp.shuffle %value, %b: u32, %mask: u32 -> T    attrs mode (idx, down, up, bfly), width
+                                                    (a power of two <= 32), full (mask is the
+                                                    constant 0xFFFFFFFF), unsafe
+    warp.vote %pred: bool, %mask: u32 -> u32 | bool attrs mode (ballot -> u32, any/all -> bool)
+    warp.reduce %value, %mask: u32 -> T             attrs op (sum, max, min)
+
+``full`` is what the safety pass (``passes/warps.py``) and the backends key on: a full-mask op
+must be reached by every lane of its warp; the lowering of a reduction depends on it too.
+"""
+from __future__ import annotations
+
+from fearless.dtypes import u32
+from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.types import BOOL, Scalar
+
+MASK = Scalar(u32)
+SHUFFLE_MODES = ("idx", "down", "up", "bfly")
+VOTE_MODES = ("ballot", "any", "all")
+REDUCE_OPS = ("sum", "max", "min")
+
+
+def _mask(op):
+    return None if op.operands[-1].type == MASK else "the mask must be u32"
+
+
+def _shuffle(op):
+    value, b, _ = op.operands
+    width = op.attrs.get("width")
+    if op.attrs.get("mode") not in SHUFFLE_MODES:
+        return f"bad shuffle mode {op.attrs.get('mode')!r}"
+    if width not in (1, 2, 4, 8, 16, 32):
+        return f"bad width {width!r}"
+    if not isinstance(value.type, Scalar) or op.result.type != value.type:
+        return "result must have the value's scalar type"
+    return None if b.type == MASK else "the lane operand must be u32"
+
+
+def _vote(op):
+    mode = op.attrs.get("mode")
+    if mode not in VOTE_MODES:
+        return f"bad vote mode {mode!r}"
+    if op.operands[0].type != BOOL:
+        return "the predicate must be bool"
+    return None if op.result.type == (MASK if mode == "ballot" else BOOL) else "bad result type"
+
+
+def _reduce(op):
+    value = op.operands[0]
+    if op.attrs.get("op") not in REDUCE_OPS:
+        return f"bad reduction {op.attrs.get('op')!r}"
+    if not isinstance(value.type, Scalar) or value.type.dtype.is_bool:
+        return "reduces a number"
+    return None if op.result.type == value.type else "result must have the value's type"
+
+
+define("warp.shuffle", "read a value from another lane of the warp (shfl.sync)",
+       all_of(counts(3, 1), _mask, _shuffle), side_effects=True)
+define("warp.vote", "ballot / any / all over the lanes of a mask (vote.sync)",
+       all_of(counts(2, 1), _vote, _mask), side_effects=True)
+define("warp.reduce", "sum / max / min over the lanes of a mask (redux.sync or shuffles)",
+       all_of(counts(2, 1), _reduce, _mask), side_effects=True)
