@@ -4,8 +4,10 @@
     fearless demo                        run the examples (GPU if usable, else CPU), check, time
     fearless inspect TARGET --stage S    print a compile stage of a kernel
         TARGET: module:function, path/to/file.py:function, or path/to/file.py (every kernel)
-        S: ast, ir, passes, llvm, ptx, cubin
-        --signature x=f32,out=f32:2      dtypes (and ranks) for generic parameters
+        S: ast, ir, passes, llvm, ptx, cubin (SIMT); ast, ir, tileir, cubin (tile kernels)
+        --signature x=f32,out=f32:2      dtypes (and ranks) for generic parameters; a tile
+                                         kernel's Out takes its tile shape: out=f32:2/128x128
+        --const bk=64                    ft.Const values of a tile kernel (else their defaults)
     fearless compile SCRIPT... --arch sm_90 [--arch sm_80]
         run each script on the CPU with tile kernels compiling for the GPU instead of running:
         fills the JIT cache (FEARLESS_CACHE_DIR) so a GPU machine needs no tileiras
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 
 from fearless import dtypes
-from fearless.compiler import STAGE_NAMES
+from fearless.compiler import STAGE_NAMES, TILE_STAGE_NAMES
 from fearless.errors import FearlessError
 from fearless.ir import types as T
 
@@ -34,8 +36,11 @@ def main(argv=None) -> int:
                       help="where the image-filter example writes its result")
     insp = sub.add_parser("inspect", help="print one compile stage of a kernel")
     insp.add_argument("target")
-    insp.add_argument("--stage", choices=STAGE_NAMES, default="ir")
-    insp.add_argument("--signature", default="", help="name=dtype[:ndim],... for generic params")
+    insp.add_argument("--stage", choices=tuple(dict.fromkeys(STAGE_NAMES + TILE_STAGE_NAMES)),
+                      default="ir")
+    insp.add_argument("--signature", default="", help="name=dtype[:ndim][/tile],... for "
+                                                      "generic params and tile shapes")
+    insp.add_argument("--const", default="", help="name=value,... for a tile kernel's constants")
     insp.add_argument("--arch", default="sm_90")
     comp = sub.add_parser("compile", help="compile a script's tile kernels for GPUs ahead of "
                                            "time (no GPU needed)")
@@ -60,7 +65,7 @@ def main(argv=None) -> int:
             return demo_run(args.png)
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
-        return inspect(args.target, args.stage, args.signature, args.arch)
+        return inspect(args.target, args.stage, args.signature, args.arch, args.const)
     except FearlessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -85,26 +90,56 @@ def _load_module(spec: str):
 
 def _kernels(target: str):
     from fearless.kernel import Kernel
+    from fearless.tile_kernel import TileKernel
     module_spec, _, name = target.rpartition(":") if ":" in target else (target, "", "")
     module = _load_module(module_spec)
     if name:
         k = getattr(module, name, None)
-        if not isinstance(k, Kernel):
-            raise SystemExit(f"error: {target} is not a @fearless.kernel")
+        if not isinstance(k, (Kernel, TileKernel)):
+            raise SystemExit(f"error: {target} is not a @fearless.kernel or tile kernel")
         return [k]
-    found = [v for v in vars(module).values() if isinstance(v, Kernel)]
+    found = [v for v in vars(module).values() if isinstance(v, (Kernel, TileKernel))]
     if not found:
         raise SystemExit(f"error: no @fearless.kernel in {module_spec}")
     return found
 
 
 def _parse_signature(text: str) -> dict:
+    """``x=f32,out=f32:2/64x64`` -> {name: (dtype, ndim or None, tile shape or None)}."""
     out = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         name, _, spec = item.partition("=")
+        spec, _, tile = spec.partition("/")
         dtype, _, ndim = spec.partition(":")
-        out[name.strip()] = (dtypes.coerce(dtype.strip()), int(ndim) if ndim else None)
+        shape = tuple(int(n) for n in tile.split("x")) if tile else None
+        out[name.strip()] = (dtypes.coerce(dtype.strip()), int(ndim) if ndim else None, shape)
     return out
+
+
+def tile_param_types(kernel, signature: dict) -> tuple:
+    """IR types of a tile kernel's runtime parameters, as for 16-byte aligned contiguous tensors
+    whose extents are multiples of 16 (the layout facts a GPU call would usually find)."""
+    from fearless.frontend.tile_params import ConstParam, TensorParam
+    types = []
+    for p in kernel.params:
+        if isinstance(p, ConstParam):
+            continue
+        dt, ndim, tile = signature.get(p.name, (p.dtype, None, None))
+        if dt is None or not isinstance(dt, dtypes.DType):
+            raise SystemExit(f"error: parameter '{p.name}' is generic; give --signature "
+                             f"{p.name}=f32")
+        if not isinstance(p, TensorParam):
+            types.append(T.Scalar(dt))
+            continue
+        tile = tile or p.tile_shape
+        ndim = ndim or (len(tile) if tile else 1)
+        if p.role == "out" and not tile:
+            raise SystemExit(f"error: give the tile shape of '{p.name}': --signature "
+                             f"{p.name}={dt.name}:{ndim}/64" + "x64" * (ndim - 1))
+        layout = T.Layout(16, (16,) * ndim, (16,) * (ndim - 1) + (1,), True)
+        types.append(T.TensorView(dt, ndim, T.Role(p.role), tile if p.role == "out" else None,
+                                  layout))
+    return tuple(types)
 
 
 def param_types(kernel, signature: dict) -> tuple:
@@ -114,6 +149,7 @@ def param_types(kernel, signature: dict) -> tuple:
     types = []
     for name, kind in kernel.params:
         given = signature.get(name)
+        given = given[:2] if given else None
         if isinstance(kind, ArrayParam):
             dt = given[0] if given else kind.kind.dtype
             access = T.Access(kind.kind.access)
@@ -132,11 +168,23 @@ def param_types(kernel, signature: dict) -> tuple:
     return tuple(types)
 
 
-def inspect(target: str, stage: str, signature: str, arch: str) -> int:
+def inspect(target: str, stage: str, signature: str, arch: str, consts: str = "") -> int:
+    from fearless.frontend.tile_params import NO_DEFAULT, ConstParam
+    from fearless.tile_kernel import TileKernel
     sig = _parse_signature(signature)
+    given = {k.strip(): int(v) if v.strip().lstrip("-").isdigit() else float(v)
+             for k, _, v in (c.partition("=") for c in consts.split(",") if c.strip())}
     for k in _kernels(target):
         print(f"// kernel {k.name}, stage {stage}")
-        print(k.inspect(stage, param_types(k, sig), arch), end="")
+        if isinstance(k, TileKernel):
+            values = {p.name: given.get(p.name, p.default) for p in k.params
+                      if isinstance(p, ConstParam)}
+            missing = [n for n, v in values.items() if v is NO_DEFAULT]
+            if missing:
+                raise SystemExit(f"error: give --const {missing[0]}=...")
+            print(k.inspect(stage, tile_param_types(k, sig), values, arch), end="")
+        else:
+            print(k.inspect(stage, param_types(k, sig), arch), end="")
     return 0
 
 

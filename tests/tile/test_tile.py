@@ -240,3 +240,22 @@ def tile_truth(out: ft.Out[f32], x: ft.In[f32]):
         mod.wrong_store(poisoned(128).partition(128), fl.zeros(128))
     with pytest.raises(CompileError, match="no single truth value"):
         mod.tile_truth(poisoned(128).partition(128), fl.zeros(128))
+
+
+def test_long_then_chains_run_and_graphs_claim_each_tensor_once():
+    xh = rand(128, 13)
+    x = fl.asarray(xh)
+    op = K.loops(poisoned(128).partition(128), x, 1)
+    for _ in range(3000):  # deeper than Python's recursion limit
+        op = op.then(lambda r: K.loops(r[0], x, 1))
+    out, _, _ = op.sync()
+    np.testing.assert_array_equal(out.unpartition().numpy(), np.zeros(128, np.float32))
+    op = K.loops(poisoned(128).partition(128), x, 3)
+    for _ in range(500):
+        op = op.then(lambda r: K.loops(r[0], x, 3))
+    g = fl.graph(op)
+    assert len(g._reads) == 1  # x, once, however many launches read it
+    g.sync()
+    out, _, _ = g.release()
+    want = xh.astype(np.float64) * 2 - 1
+    np.testing.assert_allclose(out.unpartition().numpy(), want, rtol=1e-6, atol=1e-6)

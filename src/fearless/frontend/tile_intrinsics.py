@@ -200,6 +200,11 @@ def _memory_hints(c: _Call, latency, allow_tma) -> dict:
     return hints
 
 
+def _load_attrs(c: _Call, shape, latency, allow_tma) -> dict:
+    hints = _memory_hints(c, latency, allow_tma)
+    return {"shape": shape, "hints": hints} if hints else {"shape": shape}
+
+
 def _load(c: _Call):
     x, index, shape, latency, allow_tma = c.take("x", "index", "shape", "latency",
                                                  "allow_tma", required=3)
@@ -211,7 +216,7 @@ def _load(c: _Call):
                       f"{x.type.ndim}-d shape")
     coords = [c.emit.scalar(i, T.INDEX.dtype) for i in items]
     return c.b.create("tile.load", [x, *coords], [T.Tile(x.type.dtype, shape)],
-                      {"shape": shape, "hints": _memory_hints(c, latency, allow_tma)}).result
+                      _load_attrs(c, shape, latency, allow_tma)).result
 
 
 def _load_like(c: _Call):
@@ -225,7 +230,7 @@ def _load_like(c: _Call):
     shape = out.type.tile_shape
     coords = [_block_index(c.gen, k) for k in range(out.type.ndim)]
     return c.b.create("tile.load", [x, *coords], [T.Tile(x.type.dtype, shape)],
-                      {"shape": shape, "hints": _memory_hints(c, latency, allow_tma)}).result
+                      _load_attrs(c, shape, latency, allow_tma)).result
 
 
 def _store(c: _Call):

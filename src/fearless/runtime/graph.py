@@ -27,7 +27,7 @@ import weakref
 from fearless.errors import LaunchError, MovedError
 from fearless.runtime import dispatch, ownership
 from fearless.runtime.device import cuda_device, current_backend
-from fearless.runtime.lazy import DeviceOperation, _Execution
+from fearless.runtime.lazy import DeviceOperation, _Execution, unique_tensors
 from fearless.runtime.stream import Stream, current_stream
 
 
@@ -120,12 +120,13 @@ class Graph:
         """The operations that ran give their claims back; the graph takes them for life."""
         leaves = ex.ran
         parts = list({id(p): p for leaf in leaves for p in leaf._partitions}.values())
-        self._reads = [t for leaf in leaves for t in leaf._reads]
-        self._writes = [t for leaf in leaves for t in leaf._writes]
+        self._reads = unique_tensors(t for leaf in leaves for t in leaf._reads)
+        self._writes = unique_tensors(t for leaf in leaves for t in leaf._writes)
         ex.release_all(op)
         op._state = "done"
         # a partition unpartitioned by a .then() callback is still written at each replay
-        self._writes += [_alias(p._tensor) for p in parts if p._ended]
+        self._writes = unique_tensors(self._writes + [_alias(p._tensor) for p in parts
+                                                      if p._ended])
         self._partitions = [p for p in parts if not p._ended]
         self._pins = []
         for p in self._partitions:

@@ -98,7 +98,7 @@ class DeviceOperation:
         self.label = f"a pending DeviceOperation ({label})"
         self._kind, self._state, self._where = _LEAF, PENDING, None
         self._enqueue, self._result, self._fn, self._children = enqueue, result, None, ()
-        self._reads, self._writes = list(reads), list(writes)
+        self._reads, self._writes = unique_tensors(reads), unique_tensors(writes)
         self._partitions = list(partitions)
         self._claims: list = []
         self._acquire()
@@ -140,9 +140,11 @@ class DeviceOperation:
             p._give_back(self)
 
     def _release_tree(self) -> None:
-        self._release()
-        for child in self._children:
-            child._release_tree()
+        todo = [self]  # iterative: a .then() chain of thousands of links is that deep
+        while todo:
+            op = todo.pop()
+            op._release()
+            todo.extend(op._children)
 
     def _refuse(self, action: str):
         why = {CONSUMED: f"was moved into {self._where}; run that instead",
@@ -171,14 +173,22 @@ class DeviceOperation:
             return self._result
         if self._kind == _ZIP:
             return tuple(op._execute(ex) for op in self._children)
-        value = self._children[0]._execute(ex)
-        ex.hand_over()
-        nxt = self._fn(value)
-        if isinstance(nxt, DeviceOperation):
-            nxt._consume("a .then() chain")
-            ex.spawned.append(nxt)
-            return nxt._execute(ex)
-        return nxt
+        # a .then() chain nests to the left, one link per call: walk it in a loop, not by
+        # recursion, so that chains of thousands of links run
+        links, base = [], self
+        while base._kind == _THEN:
+            links.append(base)
+            base = base._children[0]
+        value = base._execute(ex)
+        for link in reversed(links):
+            ex.hand_over()
+            nxt = link._fn(value)
+            if isinstance(nxt, DeviceOperation):
+                nxt._consume("a .then() chain")
+                ex.spawned.append(nxt)
+                nxt = nxt._execute(ex)
+            value = nxt
+        return value
 
     def sync(self):
         """Run on the current stream, wait, and return the result (ownership comes back)."""
@@ -221,10 +231,18 @@ class DeviceOperation:
         return self._cancel_tree()
 
     def _cancel_tree(self):
-        self._state = CANCELLED
-        self._release()
-        values = tuple(child._cancel_tree() for child in self._children)
-        return self._result if self._kind == _LEAF else values if self._kind == _ZIP else None
+        node = self
+        while node._kind == _THEN:  # iterative along a .then() chain (see _execute)
+            node._state = CANCELLED
+            node._release()
+            node = node._children[0]
+        node._state = CANCELLED
+        node._release()
+        if node._kind == _LEAF:
+            value = node._result
+        else:
+            value = tuple(child._cancel_tree() for child in node._children)
+        return value if node is self else None
 
     # -- combinators -------------------------------------------------------------------------
     def then(self, f: Callable) -> DeviceOperation:
@@ -257,6 +275,18 @@ def zip(*ops: DeviceOperation) -> DeviceOperation:
     for op in ops:
         op._consume("fl.zip()")
     return DeviceOperation._composite(_ZIP, ops, label="fl.zip()")
+
+
+def unique_tensors(tensors) -> list:
+    """``tensors`` without repeats of one memory range: an operation (or a graph) that touches
+    a tensor many times claims it once, so claiming stays linear in the distinct tensors."""
+    seen, out = set(), []
+    for t in tensors:
+        key = (id(t._storage), t.byte_extent())
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out
 
 
 def _order_after_current(stream: Stream) -> None:
