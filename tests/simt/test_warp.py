@@ -30,7 +30,7 @@ def ptx_shfl(values, mode, b, width):
     c = ((32 - width) << 8) | (0 if mode == "up" else 0x1F)
     segmask, cval = (c >> 8) & 0x1F, c & 0x1F
     for lane in range(32):
-        bval = int(b[lane]) & 0xFFFFFFFF
+        bval = int(b[lane]) & 0x1F  # bval[4:0] = b[4:0]: only the low five bits count
         max_lane = (lane & segmask) | (cval & ~segmask)
         min_lane = lane & segmask
         if mode == "up":

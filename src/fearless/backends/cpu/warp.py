@@ -83,7 +83,7 @@ def source_lane(mode: str, lane, b, width: int):
     clamp = 0 if mode == "up" else 0x1F
     max_lane = (lane & segmask) | (clamp & ~segmask)
     min_lane = lane & segmask
-    b = b.astype(np.int64)
+    b = b.astype(np.int64) & 0x1F  # PTX: bval[4:0] = b[4:0]; a source lane of 35 is lane 3
     if mode == "up":
         j = lane - b
         ok = j >= max_lane
