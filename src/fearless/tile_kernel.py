@@ -77,7 +77,7 @@ class TileKernel:
 
     @property
     def params(self):
-        self.captured
+        _ = self.captured  # reads the source and the parameter kinds on first use
         return self._params
 
     def fingerprint(self) -> list:
