@@ -82,8 +82,13 @@ def _ir(s: _State):
 def _passes(s: _State):
     fn = run_all(s.out.fn, s.options, verify)
     s.out.fn = fn
+    # no read left checked: no error word (the lowering then takes no such parameter)
+    checked = any(op.attrs.get("checked") for op in fn.walk()
+                  if op.name in ("mem.load", "mem.atomic"))
     s.out.meta = {"index_space": fn.attrs["index_space"],
-                  "bounds_sites": [(name, span) for name, span in fn.attrs["bounds_sites"]],
+                  "bounds_sites": [(name, span) for name, span in fn.attrs["bounds_sites"]]
+                  if checked else [],
+                  "bounds_preconditions": fn.attrs.get("bounds_preconditions", ()),
                   "shared": fn.attrs.get("shared", ()),
                   "warp_full": bool(fn.attrs.get("warp_full"))}
 

@@ -176,35 +176,40 @@ class Kernel:
 
     # compiling -------------------------------------------------------------------------------
 
-    def _options(self) -> PassOptions:
-        return PassOptions(bounds_checks=self.bounds_checks)
+    def _options(self, prove: bool = True) -> PassOptions:
+        block = self.contract.block if self.contract is not None else None
+        block = (block,) if isinstance(block, int) else (tuple(block) if block else None)
+        return PassOptions(bounds_checks=self.bounds_checks, prove_bounds=prove, block=block)
 
-    def compile_for(self, types: tuple, backend: str, arch: str | None = None) -> Compiled:
-        """The compiled specialisation for parameter ``types`` (cached in memory and on disk)."""
-        key = (types, backend, arch)
+    def compile_for(self, types: tuple, backend: str, arch: str | None = None,
+                    prove: bool = True) -> Compiled:
+        """The compiled specialisation for parameter ``types`` (cached in memory and on disk).
+        ``prove=False``: the variant with every read checked, run when one of the first one's
+        ``bounds_preconditions`` fails at a launch (see passes/inbounds.py)."""
+        key = (types, backend, arch, prove)
         compiled = self._compiled.get(key)
         if compiled is None:
             with self._lock:
                 compiled = self._compiled.get(key)
                 if compiled is None:
-                    compiled = self._compiled[key] = self._compile(types, backend, arch)
+                    compiled = self._compiled[key] = self._compile(types, backend, arch, prove)
         return compiled
 
-    def _compile(self, types, backend, arch) -> Compiled:
+    def _compile(self, types, backend, arch, prove: bool = True) -> Compiled:
         params = [(name, t) for (name, _), t in zip(self.params, types)]
         try:
             if backend == "cpu":
-                return compile_simt(self.captured, params, self._options(), None, "passes",
-                                    self.contract)
+                return compile_simt(self.captured, params, self._options(prove), None,
+                                    "passes", self.contract)
             disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
             key = cache.digest([VERSION, _llvm_version(), nvjitlink_version(), arch,
-                                repr(types), self.bounds_checks, self._contract_key(),
+                                repr(types), self.bounds_checks, prove, self._contract_key(),
                                 *self.fingerprint()])
             hit = disk.get(key)
             if hit is not None:
                 ptx, cubin, meta = hit
                 return Compiled(self.name, types, ptx=ptx, cubin=cubin, meta=_load_meta(meta))
-            compiled = compile_simt(self.captured, params, self._options(), arch, "cubin",
+            compiled = compile_simt(self.captured, params, self._options(prove), arch, "cubin",
                                     self.contract)
             disk.put(key, compiled.ptx, compiled.cubin, _dump_meta(compiled.meta))
             return compiled
@@ -287,7 +292,7 @@ class Kernel:
             tensors.append(t)
         return (tuple(key), backend), tensors
 
-    def _entry(self, args, tensors, backend: str) -> _Entry:
+    def _entry(self, args, tensors, backend: str, prove: bool = True) -> _Entry:
         """Check the arguments against the parameters and compile (the slow path, once)."""
         kinds = self.params
         if len(args) != len(kinds):
@@ -317,8 +322,8 @@ class Kernel:
         types = specialize(self.name, kinds, infos)
         names = [n for n, _ in kinds]
         if backend == "cpu":
-            return _Entry(types, names, self.compile_for(types, "cpu"), None)
-        compiled = self.compile_for(types, "cuda", device.cuda_arch())
+            return _Entry(types, names, self.compile_for(types, "cpu", None, prove), None)
+        compiled = self.compile_for(types, "cuda", device.cuda_arch(), prove)
         loaded = load(self.name, compiled.cubin, compiled.ptx)
         if self.contract is not None and self.contract.shared_range[1] > contracts.SHARED_LIMIT:
             allow_dynamic_shared(loaded, self.contract.shared_range[1])
@@ -355,6 +360,14 @@ class Kernel:
         if entry is None:
             entry = self._entries[key] = self._entry(args, tensors, backend)
         contracts.check_arguments(self.name, entry.names, entry.types, tensors)
+        pre = entry.compiled.meta.get("bounds_preconditions")
+        if pre and not dispatch.preconditions_hold(pre, entry.names, tensors, launch):
+            # a read proven in bounds only under this launch's sizes: run every check instead
+            full = self._entries.get((key, "all checked"))
+            if full is None:
+                full = self._entries[(key, "all checked")] = self._entry(args, tensors, backend,
+                                                                         prove=False)
+            entry = full
         if checked:
             if self.contract is not None and self.contract.requires:
                 contracts.check_requires(self.name, self.contract, entry.names, args)
@@ -440,7 +453,8 @@ def _dump_meta(meta: dict) -> dict:
              meta["bounds_sites"]]
     return {"index_space": meta["index_space"], "bounds_sites": sites,
             "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())],
-            "warp_full": meta.get("warp_full", False)}
+            "warp_full": meta.get("warp_full", False),
+            "bounds_preconditions": [list(p) for p in meta.get("bounds_preconditions", ())]}
 
 
 def _load_meta(meta: dict) -> dict:
@@ -448,7 +462,8 @@ def _load_meta(meta: dict) -> dict:
     shared = tuple((n, tuple(shape) if shape is not None else None, d)
                    for n, shape, d in meta.get("shared", ()))
     return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"], "shared": shared, "warp_full": meta.get("warp_full", False)}
+            "coarsen": meta["coarsen"], "shared": shared, "warp_full": meta.get("warp_full", False),
+            "bounds_preconditions": tuple(tuple(p) for p in meta.get("bounds_preconditions", ()))}
 
 
 def kernel(fn=None, *, unchecked: bool = False, contract: Contract | None = None):

@@ -29,6 +29,13 @@ def softplus(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
         out[i] = math.log1p(math.exp(x[i]))
 
 
+@fl.kernel
+def gather(idx: fl.Slice[fl.i64], x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = x[idx[i]]  # idx[i] is proven in bounds by the guard, x[idx[i]] is not
+
+
 def ptx(kernel, types, arch="sm_90"):
     return kernel.inspect("ptx", types, arch)
 
@@ -41,8 +48,9 @@ def test_ptx_targets_the_arch_and_uses_64_bit_indexing():
 
 
 def test_bounds_checks_add_an_error_word_that_unchecked_kernels_lack():
-    checked = ptx(scale, (T.Scalar(fl.f32), READ, OUT))
-    unchecked = ptx(fl.unchecked(scale), (T.Scalar(fl.f32), READ, OUT))
+    types = (T.Array(fl.i64, 1, T.Access.READ, True), READ, OUT)
+    checked = ptx(gather, types)
+    unchecked = ptx(fl.unchecked(gather), types)
     assert "atom.relaxed.sys.global.cas.b64" in checked
     assert "cas" not in unchecked
     params = lambda text: len(re.findall(r"\.param \.\S+ (?:\.ptr \.global \.align \d+ )?\w+_param_\d+",

@@ -72,8 +72,13 @@ def test_passes_accept_the_own_index_and_refuse_a_computed_one():
     fn = run_all(kernel("own"), PassOptions(), verify)
     assert fn.attrs["index_space"] == 1
     (load,) = [op for op in fn.walk() if op.name == "mem.load"]
-    assert load.attrs == {"checked": True, "site": 1}
+    # x[tid], unguarded: in bounds once the host checks len(x) >= the launch's threads
+    assert load.attrs == {"checked": False, "proved": True, "site": 1}
+    assert fn.attrs["bounds_preconditions"] == (("x", 0, "<threads>", 0),)
     assert fn.attrs["bounds_sites"] == (("x", None),)
+    fn = run_all(kernel("own"), PassOptions(prove_bounds=False), verify)
+    (load,) = [op for op in fn.walk() if op.name == "mem.load"]
+    assert load.attrs == {"checked": True, "site": 1}
     with pytest.raises(SafetyError, match="own index"):
         run_all(kernel("shifted"), PassOptions(), verify)
 
@@ -87,4 +92,4 @@ def test_unchecked_kernels_get_no_bounds_sites():
 def test_pass_list_is_the_documented_order():
     assert [name for name, _ in PASSES] == ["access", "disjoint", "barriers", "warps", "shared",
                                             "contract",
-                                            "simplify", "bounds"]
+                                            "simplify", "bounds", "inbounds"]

@@ -159,7 +159,8 @@ def test_disk_cache_hits_and_editing_a_helper_recompiles(tmp_path, monkeypatch):
     again = _module(tmp_path / "m1.py", "m1b", "v * 2.0").k  # same source: a disk hit
     monkeypatch.setattr(kernel_module, "compile_simt", lambda *a, **k: pytest.fail("recompiled"))
     hit = again.compile_for(types, "cuda", "sm_90")
-    assert hit.cubin == compiled.cubin and hit.meta["bounds_sites"][0][0] == "x"
+    assert hit.cubin == compiled.cubin
+    assert hit.meta["bounds_preconditions"] == (("x", 0, "out", 0),)  # x[i]: proven, no sites
     monkeypatch.undo()
     monkeypatch.setattr(kernel_module, "CONFIG", Config(None, tmp_path / "cache", True,
                                                         frozenset()))

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fearless.passes import (access, barriers, bounds, contract, disjoint, shared, simplify,
-                             warps)
+from fearless.passes import (access, barriers, bounds, contract, disjoint, inbounds, shared,
+                             simplify, warps)
 
 
 @dataclass(frozen=True)
 class PassOptions:
     bounds_checks: bool = True  # False for fl.unchecked kernels
+    prove_bounds: bool = True   # False: keep every check (the variant run when a precondition fails)
+    block: tuple | None = None  # the launch contract's exact block (x, y), when it fixes one
 
 
 PASSES = (
@@ -26,6 +28,7 @@ PASSES = (
     ("contract", contract.run),    # the index space the kernel uses (none, 1-d or 2-d)
     ("simplify", simplify.run),    # drop unused pure ops
     ("bounds", bounds.run),        # mark reads bounds-checked, number their sites
+    ("inbounds", inbounds.run),    # drop the checks of reads proven in bounds by their guards
 )
 
 

@@ -127,6 +127,23 @@ class ParamBuffer:
         return [np.dtype(code).type(v) for code, v in zip(self.codes, values)]
 
 
+def preconditions_hold(preconditions, names, tensors, launch) -> bool:
+    """Whether a launch's array extents meet a kernel's ``bounds_preconditions`` (see
+    passes/inbounds.py): ``(array, axis, other, other axis)``, ``(array, axis, None, c)`` or
+    ``(array, axis, "<threads>", grid axis)``."""
+    shapes = {n: t.shape for n, t in zip(names, tensors) if t is not None}
+    for name, axis, other, bound in preconditions:
+        if other is None:
+            need = bound
+        elif other == "<threads>":
+            need = launch.grid[bound] * launch.block[bound] if bound < len(launch.grid) else 1
+        else:
+            need = shapes[other][bound]
+        if shapes[name][axis] < need:
+            return False
+    return True
+
+
 def flat_values(types: tuple, values: list, tensors: list, dummy: int) -> list:
     """The kernel ABI's parameter values as Python numbers (see backends/llvm/lower.py).
 
