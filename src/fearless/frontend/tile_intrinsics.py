@@ -234,12 +234,12 @@ def _load_like(c: _Call):
 
 
 def _store(c: _Call):
-    if len(c.args) > 2 or c.kwargs:
+    if len(c.args) > 2 or set(c.kwargs) - {"latency", "allow_tma"}:
         raise c.error("a tile block stores only its own tile: out.store(tile) takes no position",
                       cls=SafetyError,
                       help="each tile block owns exactly one tile of an Out partition; write "
                            "other positions from the tile blocks that own them")
-    out, value = c.take("out", "value")
+    out, value, latency, allow_tma = c.take("out", "value", "latency", "allow_tma", required=2)
     t = out.type
     if not is_tile(value):
         value = c.emit.to_tile(value, t.dtype, t.tile_shape)
@@ -247,7 +247,8 @@ def _store(c: _Call):
         raise c.error(f"stores a tile of shape {value.type.shape} into a partition of tile shape "
                       f"{t.tile_shape}")
     stored = c.emit.implicit(value, T.Tile(t.dtype, t.tile_shape), "the partition")
-    c.b.create("tile.store", [out, stored], [])
+    hints = _memory_hints(c, latency, allow_tma)
+    c.b.create("tile.store", [out, stored], [], {"hints": hints} if hints else {})
     return Static(None)
 
 

@@ -12,7 +12,8 @@ Parameter kinds (annotations):
     Const[int] (or [float], ...)  a compile-time constant, with a default or given by keyword
 
 Inside the kernel, ``out.tile_shape`` and ``out.tile_index`` are the block's static tile shape and
-its coordinates in the partition grid; ``out.store(t)`` writes the block's own tile and
+its coordinates in the partition grid; ``out.store(t)`` writes the block's own tile (optional
+``latency=``/``allow_tma=`` hints, as for ``load``) and
 ``out.load()`` reads it; ``x.shape`` gives a tensor's extents. Tiles are values with a static
 shape and a dtype; arithmetic, comparisons and the functions below apply elementwise and
 broadcast like NumPy (extents of 1 stretch). Every function here is a stub: calling it outside a

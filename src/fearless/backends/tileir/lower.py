@@ -386,7 +386,9 @@ def _load_own(low: Lowering, op):
 def _store(low: Lowering, op):
     out, value = op.operands
     pv = low.partition(out, out.type.tile_shape)
-    low.b.store_view_tko(low.v(value), pv, _own_index(low, out.type), token=low.token)
+    hints = op.attrs.get("hints")
+    low.b.store_view_tko(low.v(value), pv, _own_index(low, out.type), token=low.token,
+                         hints={low.arch or "default": hints} if hints else None)
 
 
 def _splat(low: Lowering, op):
