@@ -64,7 +64,7 @@ from examples.image_filter import photograph, sobel
 from examples.image_filter import reference as sobel_reference
 from examples.matrix_add import matrix_add
 from examples.prefix_sum import scan
-from examples.row_softmax import COLS as SM_COLS, row_softmax
+from examples.row_softmax import COLS as SM_COLS, ROWS as SM_ROWS, row_softmax
 from examples.saxpy import saxpy
 from examples.sgemm import sgemm
 from examples.transpose import transpose
@@ -496,8 +496,14 @@ def bench_hgemm(rep, clock, torch) -> None:
     rep.row(f"hgemm {n}^3 f16 (mma.sync)", res, peers, "TFLOP/s", 2 * n ** 3)
 
 
+def softmax_rows() -> int:
+    """Rows for row_softmax: 2^26 elements, capped by the 65535 blocks a grid's y axis allows
+    (the contract's block holds SM_ROWS rows)."""
+    return min(SQ * SQ // SM_COLS, 65535 * SM_ROWS)
+
+
 def bench_softmax(rep, clock, torch, copy) -> None:
-    rows = SQ * SQ // SM_COLS
+    rows = softmax_rows()
     tx = torch.randn(rows, SM_COLS, device="cuda") * 4
     tout = torch.empty_like(tx)
     x, out = fl.asarray(tx), fl.asarray(tout)
@@ -547,7 +553,7 @@ def bench_bounds(rep, clock, torch) -> None:
     tm = torch.empty(SQ, SQ, device="cuda")
     photo = torch.tensor(np.tile(photograph(), (8, 8)), device="cuda")
     edges = torch.empty_like(photo)
-    smx = torch.randn(SQ * SQ // SM_COLS, SM_COLS, device="cuda")
+    smx = torch.randn(softmax_rows(), SM_COLS, device="cuda")
     big = torch.rand(REDUCE_N, device="cuda")
     himg = torch.from_numpy(tiled_photo().ravel()).cuda()
     x, y, out = fl.asarray(tx), fl.asarray(ty), fl.asarray(tout)
@@ -560,7 +566,7 @@ def bench_bounds(rep, clock, torch) -> None:
         (f"sobel {photo.shape[0]}x{photo.shape[1]}", sobel, (tuple(photo.shape),),
          (fl.asarray(photo), fl.asarray(edges))),
         ("transpose 8192^2", transpose, ((SQ, SQ),), (a, m)),
-        ("row_softmax 262144x256", row_softmax, ((smx.shape[0], SM_COLS),),
+        (f"row_softmax {softmax_rows()}x256", row_softmax, ((smx.shape[0], SM_COLS),),
          (fl.asarray(smx), fl.asarray(torch.empty_like(smx)))),
         ("block_reduce 2^28", block_reduce, (-(-REDUCE_N // BR_ITEMS), BR_BLOCK),
          (fl.asarray(big), total)),
