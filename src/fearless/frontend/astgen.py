@@ -423,6 +423,43 @@ class FunctionGen(ast.NodeVisitor):
     def visit_Tuple(self, node):
         return TupleValue(tuple(self.visit(e) for e in node.elts))
 
+    def visit_GeneratorExp(self, node):
+        """``(expr for i in range(...) ...)`` over constant ranges: unrolled at compile time
+        into a tuple (``tuple(...)`` of it is the same tuple), e.g. fragment registers."""
+        return TupleValue(tuple(self.unrolled(node.elt, node.generators)))
+
+    def unrolled(self, elt, generators):
+        if not generators:
+            yield self.visit(elt)
+            return
+        gen, rest = generators[0], generators[1:]
+        it = gen.iter
+        if gen.is_async or not isinstance(gen.target, ast.Name) or not (
+                isinstance(it, ast.Call) and self.is_static(it.func, range) and not it.keywords
+                and 1 <= len(it.args) <= 3):
+            raise self.error(gen, "a generator expression in a kernel runs over "
+                                  "range(...) of constants into a plain name",
+                             help="it is unrolled at compile time: (f(i) for i in range(4))")
+        bounds = [self.visit(a) for a in it.args]
+        if not all(isinstance(v, Const) and isinstance(v.value, int) for v in bounds):
+            raise self.error(it, "the range of a generator expression must be constant ints")
+        name = gen.target.id
+        saved = self.env.get(name)
+        try:
+            for i in range(*(v.value for v in bounds)):
+                self.env[name] = Bound(Const(i))
+                conds = [self.emit.truth(self.visit(c)) for c in gen.ifs]
+                if not all(isinstance(c, Const) for c in conds):
+                    raise self.error(gen, "conditions of a generator expression in a kernel "
+                                          "must be constant")
+                if all(c.value for c in conds):
+                    yield from self.unrolled(elt, rest)
+        finally:
+            if saved is None:
+                self.env.pop(name, None)
+            else:
+                self.env[name] = saved
+
     def visit_BinOp(self, node):
         op = _BINOPS.get(type(node.op))
         if op is None:

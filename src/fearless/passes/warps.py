@@ -18,7 +18,8 @@ from fearless.ir.core import Function
 from fearless.passes.barriers import analyse
 
 _CALLS = {"warp.shuffle": "a warp shuffle", "warp.vote": "a warp vote",
-          "warp.reduce": "a warp reduction"}
+          "warp.reduce": "a warp reduction", "warp.mma": "a tensor-core mma",
+          "warp.ldmatrix": "an ldmatrix"}
 
 
 def run(fn: Function, options) -> Function:
