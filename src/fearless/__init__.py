@@ -19,6 +19,7 @@ from fearless.runtime.partition import Partition
 from fearless.runtime.tensor import Tensor, asarray, empty, full, ones, zeros
 from fearless.simt import mma, shared, thread, warp
 from fearless.simt.asynccopy import async_commit, async_copy, async_wait
+from fearless.simt.static import static_range
 from fearless.simt.params import (Array, AtomicSlice, DisjointArray, DisjointSlice, Slice,
                                   UnsafeSlice)
 from fearless.simt.thread import sync_threads
@@ -29,7 +30,7 @@ __all__ = [
     "kernel", "func", "unchecked", "unsafe", "Kernel", "DeviceFunction", "PreparedLaunch",
     "Contract",
     "thread", "shared", "warp", "mma", "sync_threads", "async_copy", "async_commit",
-    "async_wait", "Slice", "DisjointSlice", "Array", "DisjointArray",
+    "async_wait", "static_range", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
     "DeviceOperation", "zip", "graph", "Graph",
