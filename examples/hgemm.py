@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 import fearless as fl
-from fearless import f16, f32, i64
+from fearless import f16, i64
 
 try:
     from examples._common import Result, check, sizes, timed

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fearless import dtypes
-from fearless.frontend import mma, warps
+from fearless.frontend import mma, prints, warps
 from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static, TupleValue, TypingError
 from fearless.ir import types as T
@@ -157,6 +157,8 @@ def _keyword_handler(func):
     if not isinstance(func, Static):
         return None
     try:
+        if func.obj is builtins.print:
+            return prints.handle
         return warps.HANDLERS.get(func.obj) or mma.HANDLERS.get(func.obj)
     except TypeError:  # unhashable callee
         return None
@@ -392,7 +394,6 @@ HANDLERS = {
     builtins.bool: _python_cast(dtypes.bool_),
     builtins.tuple: _tuple,
     builtins.range: _refuse("range() is only allowed as the iterable of a for loop"),
-    builtins.print: _refuse("print() inside kernels is not supported yet"),
 }
 
 _MATH_BY_OBJECT = {id(getattr(math, n)): op for n, op in _MATH_NAMES.items() if hasattr(math, n)}
