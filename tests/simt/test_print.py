@@ -53,7 +53,7 @@ def test_printing_an_array_is_refused():
 def test_ptx_calls_vprintf_with_a_format_string():
     ptx = show.inspect("ptx", ARGS)
     assert "call.uni" in ptx and "vprintf" in ptx
-    fmt = "thread %lld x = %g %s %lld!\n".encode()
+    fmt = b"thread %lld x = %g %s %lld!\n"
     assert ", ".join(map(str, fmt)) in ptx
     text = percent.inspect("ptx", ARGS[:1])
-    assert ", ".join(map(str, "100%% of,%g,2,2.5,%llu\n".encode())) in text
+    assert ", ".join(map(str, b"100%% of,%g,2,2.5,%llu\n")) in text

@@ -42,7 +42,8 @@ def handle(gen, node, obj):
         if isinstance(fv, Const) and fv.weak:
             parts.append(str(fv.value))  # a Python literal prints as Python prints it
             continue
-        if not isinstance(fv, Const) and not isinstance(getattr(fv, "type", None), T.Scalar):
+        if not isinstance(fv, Const) and not isinstance(getattr(fv, "type", None),
+                                                        (T.Scalar, T.ThreadIndex)):
             raise gen.error(arg, f"print() in a kernel prints numbers and string literals, "
                                  f"not {describe(fv)}")
         parts.append(len(values))
