@@ -4,7 +4,7 @@
     fearless demo                        run the examples (GPU if usable, else CPU), check, time
     fearless inspect TARGET --stage S    print a compile stage of a kernel
         TARGET: module:function, path/to/file.py:function, or path/to/file.py (every kernel)
-        S: ast, ir, passes, llvm, ptx, cubin
+        S: ast, ir, passes, llvm, ptx, cubin, sass (needs nvdisasm or cuobjdump)
         --signature x=f32,out=f32:2      dtypes (and ranks) for generic parameters
     fearless compile SCRIPT... --arch sm_90 [--arch sm_80]
         run each script on the CPU with tile kernels compiling for the GPU instead of running:
