@@ -156,3 +156,42 @@ def test_the_ptx_assembles_into_a_cubin():
         pytest.skip("nvJitLink is not installed")
     assert re.match(r"cubin: \d+ bytes",
                     k.mma_shared.inspect("cubin", (F16R, F16R, F32U), "sm_90"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_hgemm_other_shapes(backend):
+    from examples import hgemm
+    shape = (384, 256, 96) if backend == "cpu" else (1152, 640, 4160)
+    result = hgemm.run(shape, repeat=1)
+    assert 0 <= result.error_ratio <= 1
+
+
+def test_hgemm_refuses_shapes_off_the_tile_grid():
+    from examples import hgemm
+    from fearless.errors import ContractError
+    fl.set_backend("cpu")
+    a, b = fl.zeros((200, 64), fl.f16), fl.zeros((64, 128), fl.f16)
+    c = fl.zeros(200 * 128, fl.f16)
+    with pytest.raises(ContractError, match="len\\(a\\) // 128 \\* 128 == len\\(a\\)"):
+        hgemm.hgemm[hgemm.hgemm.prepare(256)](a, b, c, 128)
+
+
+GOLDEN = {
+    'mma_divergent': ((arr(fl.f32, READ), arr(fl.f32, UNSAFE)),
+        "kernel 'mma_divergent': not every lane of the warp may reach a tensor-core mma: the condition on line 117 can differ between the lanes of a warp\n   --> mma_kernels.py:118:15\n    |\n118 |         acc = fl.mma.sync_m16n8k16((r, r, r, r), (r, r), (z, z, z, z))\n    |               ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\nhelp: call it where all 32 lanes arrive (compute a neutral value in the lanes that should not take part), branch on fl.warp.index() instead"),
+    'read_before_wait': (H_IN_H_OUT,
+        "kernel 'read_before_wait', parameter 's': this reads 's', which the async copy on line 127 may still be writing: no fl.async_wait() completes its group before this point\n   --> mma_kernels.py:130:11\n    |\n130 |     v = s[t * 8]\n    |           ^^^^^\nhelp: call fl.async_wait(n) with n smaller than the number of fl.async_commit() calls since the copy, then fl.sync_threads() before other threads read it"),
+    'copy_not_own': (H_IN_H_OUT,
+        "kernel 'copy_not_own', parameter 's': an async copy into 's' goes to the thread's own chunk, and this chunk index is a computed integer\n   --> mma_kernels.py:151:22\n    |\n151 |     fl.async_copy(s, t + 1, a, t * 8)\n    |                      ^^^^^\nhelp: make the last slot index fl.thread.index_in_block() itself (the leading indices may be anything), or wrap the copy in `with fl.unsafe():`"),
+    'wait_without_barrier': ((arr(fl.f16, READ), arr(fl.u32, UNSAFE)),
+        "kernel 'wait_without_barrier', parameter 's': ldmatrix reads other threads' slots of 's', written on line 139 with no barrier in between\n   --> mma_kernels.py:142:28\n    |\n142 |     r = fl.mma.ldmatrix(s, t * 8, count=1)\n    |                            ^^^^^\nhelp: call fl.thread.sync_threads() after the writes (after fl.async_wait() for async copies) and before this read"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_golden_diagnostics(name):
+    types, golden = GOLDEN[name]
+    with pytest.raises(SafetyError) as info:
+        getattr(k, name).inspect("passes", types)
+    assert text(info.value) == golden
+    assert not re.search(r"warp\.(mma|ldmatrix)|mem\.async|mma\.pack|fearless\.", golden)

@@ -57,3 +57,13 @@ def test_ptx_calls_vprintf_with_a_format_string():
     assert ", ".join(map(str, fmt)) in ptx
     text = percent.inspect("ptx", ARGS[:1])
     assert ", ".join(map(str, b"100%% of,%g,2,2.5,%llu\n")) in text
+
+
+@pytest.mark.gpu
+def test_vprintf_prints_on_the_gpu(backend, capfd):
+    show[show.prepare(8, block=4)](fl.asarray(np.array([0.1, 1.5, 3, 4] * 2, np.float32)), 7)
+    fl.synchronize()
+    out = capfd.readouterr().out
+    for line in ("thread 0 x = 0.1 True 7!", "thread 1 x = 1.5 False 7!",
+                 "thread 2 x = 3 False 7!"):
+        assert line in out

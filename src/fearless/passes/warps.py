@@ -35,6 +35,7 @@ def run(fn: Function, options) -> Function:
             f"{reason.line} can differ between the lanes of a warp",
             kernel=fn.name, span=op.span,
             help="call it where all 32 lanes arrive (compute a neutral value in the lanes that "
-                 "should not take part), branch on fl.warp.index() instead, or give mask= "
-                 "inside `with fl.unsafe():`")
+                 "should not take part), branch on fl.warp.index() instead" + (
+                     "" if op.name in ("warp.mma", "warp.ldmatrix") else
+                     ", or give mask= inside `with fl.unsafe():`"))
     return fn
