@@ -17,7 +17,9 @@ from fearless.runtime.launch import PreparedLaunch
 from fearless.runtime.stream import Stream, current_stream, synchronize
 from fearless.runtime.partition import Partition
 from fearless.runtime.tensor import Tensor, asarray, empty, full, ones, zeros
-from fearless.simt import shared, thread, warp
+from fearless.simt import mma, shared, thread, warp
+from fearless.simt.asynccopy import async_commit, async_copy, async_wait
+from fearless.simt.static import static_range
 from fearless.simt.params import (Array, AtomicSlice, DisjointArray, DisjointSlice, Slice,
                                   UnsafeSlice)
 from fearless.simt.thread import sync_threads
@@ -27,7 +29,8 @@ __version__ = "0.1.0"
 __all__ = [
     "kernel", "func", "unchecked", "unsafe", "Kernel", "DeviceFunction", "PreparedLaunch",
     "Contract",
-    "thread", "shared", "warp", "sync_threads", "Slice", "DisjointSlice", "Array", "DisjointArray",
+    "thread", "shared", "warp", "mma", "sync_threads", "async_copy", "async_commit",
+    "async_wait", "static_range", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
     "DeviceOperation", "zip", "graph", "Graph",

@@ -6,11 +6,13 @@
     llvm    optimised LLVM IR (libdevice linked when used)
     ptx     PTX for the target arch
     cubin   machine code, assembled by nvJitLink
+    sass    the cubin disassembled (nvdisasm or cuobjdump, when installed: ``runtime/disasm.py``)
 
 Tile kernels (TILE_STAGES) share ``ast`` and ``ir``, then:
 
     tileir  CUDA Tile IR bytecode (printed by tileirdisasm when tileiras is installed)
     cubin   machine code, from tileiras
+    sass    the cubin disassembled
 
 ``compile_simt(..., until=stage)`` (and ``compile_tile``) runs the stages up to and including ``stage`` and returns a
 ``Compiled`` holding every stage's output; ``show(compiled, stage)`` renders one as text.
@@ -21,21 +23,21 @@ import ast
 from dataclasses import dataclass, field
 
 from fearless.backends.llvm.lower import lower
+from fearless.backends.llvm.ptx import emit_ptx, optimize
 from fearless.backends.tileir import tileiras
 from fearless.backends.tileir.lower import lower_tile
-from fearless.backends.llvm.ptx import emit_ptx, optimize
 from fearless.errors import BackendError
-from fearless.frontend.astgen import Dialect, generate
-from fearless.frontend.tile_emit import TileEmitter
 from fearless.frontend import tile_intrinsics
+from fearless.frontend.astgen import Dialect, generate
 from fearless.frontend.capture import Captured
+from fearless.frontend.tile_emit import TileEmitter
 from fearless.ir import types as T
 from fearless.ir.core import Function
 from fearless.ir.printer import print_function
 from fearless.ir.verify import verify
 from fearless.passes import PassOptions, run_all
+from fearless.runtime import disasm
 from fearless.runtime.module import ptx_to_cubin
-
 
 DEFAULT_TILE_VERSION = (13, 4)  # bytecode version when no tileiras is installed to ask
 TILE = Dialect(TileEmitter, tile_intrinsics.attribute, tile_intrinsics.call)
@@ -53,6 +55,7 @@ class Compiled:
     llvm: str | None = None
     ptx: str | None = None
     cubin: bytes | None = None
+    sass: str | None = None
     tileir: bytes | None = None         # tile kernels: the Tile IR bytecode
     meta: dict = field(default_factory=dict)  # index_space, bounds_sites
 
@@ -79,12 +82,15 @@ def _ir(s: _State):
     s.out.ir = print_function(s.out.fn)
 
 
+CHECKED_OPS = ("mem.load", "mem.atomic", "warp.ldmatrix", "mem.async_copy")  # bounds.py's
+
+
 def _passes(s: _State):
     fn = run_all(s.out.fn, s.options, verify)
     s.out.fn = fn
     # no read left checked: no error word (the lowering then takes no such parameter)
     checked = any(op.attrs.get("checked") for op in fn.walk()
-                  if op.name in ("mem.load", "mem.atomic"))
+                  if op.name in CHECKED_OPS)
     s.out.meta = {"index_space": fn.attrs["index_space"],
                   "bounds_sites": [(name, span) for name, span in fn.attrs["bounds_sites"]]
                   if checked else [],
@@ -110,8 +116,12 @@ def _cubin(s: _State):
     s.out.cubin = ptx_to_cubin(s.out.ptx, s.arch, s.cap.name)
 
 
+def _sass(s: _State):
+    s.out.sass = disasm.disassemble(s.out.cubin, s.cap.name)
+
+
 SIMT_STAGES = (("ast", _ast), ("ir", _ir), ("passes", _passes), ("llvm", _llvm),
-               ("ptx", _ptx), ("cubin", _cubin))
+               ("ptx", _ptx), ("cubin", _cubin), ("sass", _sass))
 STAGE_NAMES = tuple(name for name, _ in SIMT_STAGES)
 
 
@@ -124,7 +134,7 @@ def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassO
     state = _State(cap, params, options, arch, Compiled(cap.name, tuple(t for _, t in params)),
                    contract)
     for name, stage in SIMT_STAGES:
-        if name in ("llvm", "ptx", "cubin") and arch is None:
+        if name in ("llvm", "ptx", "cubin", "sass") and arch is None:
             raise ValueError(f"stage {name!r} needs a target arch such as 'sm_90'")
         stage(state)
         if name == until:
@@ -151,7 +161,8 @@ def _tile_cubin(s: _State):
     s.out.cubin = tc.compile(s.out.tileir, s.arch, kernel=s.cap.name)
 
 
-TILE_STAGES = (("ast", _ast), ("ir", _tile_ir), ("tileir", _tileir), ("cubin", _tile_cubin))
+TILE_STAGES = (("ast", _ast), ("ir", _tile_ir), ("tileir", _tileir), ("cubin", _tile_cubin),
+               ("sass", _sass))
 TILE_STAGE_NAMES = tuple(name for name, _ in TILE_STAGES)
 
 
@@ -164,7 +175,7 @@ def compile_tile(cap: Captured, params: list[tuple[str, T.Type]], constants: dic
                    Compiled(cap.name, tuple(t for _, t in params)), constants=constants,
                    hints=dict(hints or {}))
     for name, stage in TILE_STAGES:
-        if name in ("tileir", "cubin") and arch is None:
+        if name in ("tileir", "cubin", "sass") and arch is None:
             raise ValueError(f"stage {name!r} needs a target arch such as 'sm_90'")
         stage(state)
         if name == until:

@@ -411,11 +411,13 @@ class Kernel:
     # inspection ------------------------------------------------------------------------------
 
     def inspect(self, stage: str, types: tuple, arch: str = "sm_90") -> str:
-        """The text of one compile stage (ast, ir, passes, llvm, ptx, cubin) for ``types``."""
+        """The text of one compile stage (ast, ir, passes, llvm, ptx, cubin, sass) for
+        ``types``; sass needs nvdisasm or cuobjdump (``BackendError`` without)."""
         params = [(name, t) for (name, _), t in zip(self.params, types)]
         try:
             compiled = compile_simt(self.captured, params, self._options(),
-                                    arch if stage in ("llvm", "ptx", "cubin") else None, stage,
+                                    arch if stage in ("llvm", "ptx", "cubin", "sass") else None,
+                                    stage,
                                     self.contract)
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None

@@ -262,7 +262,7 @@ class TileKernel:
         """The text of one compile stage (ast, ir, tileir, cubin) for ``types``."""
         try:
             compiled = compile_tile(self.captured, self._ir_params(types), constants or {},
-                                    arch if stage in ("tileir", "cubin") else None, stage,
+                                    arch if stage in ("tileir", "cubin", "sass") else None, stage,
                                     self.hints)
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None

@@ -20,6 +20,7 @@ from fearless.frontend.infer import (WEAK_FLOAT, Const, Static, TupleValue, Typi
                                      weak_marker)
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Function, Param, Region, Value
+from fearless.simt.static import static_range
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
            ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and",
@@ -242,6 +243,8 @@ class FunctionGen(ast.NodeVisitor):
         if node.orelse:
             raise self.error(node, "for ... else is not supported")
         it = node.iter
+        if isinstance(it, ast.Call) and self.is_static(it.func, static_range):
+            return self.static_for(node)
         if not (isinstance(it, ast.Call) and self.is_static(it.func, range)):
             raise self.error(it, "kernels loop only over range(...)")
         if it.keywords or not 1 <= len(it.args) <= 3:
@@ -270,6 +273,31 @@ class FunctionGen(ast.NodeVisitor):
         with self.b.at(body):
             self.assign_slot(node.target.id, body.args[0], node.target)
             self.loop(node.body)
+        return False
+
+    def static_for(self, node):
+        """``for i in fl.static_range(...)``: the body once per value, i a constant."""
+        it = node.iter
+        bounds = [self.visit(a) for a in it.args]
+        if it.keywords or not 1 <= len(bounds) <= 3 or not all(
+                isinstance(v, Const) and isinstance(v.value, int) for v in bounds):
+            raise self.error(it, "fl.static_range() takes 1 to 3 constant ints")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "the loop variable must be a plain name")
+        for n in (n for stmt in node.body for n in ast.walk(stmt)):
+            if isinstance(n, (ast.Break, ast.Continue, ast.Return)):
+                raise self.error(n, "a loop over fl.static_range() is unrolled at compile "
+                                    "time and cannot break, continue or return",
+                                 help="use range() for a real loop")
+        name = node.target.id
+        saved = self.env.get(name)
+        for i in range(*(v.value for v in bounds)):
+            self.env[name] = Bound(Const(i))
+            self.body(node.body)
+        if saved is None:
+            self.env.pop(name, None)
+        else:
+            self.env[name] = saved
         return False
 
     def visit_While(self, node):
@@ -422,6 +450,43 @@ class FunctionGen(ast.NodeVisitor):
 
     def visit_Tuple(self, node):
         return TupleValue(tuple(self.visit(e) for e in node.elts))
+
+    def visit_GeneratorExp(self, node):
+        """``(expr for i in range(...) ...)`` over constant ranges: unrolled at compile time
+        into a tuple (``tuple(...)`` of it is the same tuple), e.g. fragment registers."""
+        return TupleValue(tuple(self.unrolled(node.elt, node.generators)))
+
+    def unrolled(self, elt, generators):
+        if not generators:
+            yield self.visit(elt)
+            return
+        gen, rest = generators[0], generators[1:]
+        it = gen.iter
+        if gen.is_async or not isinstance(gen.target, ast.Name) or not (
+                isinstance(it, ast.Call) and self.is_static(it.func, range) and not it.keywords
+                and 1 <= len(it.args) <= 3):
+            raise self.error(gen, "a generator expression in a kernel runs over "
+                                  "range(...) of constants into a plain name",
+                             help="it is unrolled at compile time: (f(i) for i in range(4))")
+        bounds = [self.visit(a) for a in it.args]
+        if not all(isinstance(v, Const) and isinstance(v.value, int) for v in bounds):
+            raise self.error(it, "the range of a generator expression must be constant ints")
+        name = gen.target.id
+        saved = self.env.get(name)
+        try:
+            for i in range(*(v.value for v in bounds)):
+                self.env[name] = Bound(Const(i))
+                conds = [self.emit.truth(self.visit(c)) for c in gen.ifs]
+                if not all(isinstance(c, Const) for c in conds):
+                    raise self.error(gen, "conditions of a generator expression in a kernel "
+                                          "must be constant")
+                if all(c.value for c in conds):
+                    yield from self.unrolled(elt, rest)
+        finally:
+            if saved is None:
+                self.env.pop(name, None)
+            else:
+                self.env[name] = saved
 
     def visit_BinOp(self, node):
         op = _BINOPS.get(type(node.op))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fearless import dtypes
-from fearless.frontend import warps
+from fearless.frontend import mma, prints, warps
 from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static, TupleValue, TypingError
 from fearless.ir import types as T
@@ -157,7 +157,9 @@ def _keyword_handler(func):
     if not isinstance(func, Static):
         return None
     try:
-        return warps.HANDLERS.get(func.obj)
+        if func.obj is builtins.print:
+            return prints.handle
+        return warps.HANDLERS.get(func.obj) or mma.HANDLERS.get(func.obj)
     except TypeError:  # unhashable callee
         return None
 
@@ -351,6 +353,14 @@ def _where(gen, args, node):
     return gen.emit.select(cond, args[1], args[2])
 
 
+def _tuple(gen, args, node):
+    _arity(gen, args, node, 1)
+    if not isinstance(args[0], TupleValue):
+        raise gen.error(node, f"tuple() in a kernel takes a tuple or a generator expression "
+                              f"over constant ranges, not {describe(args[0])}")
+    return args[0]
+
+
 def _refuse(message, help=None):
     def handler(gen, args, node):
         raise gen.error(node, message, help)
@@ -382,8 +392,8 @@ HANDLERS = {
     builtins.int: _python_cast(dtypes.i64),
     builtins.float: _python_cast(dtypes.f64),
     builtins.bool: _python_cast(dtypes.bool_),
+    builtins.tuple: _tuple,
     builtins.range: _refuse("range() is only allowed as the iterable of a for loop"),
-    builtins.print: _refuse("print() inside kernels is not supported yet"),
 }
 
 _MATH_BY_OBJECT = {id(getattr(math, n)): op for n, op in _MATH_NAMES.items() if hasattr(math, n)}

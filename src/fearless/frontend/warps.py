@@ -22,20 +22,25 @@ _REDUCES = {warp.reduce_sum: "sum", warp.reduce_max: "max", warp.reduce_min: "mi
 
 
 def _arguments(gen, node, name: str, names: tuple, required: int) -> dict:
-    """The call's arguments by parameter name (positional first, then keywords)."""
+    return arguments(gen, node, f"fl.warp.{name}", names, required)
+
+
+def arguments(gen, node, name: str, names: tuple, required: int) -> dict:
+    """The call's arguments by parameter name (positional first, then keywords); ``name`` is
+    the callee as the user wrote it (``fl.warp.shuffle``)."""
     if len(node.args) > len(names):
-        raise gen.error(node, f"fl.warp.{name}() takes at most {len(names)} arguments "
+        raise gen.error(node, f"{name}() takes at most {len(names)} arguments "
                               f"({', '.join(names)})")
     out = {n: a for n, a in zip(names, node.args)}
     for kw in node.keywords:
         if kw.arg not in names or kw.arg in out:
             raise gen.error(kw.value if kw.arg else node,
-                            f"fl.warp.{name}() has no keyword {kw.arg}=" if kw.arg not in names
-                            else f"fl.warp.{name}() got {kw.arg} twice")
+                            f"{name}() has no keyword {kw.arg}=" if kw.arg not in names
+                            else f"{name}() got {kw.arg} twice")
         out[kw.arg] = kw.value
     missing = [n for n in names[:required] if n not in out]
     if missing:
-        raise gen.error(node, f"fl.warp.{name}() needs {', '.join(missing)}")
+        raise gen.error(node, f"{name}() needs {', '.join(missing)}")
     return out
 
 

@@ -1,4 +1,5 @@
-"""Bounds checks on reads: mark every ``mem.load`` (and ``mem.atomic``) checked and number it.
+"""Bounds checks on reads: mark every ``mem.load`` (and ``mem.atomic``, ``warp.ldmatrix``,
+``mem.async_copy``, which also check alignment) checked and number it.
 
 A checked read that is out of bounds is skipped (it yields zero) and the first such event of a
 launch is recorded (site, index, extent, axis) in the launch's error word; the host raises
@@ -15,11 +16,13 @@ def run(fn: Function, options) -> Function:
     params = params_by_value(fn)
     sites = []
     for op in fn.walk():
-        if op.name not in ("mem.load", "mem.atomic"):
+        if op.name not in ("mem.load", "mem.atomic", "warp.ldmatrix", "mem.async_copy"):
             continue
         op.attrs["checked"] = options.bounds_checks
         if options.bounds_checks:
             op.attrs["site"] = len(sites) + 1  # 0 means "no error" in the error word
-            sites.append((array_name(params, op.operands[0]), op.span))
+            # an async copy reads its source (operand 1 + the destination's rank)
+            array = op.operands[1 + op.attrs["ndst"] if op.name == "mem.async_copy" else 0]
+            sites.append((array_name(params, array), op.span))
     fn.attrs["bounds_sites"] = tuple(sites)
     return fn

@@ -15,7 +15,8 @@ from fearless.ir.core import Function
 def run(fn: Function, options) -> Function:
     space, first = 0, None
     fn.attrs["block_level"] = any(
-        op.name in ("simt.special", "simt.barrier", "simt.shared_alloc")
+        op.name in ("simt.special", "simt.barrier", "simt.shared_alloc", "mem.async_copy",
+                    "mem.async_commit", "mem.async_wait")
         or op.name.startswith("warp.") or (op.name == "simt.thread_index" and op.attrs.get("block"))
         for op in fn.walk())
     for op in fn.walk():

@@ -8,7 +8,14 @@ Proved here, for every shared array (``fl.shared.array`` / ``fl.shared.dynamic``
    array by a barrier (read-after-write), and every later write is separated from that read by a
    barrier (write-after-read: the next loop iteration must not overwrite what a slower thread
    still reads);
-3. atomic methods on a shared array are separated from plain accesses by a barrier.
+3. atomic methods on a shared array are separated from plain accesses by a barrier;
+4. async copies (``fl.async_copy``) go to the thread's own chunk (the last index is
+   ``index_in_block()``), into arrays nothing else writes; their data is read (by anyone,
+   ``fl.mma.ldmatrix`` included) only after an ``fl.async_wait(n)`` that completes their group
+   (its group is older than the n latest committed), and by other threads
+   only after a barrier that follows the wait. Groups are counted per array, along every path:
+   the state keeps, per array with copies in flight, the fewest ``fl.async_commit()`` calls since
+   its latest copy.
 The barriers themselves are reached by the whole block (``passes/barriers.py``). The analysis
 follows structured control flow: a branch joins both sides, a loop runs to a fixpoint over its
 back edge. Accesses inside ``with fl.unsafe():`` are not refused (the cpu race detector checks
@@ -22,7 +29,9 @@ from fearless.errors import CompileError, SafetyError
 from fearless.ir.core import Function, Operation, Region
 from fearless.ir.types import Access, ThreadIndex
 
-_WRITES, _READS, _ATOMICS = 0, 1, 2
+_WRITES, _READS, _ATOMICS, _INFLIGHT = 0, 1, 2, 3
+_MAX_AGE = 8  # wait_group takes 0..7: an older group is complete after any wait
+EMPTY = ({}, {}, {}, {})
 
 
 def own_slot(op: Operation, array) -> bool:
@@ -37,12 +46,20 @@ def _join(a, b):
         return b
     if b is None:
         return a
-    return tuple({**x, **{k: v for k, v in y.items() if k not in x}} for x, y in zip(a, b))
+    merged = tuple({**x, **{k: v for k, v in y.items() if k not in x}}
+                   for x, y in zip(a[:3], b[:3]))
+    inflight = dict(a[3])
+    for k, (age, span) in b[3].items():
+        if k not in inflight or age < inflight[k][0]:
+            inflight[k] = (age, span)
+    return (*merged, inflight)
 
 
 class _Checker:
     def __init__(self, fn: Function):
         self.fn = fn
+        self.async_targets = {id(op.operands[0]): op for op in fn.walk()
+                              if op.name == "mem.async_copy"}
         self.loops: list[list] = []   # per loop: [break states, continue states]
 
     def fail(self, op: Operation, array, reason: str, help: str):
@@ -76,9 +93,22 @@ class _Checker:
             return None
         if name == "cf.return":
             return None
-        if name == "simt.barrier":
-            return ({}, {}, {})
-        if name in ("mem.load", "mem.store", "mem.atomic"):
+        if name == "simt.barrier":  # orders plain accesses, not copies still in flight
+            return ({}, {}, {}, state[_INFLIGHT])
+        if name == "mem.async_commit":
+            return (*state[:3], {k: (min(age + 1, _MAX_AGE), span)
+                                 for k, (age, span) in state[_INFLIGHT].items()})
+        if name == "mem.async_wait":
+            n = op.attrs["n"]
+            writes = dict(state[_WRITES])
+            inflight = {}
+            for k, (age, span) in state[_INFLIGHT].items():
+                if age > n:  # landed: visible to the copying thread, to others after a barrier
+                    writes.setdefault(k, span)
+                else:
+                    inflight[k] = (age, span)
+            return (writes, state[_READS], state[_ATOMICS], inflight)
+        if name in ("mem.load", "mem.store", "mem.atomic", "warp.ldmatrix", "mem.async_copy"):
             array = op.operands[0]
             if array.type.access is Access.SHARED:
                 return self.access(op, array, state)
@@ -110,10 +140,35 @@ class _Checker:
         return out
 
     def access(self, op: Operation, array, state):
-        writes, reads, atomics = (dict(s) for s in state)
+        writes, reads, atomics, inflight = (dict(s) for s in state)
         key, unsafe = id(array), op.attrs.get("unsafe", False)
         name = array.hint or "shared memory"
         here = op.span
+        if op.name == "mem.async_copy":
+            return self.async_copy(op, array, (writes, reads, atomics, inflight))
+        if key in inflight and not unsafe and op.name in ("mem.load", "warp.ldmatrix"):
+            line = inflight[key][1].line if inflight[key][1] else "?"
+            self.fail(op, array, f"this reads '{name}', which the async copy on line {line} may "
+                                 f"still be writing: no fl.async_wait() completes its group "
+                                 f"before this point",
+                      "call fl.async_wait(n) with n smaller than the number of "
+                      "fl.async_commit() calls since the copy, then fl.sync_threads() before "
+                      "other threads read it")
+        if key in self.async_targets and op.name in ("mem.store", "mem.atomic") and not unsafe:
+            line = self.async_targets[key].span.line if self.async_targets[key].span else "?"
+            self.fail(op, array, f"'{name}' is filled by the async copy on line {line}, so it "
+                                 f"may not be written another way (the copies' chunks are not "
+                                 f"the threads' own slots of this write)",
+                      "use a separate shared array, or wrap the write in `with fl.unsafe():`")
+        if op.name == "warp.ldmatrix":  # reads rows that other lanes name
+            other = writes.get(key) or atomics.get(key)
+            if other and not unsafe:
+                self.fail(op, array, f"ldmatrix reads other threads' slots of '{name}', written "
+                                     f"on line {other.line} with no barrier in between",
+                          "call fl.thread.sync_threads() after the writes (after "
+                          "fl.async_wait() for async copies) and before this read")
+            reads.setdefault(key, here)
+            return writes, reads, atomics, inflight
         if op.name == "mem.atomic":
             other = writes.get(key) or reads.get(key)
             if other and not unsafe:
@@ -121,7 +176,7 @@ class _Checker:
                                      f"{other.line} may touch one element with no barrier in "
                                      f"between", "call fl.thread.sync_threads() between them")
             atomics.setdefault(key, here)
-            return writes, reads, atomics
+            return writes, reads, atomics, inflight
         own = own_slot(op, array)
         if op.name == "mem.store":
             if not own and not unsafe:
@@ -142,16 +197,36 @@ class _Checker:
                                      f"between", "call fl.thread.sync_threads() after the reads "
                                                  "and before this write")
             writes.setdefault(key, here)
-            return writes, reads, atomics
+            return writes, reads, atomics, inflight
         if own:
-            return writes, reads, atomics
+            return writes, reads, atomics, inflight
         other = writes.get(key) or atomics.get(key)
         if other and not unsafe:
             self.fail(op, array, f"this reads another thread's slot of '{name}', written on "
                                  f"line {other.line} with no barrier in between",
                       "call fl.thread.sync_threads() after the writes and before this read")
         reads.setdefault(key, here)
-        return writes, reads, atomics
+        return writes, reads, atomics, inflight
+
+    def async_copy(self, op: Operation, array, state):
+        writes, reads, atomics, inflight = state
+        name = array.hint or "shared memory"
+        if not op.attrs.get("unsafe"):
+            slot = op.operands[array.type.ndim]
+            if slot.type != ThreadIndex(1, 0, True):
+                self.fail(op, array, f"an async copy into '{name}' goes to the thread's own "
+                                     f"chunk, and this chunk index is a computed integer",
+                          "make the last slot index fl.thread.index_in_block() itself (the "
+                          "leading indices may be anything), or wrap the copy in "
+                          "`with fl.unsafe():`")
+            other = reads.get(id(array)) or atomics.get(id(array))
+            if other:
+                self.fail(op, array, f"this async copy into '{name}' may overwrite a slot that "
+                                     f"another thread reads on line {other.line} with no "
+                                     f"barrier in between",
+                          "call fl.thread.sync_threads() after the reads and before this copy")
+        inflight[id(array)] = (0, op.span)
+        return writes, reads, atomics, inflight
 
 
 def run(fn: Function, options) -> Function:
@@ -164,5 +239,5 @@ def run(fn: Function, options) -> Function:
     fn.attrs["shared"] = tuple((op.result.hint or f"shared{k}", op.attrs["shape"],
                                 op.result.type.dtype.name) for k, op in enumerate(allocs))
     if allocs:
-        _Checker(fn).region(fn.body, ({}, {}, {}))
+        _Checker(fn).region(fn.body, EMPTY)
     return fn

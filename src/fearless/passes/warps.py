@@ -18,7 +18,8 @@ from fearless.ir.core import Function
 from fearless.passes.barriers import analyse
 
 _CALLS = {"warp.shuffle": "a warp shuffle", "warp.vote": "a warp vote",
-          "warp.reduce": "a warp reduction"}
+          "warp.reduce": "a warp reduction", "warp.mma": "a tensor-core mma",
+          "warp.ldmatrix": "an ldmatrix"}
 
 
 def run(fn: Function, options) -> Function:
@@ -34,6 +35,7 @@ def run(fn: Function, options) -> Function:
             f"{reason.line} can differ between the lanes of a warp",
             kernel=fn.name, span=op.span,
             help="call it where all 32 lanes arrive (compute a neutral value in the lanes that "
-                 "should not take part), branch on fl.warp.index() instead, or give mask= "
-                 "inside `with fl.unsafe():`")
+                 "should not take part), branch on fl.warp.index() instead" + (
+                     "" if op.name in ("warp.mma", "warp.ldmatrix") else
+                     ", or give mask= inside `with fl.unsafe():`"))
     return fn

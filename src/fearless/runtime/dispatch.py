@@ -20,12 +20,20 @@ from fearless.runtime import memory
 from fearless.runtime.stream import Stream
 
 SLOTS = 4096
+MISALIGNED = 7  # the axis code of a misaligned ldmatrix row or async copy
 SLOT_BYTES = 32
 
 
 def bounds_error(kernel: str, sites, site: int, index: int, extent: int, axis: int
                  ) -> KernelBoundsError:
     param, span = sites[site - 1]
+    if axis == MISALIGNED:  # ldmatrix rows and async copies move 16-byte-aligned chunks
+        return KernelBoundsError(
+            f"misaligned access: address offset {index} is not a multiple of {extent} bytes",
+            kernel=kernel, param=param, span=span, index=index, length=extent, axis=axis,
+            help="ldmatrix rows start at a multiple of 8 elements; async copies of `size` bytes "
+                 "start at a multiple of `size` bytes (a sliced view may shift the base); this "
+                 "access was skipped")
     where = f" along axis {axis}" if axis else ""
     return KernelBoundsError(
         f"read out of bounds: index {index}{where}, but the length is {extent}",
@@ -67,7 +75,11 @@ class ErrorWords:
             kernel, sites, shapes = used[k]
             code, index = int(words[k, 0]), int(words[k, 1])
             site, axis = code // 8, code % 8
-            extent = shapes[sites[site - 1][0]][axis]
+            shape = shapes.get(sites[site - 1][0])  # None for a shared array
+            if axis == MISALIGNED:  # the device writes offset * 32 + the alignment it needed
+                index, extent = index // 32, index % 32
+            else:
+                extent = shape[axis] if shape is not None and axis < len(shape) else -1
             raise bounds_error(kernel, sites, site, index, extent, axis)
 
 

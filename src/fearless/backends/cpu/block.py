@@ -231,7 +231,27 @@ def _by_element(arr, out, lanes, key, v, kind, first):
         arr[k] = value
 
 
+def format_value(x, dtype) -> str:
+    """One value as Python's print shows it in its dtype (``True``, ``7``, ``0.1``)."""
+    if dtype.is_bool:
+        return str(bool(x))
+    if dtype.is_int:
+        return str(int(x))
+    return str(dtype.numpy.type(x))
+
+
+def _print(st, op, mask):
+    """Each thread's line, in thread order (the lanes are in launch order)."""
+    values = [np.broadcast_to(np.asarray(st.value(v)), (st.n,)) for v in op.operands]
+    dtypes = [v.type.dtype for v in op.operands]
+    for lane in np.flatnonzero(mask):
+        text = "".join(p if isinstance(p, str) else format_value(values[p][lane], dtypes[p])
+                       for p in op.attrs["parts"])
+        print(text, end="")
+
+
 RULES = {
+    "simt.print": _print,
     "simt.special": _special,
     "simt.barrier": _barrier,
     "simt.shared_alloc": _shared_alloc,

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fearless.backends.cpu import block as blockops
+from fearless.backends.cpu import mma as mmaops
 from fearless.backends.cpu import warp as warpops
 from fearless.backends.cpu.block import Lanes, launch_lanes
 from fearless.backends.cpu.ops import ARITH, MATH, constant
@@ -59,6 +60,7 @@ class _Interpreter:
         self.on_error = on_error
         self.races = races
         self.epoch = np.zeros(lanes.blocks, np.int64)  # barriers each block has passed
+        self.async_copies = None  # cp.async groups in flight (backends/cpu/mma.py)
         blockops.allocate_shared(self, dynamic_shared)
 
     # regions and control flow ---------------------------------------------------------------
@@ -287,6 +289,7 @@ RULES = {
     "simt.index_value": _index_value,
     **blockops.RULES,
     **warpops.RULES,
+    **mmaops.RULES,
     "mem.dim": _dim,
     "mem.load": _load,
     "mem.store": _store,

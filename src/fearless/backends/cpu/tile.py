@@ -254,4 +254,4 @@ RULES = {
 
 # ops of the SIMT language (threads, element access, shared memory), which tile kernels lack
 UNSUPPORTED = {name: "SIMT only" for name in REGISTRY
-               if name.startswith(("mem.", "simt.", "warp."))}
+               if name.startswith(("mem.", "simt.", "warp.", "mma."))}

@@ -17,7 +17,8 @@ import numpy as np
 from fearless.backends.cpu.block import WARP
 from fearless.errors import BarrierError
 
-_CALL = {"warp.shuffle": "warp shuffle", "warp.vote": "warp vote", "warp.reduce": "warp reduction"}
+_CALL = {"warp.shuffle": "warp shuffle", "warp.vote": "warp vote", "warp.reduce": "warp reduction",
+         "warp.mma": "tensor-core mma", "warp.ldmatrix": "ldmatrix"}
 
 
 class _Warps:

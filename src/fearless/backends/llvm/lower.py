@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from fearless.backends.llvm import arith, nvvm, simt, warp
+from fearless.backends.llvm import arith, mma, nvvm, simt, warp
 from fearless.backends.llvm.nvvm import GPTR, I1, I8, I64, llvm_type
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Operation, Region
@@ -37,7 +37,8 @@ class Lowering:
         self.inlines: list = []           # exit blocks of scf.inline
         self.uses_libdevice = False
         self.checked = any(op.attrs.get("checked") for op in fn.walk()
-                           if op.name in ("mem.load", "mem.atomic"))
+                           if op.name in ("mem.load", "mem.atomic", "warp.ldmatrix",
+                                          "mem.async_copy"))
 
     # signature ------------------------------------------------------------------------------
 
@@ -378,6 +379,7 @@ RULES = {
     **arith.RULES,
     **simt.RULES,
     **warp.RULES,
+    **mma.RULES,
 }
 
 # tile ops belong to tile kernels, which run on the cpu tile interpreter and the Tile IR backend

@@ -155,7 +155,53 @@ def _atomic(low, op):
         low.record_bounds_error(op, arr, [index])
 
 
+def _string(module, text: str):
+    """A generic pointer to a NUL-terminated constant string (global memory)."""
+    data = bytearray(text.encode() + b"\0")
+    name = f"__fl_str_{len([g for g in module.globals if g.startswith('__fl_str')])}"
+    gv = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), len(data)), name,
+                           addrspace=nvvm.GLOBAL)
+    gv.global_constant = True
+    gv.linkage = "internal"
+    gv.initializer = ir.Constant(gv.value_type, data)
+    return gv
+
+
+def _print(low, op):
+    """``vprintf(format, args)``: the CUDA device printf ABI, one 8-byte slot per argument
+    (integers widened to 64 bits, floats to double, bools as a pointer to "True"/"False")."""
+    b = low.b
+    fmt, slots = [], []
+    for part in op.attrs["parts"]:
+        if isinstance(part, str):
+            fmt.append(part.replace("%", "%%"))
+            continue
+        v, d = low.v(op.operands[part]), op.operands[part].type.dtype
+        if d.is_bool:
+            fmt.append("%s")
+            yes, no = (b.addrspacecast(_string(b.module, t), ir.PointerType())
+                       for t in ("True", "False"))
+            slots.append(b.ptrtoint(b.select(v, yes, no), I64))
+        elif d.is_int:
+            fmt.append("%lld" if d.is_signed else "%llu")
+            slots.append(v if d.bits == 64 else (b.sext if d.is_signed else b.zext)(v, I64))
+        else:
+            fmt.append("%g")
+            slots.append(b.bitcast(b.fpext(v, ir.DoubleType()) if d.bits < 64 else v, I64))
+    text = b.addrspacecast(_string(b.module, "".join(fmt)), ir.PointerType())
+    if slots:
+        buf = ir.IRBuilder(low.entry).alloca(I64, size=ir.Constant(I32, len(slots)))
+        for k, s in enumerate(slots):
+            b.store(s, b.gep(buf, [ir.Constant(I64, k)], source_etype=I64))
+        args = b.bitcast(buf, ir.PointerType())
+    else:
+        args = ir.Constant(ir.PointerType(), None)
+    vprintf = nvvm.intrinsic(b.module, "vprintf", I32, [ir.PointerType(), ir.PointerType()])
+    b.call(vprintf, [text, args])
+
+
 RULES = {
+    "simt.print": _print,
     "simt.special": _special,
     "simt.barrier": _barrier,
     "simt.shared_alloc": _shared_alloc,

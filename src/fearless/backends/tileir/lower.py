@@ -555,7 +555,7 @@ RULES = {
 
 UNSUPPORTED = {
     **{name: "SIMT only" for name in REGISTRY
-       if name.startswith(("mem.", "simt.", "warp."))},
+       if name.startswith(("mem.", "simt.", "warp.", "mma."))},
     "scf.while": "Tile IR 'loop' lowering not written yet",
     "scf.condition": "Tile IR 'loop' lowering not written yet",
     "cf.break": "needs Tile IR 'loop'", "cf.continue": "needs Tile IR 'loop'",

@@ -13,13 +13,15 @@
                                             warp_index (the linear slot in the block // 32)
     simt.barrier                            __syncthreads(): every thread of the block waits
                                             here; attr unsafe: written inside fl.unsafe()
+    simt.print %v...                        attr parts: literal strings and operand positions, in
+                                            order (``print()``; vprintf on the GPU)
     simt.shared_alloc -> array<T, nd, shared>   attrs shape (tuple of ints, or None for the
                                             launch's dynamic shared memory, 1-d), name
 """
 from __future__ import annotations
 
 from fearless.ir.opdef import all_of, counts, define
-from fearless.ir.types import INDEX, Access, Array, ThreadIndex
+from fearless.ir.types import INDEX, Access, Array, Scalar, ThreadIndex
 
 SPECIAL = ("block_index", "block_dim", "grid_dim", "thread_in_block", "lane", "warp_index")
 
@@ -58,6 +60,18 @@ def _shared_alloc(op):
     return None
 
 
+def _print(op):
+    parts = op.attrs.get("parts")
+    if not isinstance(parts, tuple) or sorted(p for p in parts if isinstance(p, int)) != \
+            list(range(len(op.operands))):
+        return "parts must name every operand once"
+    if not all(isinstance(v.type, Scalar) for v in op.operands):
+        return "prints scalars"
+    return None if not op.results else "print has no result"
+
+
+define("simt.print", "print numbers and text from each thread (vprintf)", _print,
+       side_effects=True)
 define("simt.thread_index", "this thread's coordinate in the launch's index space (or block)",
        all_of(counts(0, 1), _thread_index))
 define("simt.index_value", "the i64 value of a ThreadIndex", all_of(counts(1, 1), _index_value))

@@ -1,0 +1,34 @@
+"""``fl.async_copy`` / ``fl.async_commit`` / ``fl.async_wait``: global -> shared copies that
+run in the background (PTX ``cp.async``, sm_80+), for multi-stage shared-memory pipelines.
+
+    fl.async_copy(dst, slot, src, index, size=16, cache=None)
+        copy ``size`` bytes (4, 8 or 16; E = size // itemsize elements) from the read-only array
+        ``src`` at ``index`` (a tuple, one index per axis; E consecutive elements on the last
+        axis, which must be contiguous) to chunk ``slot[-1]`` of the shared array ``dst`` at the
+        leading indices ``slot[:-1]``: elements ``slot[-1] * E .. + E`` of the last axis.
+        ``cache``: "cg" (L2 only; 16 bytes) or "ca" (L1 and L2); default "cg" for 16 bytes.
+    fl.async_commit()   close this thread's current group of copies (cp.async.commit_group)
+    fl.async_wait(n=0)  wait until at most ``n`` (a constant) of this thread's most recently
+                        committed groups are still in flight (cp.async.wait_group n)
+
+Safety, proved by the compiler (else it asks for ``with fl.unsafe():``):
+- a thread copies only into its own chunk: ``slot[-1]`` is ``fl.thread.index_in_block()``
+  itself (the leading indices are free: they pick a stage or a row of chunks), and an array
+  filled by async copies is written by nothing else;
+- the data is read (by anyone, ``fl.mma.ldmatrix`` included) only after an ``fl.async_wait``
+  that covers its copy's group, and by other threads only after a ``fl.sync_threads()`` that
+  follows the wait; a new copy into an array is separated from earlier reads of it by a
+  barrier. The analysis counts groups per shared array, so a pipeline with one shared array
+  per stage and ``fl.async_wait(stages - 2)`` is proved safe.
+A source chunk out of bounds or not aligned to ``size`` copies zeros and raises
+``KernelBoundsError`` at the next synchronisation; a destination chunk outside the array is
+skipped. The cpu backend performs each copy at the wait that completes it, so a read before its
+wait sees the old contents. Only valid inside kernels.
+"""
+from __future__ import annotations
+
+from fearless.simt.thread import _stub
+
+async_copy = _stub("async_copy")
+async_commit = _stub("async_commit")
+async_wait = _stub("async_wait")
