@@ -481,18 +481,19 @@ def bench_hgemm(rep, clock, torch) -> None:
     ta = (torch.rand(n, n, device="cuda") - 0.5).half()
     tb = (torch.rand(n, n, device="cuda") - 0.5).half()
     tc = torch.empty(n, n, device="cuda", dtype=torch.float16)
-    a, b, c = fl.asarray(ta), fl.asarray(tb), fl.asarray(tc)
-    launch = kern.prepare((n, n))
+    a, b, c = fl.asarray(ta), fl.asarray(tb), fl.asarray(tc.view(-1))
+    from examples import hgemm as mod  # one block of THREADS threads per BM x BN tile of C
+    launch = kern.prepare(n // mod.BM * (n // mod.BN) * mod.THREADS)
     peers = {}
     peer(rep, clock, peers, "cuBLAS (torch.matmul f16)", lambda: torch.matmul(ta, tb))
 
     def check():
         want = torch.matmul(ta.float(), tb.float())
         tc.fill_(float("nan"))
-        kern[launch](a, b, c)
+        kern[launch](a, b, c, n)
         e = rel(tc.float().cpu(), want.cpu())
         return e < 1e-2, e
-    res = fearless_time(rep, clock, "hgemm", lambda: kern[launch](a, b, c), check)
+    res = fearless_time(rep, clock, "hgemm", lambda: kern[launch](a, b, c, n), check)
     rep.row(f"hgemm {n}^3 f16 (mma.sync)", res, peers, "TFLOP/s", 2 * n ** 3)
 
 

@@ -168,6 +168,7 @@ if triton is not None:
 
 def cutile_matmul():
     """(run(a, b, c), None) for a cuTile Python GEMM, or (None, why not)."""
+    global ct  # cuTile evaluates the kernel's (string) annotations in this module's globals
     try:
         import cuda.tile as ct
     except Exception as exc:  # noqa: BLE001 - any import failure means "not available"
