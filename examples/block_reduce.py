@@ -3,9 +3,12 @@
 Each thread first sums ``ITEMS`` elements strided by the grid (so a block reads whole coalesced
 rows), stores the partial sum in its own shared slot, and the block halves the active threads
 at each step, with a barrier between steps, until slot 0 holds the block's sum; thread 0 adds it
-to the result with a device-scope atomic. The halving writes ``s[t] += s[t + stride]`` into the
-thread's own slot after reading another thread's slot; the compiler proves both sides of it are
-separated by barriers that every thread reaches, so no ``unsafe`` is needed.
+to the result with a device-scope atomic. Each step reads the partner's slot into a register,
+waits at a barrier, then adds it into the thread's own slot and waits again: the compiler proves
+every read of another thread's slot is separated from the writes by barriers that every thread
+reaches, so no ``unsafe`` is needed. (The one-statement form ``s[t] += s[t + stride]`` is
+refused today: the shared-memory pass does not yet see that the slots read and written at one
+step are disjoint.)
 Tree reduction: M. Harris, "Optimizing Parallel Reduction in CUDA" (NVIDIA, 2007).
 """
 from __future__ import annotations

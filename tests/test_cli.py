@@ -18,7 +18,7 @@ def test_inspect_a_simt_kernel_ptx(capsys):
 
 def test_inspect_a_tile_kernel_ir_needs_the_tile_shape(capsys):
     gemm = str(ROOT / "examples/tile_gemm.py") + ":matmul"
-    with pytest.raises(SystemExit, match="tile shape of 'c'"):
+    with pytest.raises(SystemExit, match="rank and tile shape of 'c'"):
         main(["inspect", gemm, "--signature", "c=f16:2,a=f16:2,b=f16:2"])
     assert main(["inspect", gemm, "--stage", "ir", "--const", "bk=32",
                  "--signature", "c=f16:2/64x64,a=f16:2,b=f16:2"]) == 0

@@ -20,6 +20,7 @@ import argparse
 import importlib
 import importlib.util
 import sys
+import tempfile
 from pathlib import Path
 
 from fearless import dtypes
@@ -33,7 +34,8 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="check Python, LLVM, libdevice, driver, GPU and cache")
     demo = sub.add_parser("demo", help="run the examples and check them against NumPy")
-    demo.add_argument("--png", default="sobel_grace_hopper.png",
+    demo.add_argument("--png", default=str(Path(tempfile.gettempdir()) / "fearless" /
+                                           "sobel_grace_hopper.png"),
                       help="where the image-filter example writes its result")
     insp = sub.add_parser("inspect", help="print one compile stage of a kernel")
     insp.add_argument("target")
@@ -135,8 +137,9 @@ def tile_param_types(kernel, signature: dict) -> tuple:
         tile = tile or p.tile_shape
         ndim = ndim or (len(tile) if tile else 1)
         if p.role == "out" and not tile:
-            raise SystemExit(f"error: give the tile shape of '{p.name}': --signature "
-                             f"{p.name}={dt.name}:{ndim}/64" + "x64" * (ndim - 1))
+            raise SystemExit(f"error: give the rank and tile shape of '{p.name}': --signature "
+                             f"{p.name}={dt.name}:NDIM/TILE, e.g. {p.name}={dt.name}:2/64x64 "
+                             f"for a 2-d output in 64x64 tiles")
         layout = T.Layout(16, (16,) * ndim, (16,) * (ndim - 1) + (1,), True)
         types.append(T.TensorView(dt, ndim, T.Role(p.role), tile if p.role == "out" else None,
                                   layout))

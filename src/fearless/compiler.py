@@ -40,7 +40,9 @@ from fearless.runtime import disasm
 from fearless.runtime.module import ptx_to_cubin
 
 DEFAULT_TILE_VERSION = (13, 4)  # bytecode version when no tileiras is installed to ask
-TILE = Dialect(TileEmitter, tile_intrinsics.attribute, tile_intrinsics.call)
+TILE = Dialect(TileEmitter, tile_intrinsics.attribute, tile_intrinsics.call,
+               "tile kernels support numbers, tiles, tensor parameters, if and for (range), "
+               "calls of @fearless.func functions, the math module and fearless.tile")
 
 
 @dataclass
@@ -145,6 +147,9 @@ def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassO
 def _tile_ir(s: _State):
     s.out.fn = verify(generate(s.cap, s.params, TILE, s.constants))
     s.out.ir = print_function(s.out.fn)
+    # The CPU backend interprets any IR, but a kernel must mean the same on every backend:
+    # lowering to Tile IR (cheap, no tileiras) refuses what the GPU cannot run yet, everywhere.
+    lower_tile(s.out.fn, DEFAULT_TILE_VERSION, s.hints, s.arch)
 
 
 def _tileir(s: _State):

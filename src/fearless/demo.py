@@ -22,7 +22,9 @@ def run(png: str) -> int:
     else:
         why = "FEARLESS_BACKEND/set_backend chose it" if ok else detail
         print(f"fearless demo on the CPU backend ({why})")
-    print(f"{'example':<13} {'size':<24} {'first ms':>9} {'steady ms':>10} {'GB/s':>8} "
+    from pathlib import Path
+    Path(png).parent.mkdir(parents=True, exist_ok=True)
+    print(f"{'example':<16} {'size':<24} {'first ms':>9} {'steady ms':>10} {'GB/s':>8} "
           f"{'err/bound':>9}  result")
     failures = 0
     for name in NAMES:
@@ -31,9 +33,9 @@ def run(png: str) -> int:
             r = module.run(png) if name == "image_filter" else module.run()
         except Exception as exc:  # report every example, then fail at the end
             failures += 1
-            print(f"{name:<13} FAILED: {type(exc).__name__}: {exc}")
+            print(f"{name:<16} FAILED: {type(exc).__name__}: {exc}")
             traceback.print_exc()
             continue
-        print(f"{r.name:<13} {r.size:<24} {r.first_ms:9.2f} {r.steady_ms:10.3f} {r.gbps:8.1f} "
+        print(f"{r.name:<16} {r.size:<24} {r.first_ms:9.2f} {r.steady_ms:10.3f} {r.gbps:8.1f} "
               f"{r.error_ratio:9.3f}  ok vs NumPy" + "".join(f"; {n}" for n in r.notes))
     return 1 if failures else 0

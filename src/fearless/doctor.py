@@ -48,7 +48,7 @@ def _tileiras():
         return False, ("tileiras not found: tile kernels run on the cpu backend, or on a GPU "
                        "from cubins made by `fearless compile` (pip install 'fearless[tile]')")
     versions = ", ".join(f"{a}.{b}" for a, b in tc.versions())
-    return True, f"tileiras {tc.fingerprint()} at {tc.tileiras} (bytecode {versions})"
+    return True, f"tile kernels: {tc.fingerprint()} at {tc.tileiras} (bytecode {versions})"
 
 
 def _driver():

@@ -5,6 +5,7 @@
     |   +-- SafetyError         the kernel could race or write where it must not
     +-- LaunchError             a launch was refused before anything ran on the GPU
     |   +-- ContractError       launch configuration does not fit the kernel or the device
+    |   |   +-- PartitionError  a tile shape that does not fit the tensor it partitions
     |   +-- AliasError          a writable argument overlaps another argument, or memory that
     |   |                       another view or a pending operation still uses
     |   +-- MovedError          a tensor, Partition or operation was used after it was moved
@@ -92,6 +93,11 @@ class MovedError(LaunchError):
     ``fl.graph``; an operation that ran, a released Graph and an unpartitioned Partition are
     spent. The message names the handle, where it went and how to get ownership back.
     """
+
+
+class PartitionError(ContractError, ValueError):
+    """A tile shape that does not fit the tensor being partitioned (rank, extents); also a
+    ``ValueError``, so ``except ValueError`` keeps working."""
 
 
 class ArgumentTypeError(LaunchError, TypeError):

@@ -249,7 +249,25 @@ class Kernel:
             raise contracts.ContractError(f"this PreparedLaunch was made for kernel "
                                           f"'{launch.kernel.name}'", kernel=self.name,
                                           help=f"call {self.name}.prepare(...) for this kernel")
-        return lambda *args: self._launch(launch, args, checked=True)
+        return lambda *args, **kwargs: self._launch(launch, self._by_name(args, kwargs),
+                                                    checked=True)
+
+    def _by_name(self, args: tuple, kwargs: dict) -> tuple:
+        """Positional arguments with keyword arguments put in their parameters' places."""
+        if not kwargs:
+            return args
+        names = [n for n, _ in self.params]
+        bound = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names or k in bound:
+                raise ArgumentTypeError(f"unexpected or repeated argument '{k}'",
+                                        kernel=self.name,
+                                        help=f"parameters: {', '.join(names)}")
+            bound[k] = v
+        missing = [n for n in names if n not in bound]
+        if missing:
+            raise ArgumentTypeError(f"missing argument '{missing[0]}'", kernel=self.name)
+        return tuple(bound[n] for n in names)
 
     def launch_raw(self, grid, block, *args) -> None:
         """Launch with a raw grid and block, skipping the contract checks. Only in fl.unsafe()."""

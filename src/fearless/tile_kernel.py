@@ -192,8 +192,11 @@ class TileKernel:
                                         f"{bound[want]}", kernel=self.name, param=p.name)
             bound[want] = dt
         elif want is not None and want is not dt:
+            help = (f"partition a tensor of dtype {want}, e.g. fl.empty(shape, fl.{want})"
+                    f".partition(tile)" if p.role == "out" else
+                    f"convert it: fl.asarray({p.name}, fl.{want})")
             raise ArgumentTypeError(f"expects dtype {want}, got {dt}", kernel=self.name,
-                                    param=p.name, help=f"convert it: fl.asarray(x, fl.{want})")
+                                    param=p.name, help=help)
         return dt
 
     def _scalar_dtype(self, p: ScalarParam, arg, bound: dict):
@@ -201,8 +204,8 @@ class TileKernel:
             raise ArgumentTypeError(f"expects a scalar, got {type(arg).__name__}",
                                     kernel=self.name, param=p.name)
         if isinstance(p.dtype, TypeVar):
-            return bound.get(p.dtype) or dtypes.of_python_scalar(arg)
-        return p.dtype or dtypes.of_python_scalar(arg)
+            return bound.get(p.dtype) or _tile_scalar_dtype(arg)
+        return p.dtype or _tile_scalar_dtype(arg)
 
     # compiling -------------------------------------------------------------------------------
 
@@ -338,6 +341,17 @@ def compile_only(archs):
 def compiling_ahead() -> bool:
     """True inside ``compile_only``: kernels compile but do not run (examples skip checks)."""
     return bool(_ahead_archs())
+
+
+def _tile_scalar_dtype(arg) -> dtypes.DType:
+    """The dtype of an unannotated scalar argument of a tile kernel: NumPy scalars keep theirs;
+    a Python float is f32 and a Python int i32 (i64 when it does not fit), as in Triton, so
+    that ``t * s`` keeps an f32 tile in f32 on the GPU."""
+    if isinstance(arg, np.generic) or isinstance(arg, bool):
+        return dtypes.of_python_scalar(arg)
+    if isinstance(arg, float):
+        return dtypes.f32
+    return dtypes.i32 if -(1 << 31) <= arg < (1 << 31) else dtypes.i64
 
 
 def _pow2_div(n: int, cap: int) -> int:

@@ -184,7 +184,7 @@ GOLDEN = {
     'copy_not_own': (H_IN_H_OUT,
         "kernel 'copy_not_own', parameter 's': an async copy into 's' goes to the thread's own chunk, and this chunk index is a computed integer\n   --> mma_kernels.py:151:22\n    |\n151 |     fl.async_copy(s, t + 1, a, t * 8)\n    |                      ^^^^^\nhelp: make the last slot index fl.thread.index_in_block() itself (the leading indices may be anything), or wrap the copy in `with fl.unsafe():`"),
     'wait_without_barrier': ((arr(fl.f16, READ), arr(fl.u32, UNSAFE)),
-        "kernel 'wait_without_barrier', parameter 's': ldmatrix reads other threads' slots of 's', written on line 139 with no barrier in between\n   --> mma_kernels.py:142:28\n    |\n142 |     r = fl.mma.ldmatrix(s, t * 8, count=1)\n    |                            ^^^^^\nhelp: call fl.thread.sync_threads() after the writes (after fl.async_wait() for async copies) and before this read"),
+        "kernel 'wait_without_barrier', parameter 's': ldmatrix reads other threads' slots of 's', written on line 139 with no barrier in between\n   --> mma_kernels.py:142:28\n    |\n142 |     r = fl.mma.ldmatrix(s, t * 8, count=1)\n    |                            ^^^^^\nhelp: call fl.sync_threads() after the writes (after fl.async_wait() for async copies) and before this read"),
 }
 
 

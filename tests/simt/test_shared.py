@@ -97,7 +97,7 @@ with no barrier in between
     |
 124 |     out[fl.thread.index_1d()] = s[(t + 1) % B]
     |                                   ^^^^^^^^^^^
-help: call fl.thread.sync_threads() after the writes and before this read""",
+help: call fl.sync_threads() after the writes and before this read""",
     "divergent_barrier": """\
 kernel 'divergent_barrier': not every thread of the block may reach this barrier: the condition \
 on line 132 can differ between threads (it depends on a thread index or on data)
@@ -105,7 +105,7 @@ on line 132 can differ between threads (it depends on a thread index or on data)
     |
 134 |         fl.sync_threads()
     |         ^^^^^^^^^^^^^^^^^
-help: move fl.thread.sync_threads() out of the branch so that every thread reaches it (guard the \
+help: move fl.sync_threads() out of the branch so that every thread reaches it (guard the \
 work, not the barrier); if every thread does, wrap it in `with fl.unsafe():`""",
     "early_return": """\
 kernel 'early_return': not every thread of the block may reach this barrier: the condition on \

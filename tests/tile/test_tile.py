@@ -259,3 +259,32 @@ def test_long_then_chains_run_and_graphs_claim_each_tensor_once():
     out, _, _ = g.release()
     want = xh.astype(np.float64) * 2 - 1
     np.testing.assert_allclose(out.unpartition().numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_what_the_gpu_cannot_run_is_refused_on_the_cpu_too(tmp_path):
+    mod = source_module(tmp_path, """
+from fearless import f32
+from fearless import tile as ft
+
+@ft.kernel
+def uses_while(c: ft.Out[f32], a: ft.In[f32]):
+    t = ft.load_like(a, c)
+    k = 0
+    while k < 3:
+        t = t * 2.0
+        k += 1
+    c.store(t)
+""", "tile_while")
+    with pytest.raises(CompileError, match="while loops are not supported") as info:
+        mod.uses_while(poisoned(64).partition(64), fl.zeros(64))
+    assert "while k < 3:" in str(info.value)
+
+
+def test_an_operation_dropped_without_sync_warns():
+    import gc
+    p = poisoned(128).partition(128)
+    with pytest.warns(RuntimeWarning, match=r"dropped without \.sync\(\)"):
+        op = K.loops(p, fl.zeros(128), 1)
+        del op
+        gc.collect()
+    p.unpartition()  # ownership came back with the dropped operation

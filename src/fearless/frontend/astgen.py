@@ -53,6 +53,8 @@ class Dialect:
     emitter: type = Emitter
     attribute: object = intrinsics.attribute
     call: object = intrinsics.call
+    supported: str = ("kernels support numbers, arrays, if/for/while, calls of @fearless.func "
+                      "functions and the math module")
 
 
 SIMT = Dialect()
@@ -149,8 +151,7 @@ class FunctionGen(ast.NodeVisitor):
 
     def generic_visit(self, node):
         raise self.error(node, f"{type(node).__name__} is not supported in kernels",
-                         help="kernels support numbers, arrays, if/for/while, calls of "
-                              "@fearless.func functions and the math module")
+                         help=self.ctx.dialect.supported)
 
     # statements -----------------------------------------------------------------------------
 
@@ -653,6 +654,13 @@ class FunctionGen(ast.NodeVisitor):
                 else self.emit.scalar(i, T.INDEX.dtype) for i in indices]
 
     def array(self, value, node) -> Value:
+        if isinstance(value, Value) and isinstance(value.type, T.TensorView):
+            raise self.error(node, "tile kernels do not index tensors element by element",
+                             help="load a tile (ft.load, ft.load_like) and write the block's own "
+                                  "tile (out.store)")
+        if isinstance(value, Value) and isinstance(value.type, T.Tile):
+            raise self.error(node, "tiles cannot be indexed element by element",
+                             help="work on whole tiles: ft.where, reductions, ft.reshape")
         if not (isinstance(value, Value) and isinstance(value.type, T.Array)):
             raise self.error(node, f"{describe(value)} cannot be indexed")
         return value

@@ -26,7 +26,13 @@ def describe(fv) -> str:
         return f"the constant {fv.value!r}"
     if isinstance(fv, TupleValue):
         return "a tuple"
-    return f"{type(fv.obj).__name__} {getattr(fv.obj, '__name__', '')}".strip()
+    obj = fv.obj
+    name = getattr(obj, "__name__", None)
+    if name and callable(obj):  # functions, numpy's dispatchers and ufuncs, builtins, classes
+        module = getattr(obj, "__module__", None) or type(obj).__module__ or ""
+        module = "numpy" if module.startswith("numpy") else module
+        return f"{name}()" if module == "builtins" else f"{module}.{name}"
+    return f"{type(obj).__name__} {name or ''}".strip()
 
 
 class Emitter:

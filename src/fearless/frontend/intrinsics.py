@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import math
 import types
 from typing import TYPE_CHECKING
@@ -88,7 +89,11 @@ def attribute(gen: "FunctionGen", value, attr: str, node):
         try:
             found = getattr(value.obj, attr)
         except AttributeError:
-            raise gen.error(node, f"{describe(value)} has no attribute '{attr}'") from None
+            close = difflib.get_close_matches(attr, [n for n in dir(value.obj)
+                                                     if not n.startswith("_")], n=3, cutoff=0.4)
+            raise gen.error(node, f"{describe(value)} has no attribute '{attr}'",
+                            help="did you mean " + " or ".join(f"'{c}'" for c in sorted(close))
+                            + "?" if close else None) from None
         return gen.from_python(found, node)
     raise gen.error(node, f"{describe(value)} has no attribute '{attr}' in a kernel")
 

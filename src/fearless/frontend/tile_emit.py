@@ -147,7 +147,9 @@ class TileEmitter(Emitter):
             if is_tile(fv) and fv.type.shape == target.shape:
                 why = implicit_conversion_error(fv.type.dtype, target.dtype)
                 if why:
-                    raise TypingError(f"cannot assign to {what} ({target}): {why}")
+                    why = why.split("; cast it")[0]
+                    raise TypingError(f"cannot assign to {what} ({target}): {why}",
+                                      help=f"convert the tile with .astype(fl.{target.dtype})")
                 return self.cast(fv, target.dtype)
             if not is_tile(fv):
                 raise TypingError(f"{what} holds {target}; it cannot be given {describe(fv)}",

@@ -10,6 +10,7 @@ tile block's tile cannot be written, and trying (``out.store(t, (i + 1, j))``) i
 """
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -414,7 +415,17 @@ def _mma(c: _Call):
     return c.b.create("tile.mma", [a, b, acc], [acc.type]).result
 
 
+def _len(c: _Call):
+    (x,) = c.take("x")
+    if _is_view(x):
+        return c.b.create("tile.dim", [x], [T.INDEX], {"axis": 0}).result
+    if is_tile(x):
+        return Const(x.type.shape[0])
+    return intrinsics.HANDLERS[builtins.len](c.gen, [x], c.node)
+
+
 HANDLERS = {
+    builtins.len: _len,
     lang.load: _load, lang.load_like: _load_like, lang.zeros: _zeros, lang.full: _full,
     lang.arange: _arange, lang.cdiv: _cdiv, lang.mma: _mma, lang.broadcast: _broadcast,
     lang.reshape: _reshape, lang.permute: _permute_call, lang.transpose: _transpose,

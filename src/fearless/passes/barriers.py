@@ -158,7 +158,7 @@ def run(fn: Function, options) -> Function:
             f"{reason.line} "
             f"can differ between threads (it depends on a thread index or on data)",
             kernel=fn.name, span=op.span,
-            help="move fl.thread.sync_threads() out of the branch so that every thread reaches "
+            help="move fl.sync_threads() out of the branch so that every thread reaches "
                  "it (guard the work, not the barrier); if every thread does, wrap it in "
                  "`with fl.unsafe():`")
     return fn

@@ -165,7 +165,7 @@ class _Checker:
             if other and not unsafe:
                 self.fail(op, array, f"ldmatrix reads other threads' slots of '{name}', written "
                                      f"on line {other.line} with no barrier in between",
-                          "call fl.thread.sync_threads() after the writes (after "
+                          "call fl.sync_threads() after the writes (after "
                           "fl.async_wait() for async copies) and before this read")
             reads.setdefault(key, here)
             return writes, reads, atomics, inflight
@@ -174,7 +174,7 @@ class _Checker:
             if other and not unsafe:
                 self.fail(op, array, f"this atomic on '{name}' and the plain access on line "
                                      f"{other.line} may touch one element with no barrier in "
-                                     f"between", "call fl.thread.sync_threads() between them")
+                                     f"between", "call fl.sync_threads() between them")
             atomics.setdefault(key, here)
             return writes, reads, atomics, inflight
         own = own_slot(op, array)
@@ -194,7 +194,7 @@ class _Checker:
             if other and not unsafe:
                 self.fail(op, array, f"this write to '{name}' may overwrite a slot that another "
                                      f"thread reads on line {other.line} with no barrier in "
-                                     f"between", "call fl.thread.sync_threads() after the reads "
+                                     f"between", "call fl.sync_threads() after the reads "
                                                  "and before this write")
             writes.setdefault(key, here)
             return writes, reads, atomics, inflight
@@ -204,7 +204,7 @@ class _Checker:
         if other and not unsafe:
             self.fail(op, array, f"this reads another thread's slot of '{name}', written on "
                                  f"line {other.line} with no barrier in between",
-                      "call fl.thread.sync_threads() after the writes and before this read")
+                      "call fl.sync_threads() after the writes and before this read")
         reads.setdefault(key, here)
         return writes, reads, atomics, inflight
 
@@ -224,7 +224,7 @@ class _Checker:
                 self.fail(op, array, f"this async copy into '{name}' may overwrite a slot that "
                                      f"another thread reads on line {other.line} with no "
                                      f"barrier in between",
-                          "call fl.thread.sync_threads() after the reads and before this copy")
+                          "call fl.sync_threads() after the reads and before this copy")
         inflight[id(array)] = (0, op.span)
         return writes, reads, atomics, inflight
 

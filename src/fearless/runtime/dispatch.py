@@ -246,7 +246,7 @@ def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: S
         lanes = launch_lanes(1, launch.grid, launch.block, 0, 1)
         text, span = races.describe(lanes.thread_name)
         raise RaceError(text, kernel=kernel, span=span,
-                        help="separate the accesses with fl.thread.sync_threads(), give each "
+                        help="separate the accesses with fl.sync_threads(), give each "
                              "thread its own element, or use an atomic method")
     if events:
         error = bounds_error(kernel, sites, *events[0])

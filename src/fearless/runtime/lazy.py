@@ -48,6 +48,8 @@ Internal API for launchers (the tile-kernel launcher, ``Kernel.op``):
 """
 from __future__ import annotations
 
+import warnings
+
 import contextlib
 from collections.abc import Callable
 
@@ -102,6 +104,16 @@ class DeviceOperation:
         self._partitions = list(partitions)
         self._claims: list = []
         self._acquire()
+
+    def __del__(self):
+        # Lazy is the point, but work that was built and never run is almost always a missing
+        # .sync(): say so (ownership has already come back: the claims are weak references).
+        if getattr(self, "_state", None) == PENDING:
+            try:
+                warnings.warn(f"{self.label} was dropped without .sync() or .cancel(): its work "
+                              "never ran", RuntimeWarning, stacklevel=2)
+            except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to tell
+                pass
 
     @property
     def give_back_hint(self) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import operator
 import weakref
 
-from fearless.errors import MovedError
+from fearless.errors import ArgumentTypeError, MovedError, PartitionError
 
 MAX_RANK = 3
 
@@ -24,8 +24,8 @@ MAX_RANK = 3
 def tile_shape_of(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
     """``tile_shape`` (an int or a tuple of ints) checked against a tensor ``shape``.
 
-    Raises TypeError for non-integers and ValueError when the rank differs from the tensor's,
-    is 0 or above 3, or a tile dimension is below 1.
+    Raises ArgumentTypeError (a TypeError) for non-integers and PartitionError (a ValueError)
+    when the rank differs from the tensor's, is 0 or above 3, or a tile dimension is below 1.
     """
     dims = tile_shape if isinstance(tile_shape, (tuple, list)) else (tile_shape,)
     try:
@@ -33,15 +33,16 @@ def tile_shape_of(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
             raise TypeError
         dims = tuple(operator.index(d) for d in dims)
     except TypeError:
-        raise TypeError(f"a tile shape is an int or a tuple of ints, got {tile_shape!r}") from None
+        raise ArgumentTypeError(f"a tile shape is an int or a tuple of ints, got "
+                                f"{tile_shape!r}") from None
     if len(dims) != len(shape):
-        raise ValueError(f"tile shape {dims} has rank {len(dims)}, but the tensor has shape "
+        raise PartitionError(f"tile shape {dims} has rank {len(dims)}, but the tensor has shape "
                          f"{shape} (rank {len(shape)}); give one tile dimension per axis")
     if not 1 <= len(dims) <= MAX_RANK:
-        raise ValueError(f"only tensors of rank 1 to {MAX_RANK} can be partitioned, this one has "
+        raise PartitionError(f"only tensors of rank 1 to {MAX_RANK} can be partitioned, this one has "
                          f"shape {shape}")
     if any(d < 1 for d in dims):
-        raise ValueError(f"tile shape {dims} has a dimension below 1")
+        raise PartitionError(f"tile shape {dims} has a dimension below 1")
     return dims
 
 

@@ -7,6 +7,8 @@ word of a launch, for example); ``synchronize()`` waits for the device and then 
 """
 from __future__ import annotations
 
+import atexit
+import sys
 from typing import Callable
 
 from fearless.runtime import device, ownership
@@ -40,6 +42,20 @@ class Stream:
 
 
 _current: dict[str, Stream] = {}
+
+
+@atexit.register
+def _report_at_exit() -> None:
+    """An error a kernel recorded (an out-of-bounds read) surfaces at the next synchronisation;
+    a program that ends without one would never hear of it, so say it on stderr at exit."""
+    for stream in list(_current.values()):
+        if not stream._deferred:
+            continue
+        try:
+            stream.synchronize()
+        except Exception as exc:  # noqa: BLE001 - reported, the process is ending anyway
+            print(f"fearless: at exit, an error from a kernel that was never synchronised:\n"
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def current_stream() -> Stream:

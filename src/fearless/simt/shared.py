@@ -6,7 +6,7 @@
 
 Rules the compiler proves (else it asks for ``with fl.unsafe():``): a thread writes only its own
 slot, ``tile[fl.thread.index_in_block()]`` (or ``tile[ty, tx]`` from ``index_in_block_2d()``);
-every read of another thread's slot is separated from the writes by ``fl.thread.sync_threads()``,
+every read of another thread's slot is separated from the writes by ``fl.sync_threads()``,
 and the next write after such a read is separated from it by a barrier too. Reads are
 bounds-checked like array parameters; a write outside the array is skipped. Shared memory starts
 uninitialised (zero on the cpu backend). Shared arrays also have the atomic methods of an

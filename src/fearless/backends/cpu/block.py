@@ -113,7 +113,7 @@ def _barrier(st, op, mask):
             f"this barrier was reached by {arrived[b]} of the {lanes.per_block} threads of a "
             f"block: {lanes.thread_name(int(lanes.gid[lane]))} {left}",
             kernel=st.fn.name, span=op.span,
-            help="every thread of a block must reach each fl.thread.sync_threads(): guard the "
+            help="every thread of a block must reach each fl.sync_threads(): guard the "
                  "work, not the barrier, and do not return early before a barrier")
     st.epoch[arrived > 0] += 1
 

@@ -201,8 +201,9 @@ class Lowering:
                 return
             rule = RULES.get(op.name)
             if rule is None:
-                raise self.error(op, f"{op.name.split('.')[-1]} is not supported in tile "
-                                     f"kernels yet ({UNSUPPORTED.get(op.name, 'no rule')})")
+                raise self.error(op, UNSUPPORTED.get(op.name, f"{op.name} has no Tile IR rule"),
+                                 help="tile kernels support if, for over range(...), tile "
+                                      "operations and math functions with a Tile IR operation")
             rule(self, op)
 
     _tail_of_inline = False
@@ -556,11 +557,12 @@ RULES = {
 UNSUPPORTED = {
     **{name: "SIMT only" for name in REGISTRY
        if name.startswith(("mem.", "simt.", "warp.", "mma."))},
-    "scf.while": "Tile IR 'loop' lowering not written yet",
-    "scf.condition": "Tile IR 'loop' lowering not written yet",
-    "cf.break": "needs Tile IR 'loop'", "cf.continue": "needs Tile IR 'loop'",
-    "cf.return": "only at the end of the kernel or of a function",
-    **{f"math.{n}": "no Tile IR op" for n in (
+    "scf.while": "while loops are not supported in tile kernels yet",
+    "scf.condition": "while loops are not supported in tile kernels yet",
+    "cf.break": "break is not supported in tile kernels yet",
+    "cf.continue": "continue is not supported in tile kernels yet",
+    "cf.return": "a return before the end of a tile kernel or function is not supported yet",
+    **{f"math.{n}": f"math.{n} has no Tile IR operation" for n in (
         "expm1", "log10", "log1p", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
         "atanh", "erf", "erfc", "trunc", "cbrt", "atan2", "hypot", "copysign", "fmod",
         "isnan", "isinf", "isfinite")},
