@@ -1,7 +1,8 @@
 """Launching tile kernels: the CPU tile interpreter, or the cubin through ``cuLaunchKernel``.
 
 A tile kernel runs one tile block per tile of its Out partition: grid = the partition's tile
-grid, block = (1, 1, 1) (tileiras picks the threads per block and records them in the cubin's
+grid (a 2-d one launched 1-d, in the grouped order of ``backends/tileir/lower.py``), block =
+(1, 1, 1) (tileiras picks the threads per block and records them in the cubin's
 ``.reqntid``, reference/tile-ir.md section 5). Parameters follow the entry ABI of
 ``backends/tileir/lower.py`` (``abi()``): per tensor a pointer, i32 extents and i32 strides, per
 scalar its value. Their byte offsets come from the driver (``cuFuncGetParamInfo``) when it can
