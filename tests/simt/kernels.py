@@ -229,3 +229,13 @@ def race_unsafe_neighbour_read(out: fl.DisjointSlice[f32]):
     with fl.unsafe():
         v = s[(t + 1) % B]
     out[fl.thread.index_1d()] = v
+
+
+@fl.kernel
+def dynamic_first(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    t = fl.thread.index_in_block()
+    buf = fl.shared.dynamic(f32)
+    buf[t] = x[i]
+    fl.sync_threads()
+    out[i] = buf[0]

@@ -62,6 +62,15 @@ def test_dynamic_shared_memory_sized_by_the_launch(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_dynamic_shared_memory_read_at_a_constant_index(backend):
+    # the bounds prover has no constant extent to compare 0 with: the read stays checked
+    x = np.arange(256, dtype=np.float32)
+    out = fl.full(256, np.nan, fl.f32)
+    k.dynamic_first[k.dynamic_first.prepare(256, block=128, shared=512)](fl.asarray(x), out)
+    np.testing.assert_array_equal(out.numpy(), np.repeat([0.0, 128.0], 128))
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_tiled_transpose_with_a_2d_shared_tile(backend):
     a = np.random.default_rng(3).random((70, 45)).astype(np.float32)
     o = fl.full((45, 70), np.nan, fl.f32)

@@ -337,7 +337,7 @@ class _Prover:
             need |= low
             if shared:
                 up = self.upper(idx)
-                if up is None or up >= shape[axis]:
+                if up is None or shape[axis] is None or up >= shape[axis]:  # None: dynamic
                     return
                 continue
             extent = ("dim", self._array_key(arr), axis)
