@@ -229,3 +229,138 @@ def race_unsafe_neighbour_read(out: fl.DisjointSlice[f32]):
     with fl.unsafe():
         v = s[(t + 1) % B]
     out[fl.thread.index_1d()] = v
+
+
+@fl.kernel
+def dynamic_first(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    t = fl.thread.index_in_block()
+    buf = fl.shared.dynamic(f32)
+    buf[t] = x[i]
+    fl.sync_threads()
+    out[i] = buf[0]
+
+
+# the tree reduction in one statement: within a barrier interval, the threads below `stride`
+# write slots [0, stride) and read slots [stride, 2 * stride) --------------------------------------
+
+@fl.kernel
+def tree_reduce(x: fl.Slice[f32], sums: fl.AtomicSlice[f32]):
+    i = fl.thread.index_1d()
+    t = fl.thread.index_in_block()
+    s = fl.shared.array(B, f32)
+    s[t] = x[i] if i < len(x) else 0.0
+    fl.sync_threads()
+    stride = B // 2
+    while stride > 0:
+        if t < stride:
+            s[t] = s[t] + s[t + stride]
+        fl.sync_threads()
+        stride //= 2
+    if t == 0:
+        sums.add(fl.thread.block_index(), s[0])
+
+
+@fl.kernel
+def tree_reduce_plus_equals(x: fl.Slice[f32], sums: fl.AtomicSlice[f32]):
+    i = fl.thread.index_1d()
+    t = fl.thread.index_in_block()
+    s = fl.shared.array(B, f32)
+    s[t] = x[i] if i < len(x) else 0.0
+    fl.sync_threads()
+    stride = B // 2
+    while stride > 0:
+        ok = t < stride
+        if ok:
+            s[t] += s[t + stride]
+        fl.sync_threads()
+        stride //= 2
+    if t == 0:
+        sums.add(fl.thread.block_index(), s[0])
+
+
+@fl.kernel
+def tree_off_by_one(x: fl.Slice[f32], sums: fl.AtomicSlice[f32]):
+    t = fl.thread.index_in_block()
+    s = fl.shared.array(B, f32)
+    s[t] = 1.0
+    fl.sync_threads()
+    stride = B // 2
+    while stride > 0:
+        if t < stride:
+            s[t] = s[t] + s[t + stride - 1]
+        fl.sync_threads()
+        stride //= 2
+    sums.add(0, s[t])
+
+
+@fl.kernel
+def neighbour_sum(x: fl.Slice[f32], sums: fl.AtomicSlice[f32]):
+    t = fl.thread.index_in_block()
+    s = fl.shared.array(B + 1, f32)
+    s[t] = 1.0
+    fl.sync_threads()
+    s[t] = s[t] + s[t + 1]
+    fl.sync_threads()
+    sums.add(0, s[t])
+
+
+@fl.kernel
+def tree_no_loop_barrier(x: fl.Slice[f32], sums: fl.AtomicSlice[f32]):
+    t = fl.thread.index_in_block()
+    s = fl.shared.array(B, f32)
+    s[t] = 1.0
+    fl.sync_threads()
+    stride = B // 2
+    while stride > 0:
+        if t < stride:
+            s[t] += s[t + stride]
+        stride //= 2
+    fl.sync_threads()
+    sums.add(0, s[t])
+
+
+@fl.kernel
+def tree_varying_stride(x: fl.Slice[f32], sums: fl.AtomicSlice[f32]):
+    t = fl.thread.index_in_block()
+    s = fl.shared.array(2 * B, f32)
+    s[t] = 1.0
+    fl.sync_threads()
+    stride = 1
+    if t % 2 == 0:
+        stride = B // 2
+    if t < stride:
+        s[t] = s[t] + s[t + stride]
+    fl.sync_threads()
+    sums.add(0, s[t])
+
+
+@fl.kernel
+def race_tree_off_by_one(x: fl.Slice[f32], sums: fl.AtomicSlice[f32]):
+    t = fl.thread.index_in_block()
+    s = fl.shared.array(B, f32)
+    s[t] = 1.0
+    fl.sync_threads()
+    if t < 64:
+        with fl.unsafe():
+            s[t] = s[t] + s[t + 63]
+    fl.sync_threads()
+    sums.add(0, s[t])
+
+
+
+@fl.kernel
+def tree_stride_changed_between(x: fl.Slice[f32], sums: fl.AtomicSlice[f32]):
+    t = fl.thread.index_in_block()
+    s = fl.shared.array(B, f32)
+    s[t] = 1.0
+    fl.sync_threads()
+    stride = B // 2
+    while stride > 1:
+        v = s[t + stride]
+        ok = t < stride
+        stride //= 2  # the next step reads t + stride, below the slots this step writes
+        if ok:
+            s[t] = s[t] + v
+    fl.sync_threads()
+    sums.add(0, s[t])

@@ -43,6 +43,17 @@ def test_tree_reduction_with_barriers_in_a_uniform_loop(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("name", ["tree_reduce", "tree_reduce_plus_equals"])
+def test_tree_reduction_in_one_statement_reads_and_writes_disjoint_slots(backend, name):
+    # small integers: every partial sum is exact in f32, whatever the order of the additions
+    x = np.random.default_rng(5).integers(0, 100, 1000).astype(np.float32)
+    kern, sums = getattr(k, name), fl.zeros(8, fl.f32)
+    kern[kern.prepare(1000, block=128)](fl.asarray(x), sums)
+    fl.synchronize()  # the race detector reports at the end of the launch
+    np.testing.assert_array_equal(sums.numpy(), np.add.reduceat(x, np.arange(0, 1000, 128)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_histograms_with_global_and_shared_atomics(backend):
     d = np.random.default_rng(2).integers(0, 128, 5000).astype(np.uint32)
     for kern in (k.histogram, k.shared_histogram):
@@ -59,6 +70,15 @@ def test_dynamic_shared_memory_sized_by_the_launch(backend):
     np.testing.assert_array_equal(out.numpy(), x.reshape(8, 128)[:, ::-1].ravel())
     with pytest.raises(ContractError, match="no dynamic shared memory"):
         k.reverse_block[k.reverse_block.prepare(1024, block=128)](fl.asarray(x), out)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_dynamic_shared_memory_read_at_a_constant_index(backend):
+    # the bounds prover has no constant extent to compare 0 with: the read stays checked
+    x = np.arange(256, dtype=np.float32)
+    out = fl.full(256, np.nan, fl.f32)
+    k.dynamic_first[k.dynamic_first.prepare(256, block=128, shared=512)](fl.asarray(x), out)
+    np.testing.assert_array_equal(out.numpy(), np.repeat([0.0, 128.0], 128))
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
@@ -131,6 +151,42 @@ thread's own index, and this index is a computed integer
     |            ^^^^
 help: several threads may update this element: declare 'counts' fl.AtomicSlice[T] and write \
 counts.add(i, v)""",
+    "tree_off_by_one": """\
+kernel 'tree_off_by_one', parameter 's': this write to 's' may overwrite a slot that another \
+thread reads on line 291 with no barrier in between
+   --> kernels.py:291:13
+    |
+291 |             s[t] = s[t] + s[t + stride - 1]
+    |             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+help: call fl.sync_threads() after the reads and before this write; or, within one barrier \
+interval, guard the write of the own slot t with `if t < n:` (n the same in every thread) and \
+read only slots at or above n, such as t + n""",
+    "neighbour_sum": """\
+kernel 'neighbour_sum', parameter 's': this write to 's' may overwrite a slot that another \
+thread reads on line 303 with no barrier in between
+   --> kernels.py:303:5
+    |
+303 |     s[t] = s[t] + s[t + 1]
+    |     ^^^^^^^^^^^^^^^^^^^^^^
+help: call fl.sync_threads() after the reads and before this write; or, within one barrier \
+interval, guard the write of the own slot t with `if t < n:` (n the same in every thread) and \
+read only slots at or above n, such as t + n""",
+    "tree_no_loop_barrier": """\
+kernel 'tree_no_loop_barrier', parameter 's': this reads another thread's slot of 's', written \
+on line 317 with no barrier in between
+   --> kernels.py:317:23
+    |
+317 |             s[t] += s[t + stride]
+    |                       ^^^^^^^^^^
+help: call fl.sync_threads() after the writes and before this read""",
+    "tree_varying_stride": """\
+kernel 'tree_varying_stride', parameter 's': this write to 's' may overwrite a slot that another \
+thread reads on line 333 with no barrier in between
+   --> kernels.py:333:9""",
+    "tree_stride_changed_between": """\
+kernel 'tree_stride_changed_between', parameter 's': this write to 's' may overwrite a slot that \
+another thread reads on line 360 with no barrier in between
+   --> kernels.py:364:13""",
     "unsafe_outside": """\
 kernel 'unsafe_outside', parameter 'out': 'out' is an UnsafeSlice; it may be written only inside \
 `with fl.unsafe():`""",
@@ -142,7 +198,8 @@ methods""",
 
 def _args(kern, n=200):
     pool = {"x": fl.zeros(n), "out": fl.zeros(n), "counts": fl.zeros(n, fl.i32),
-            "a": fl.zeros(n, fl.i32), "idx": fl.asarray(np.arange(n, dtype=np.int32) % 7)}
+            "a": fl.zeros(n, fl.i32), "idx": fl.asarray(np.arange(n, dtype=np.int32) % 7),
+            "sums": fl.zeros(n)}
     if kern is k.global_plus_equals:
         pool["x"] = fl.zeros(n, fl.i32)
     if kern is k.atomic_read:
@@ -168,6 +225,9 @@ RACES = {
     "race_scatter": (RaceError, (r"data race on 'out' element \[0\]: thread 7 of block 0 writes "
                                  r"it here, and thread 0 of block 0 writes it at "
                                  r"kernels.py:221:13")),
+    "race_tree_off_by_one": (RaceError, (r"data race on 's' element \[63\]: thread 63 of block 0 "
+                                         r"writes it here, and thread 0 of block 0 reads it at "
+                                         r"kernels.py:346:27 with no barrier in between")),
     "race_unsafe_neighbour_read": (RaceError, (r"data race on 's' element \[1\]: thread 0 of "
                                                r"block 0 reads it here, and thread 1 of block 0 "
                                                r"writes it at kernels.py:228:5 with no barrier")),

@@ -134,17 +134,27 @@ class _Uniformity:
                                else 5 <= c < 64)
 
 
-def analyse(fn: Function, level: str) -> list[tuple[Operation, Span | None]]:
-    """The sync points of ``level`` (barriers for "block", warp ops for "warp"), each with the
-    span of a condition that may differ between the threads that should meet there, or None."""
+def _settle(fn: Function, level: str) -> _Uniformity:
     producers = {id(r): op for op in fn.walk() for r in op.results}
     u = _Uniformity(producers, level)
     while True:
         u.changed, u.barriers = False, []
         u.region(fn.body, None)
         if not u.changed:
-            break
-    return u.barriers
+            return u
+
+
+def analyse(fn: Function, level: str) -> list[tuple[Operation, Span | None]]:
+    """The sync points of ``level`` (barriers for "block", warp ops for "warp"), each with the
+    span of a condition that may differ between the threads that should meet there, or None."""
+    return _settle(fn, level).barriers
+
+
+def varying(fn: Function, level: str = "block") -> frozenset[int]:
+    """Ids of the values and local slots of ``fn`` that may differ between the threads of one
+    block (``level`` "block") or warp ("warp"); a local slot not named is assigned the same
+    values, under the same conditions, in every thread."""
+    return frozenset(_settle(fn, level).div)
 
 
 def run(fn: Function, options) -> Function:

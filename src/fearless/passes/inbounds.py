@@ -43,14 +43,26 @@ def run(fn: Function, options) -> Function:
     return fn
 
 
+def guard_facts(fn: Function) -> "_Prover":
+    """Walk ``fn`` as ``run`` does but prove nothing, for ``passes/shared.py``: the prover's
+    ``key``/``linear`` name values, ``at_least`` compares forms, and ``at[id(op)]`` holds, for
+    each shared-memory load and store, the guard facts true there and the version of every
+    local at that point (a load whose key names another version read an older value)."""
+    prover = _Prover(fn, None, prove=False)
+    prover.region(fn.body, frozenset())
+    return prover
+
+
 def _is_i64(value) -> bool:
     return isinstance(value.type, ThreadIndex) or (
         isinstance(value.type, Scalar) and value.type.dtype.name == "i64")
 
 
 class _Prover:
-    def __init__(self, fn: Function, block):
+    def __init__(self, fn: Function, block, prove: bool = True):
         self.params = params_by_value(fn)
+        self.prove = prove            # False: only record `at` (guard_facts)
+        self.at = {}                  # id(shared load/store) -> (facts, {ref id: version})
         self.block = block            # the contract's exact block (x, y) or None
         self.defs = {}                # id(value) -> defining op
         self.region_args = {}         # id(value) -> the scf.for op whose counter it is
@@ -84,6 +96,9 @@ class _Prover:
     def region(self, region, facts: frozenset) -> None:
         for op in region.ops:
             name = op.name
+            if name in ("mem.load", "mem.store") and \
+                    op.operands[0].type.access is Access.SHARED:
+                self.at[id(op)] = (facts, dict(self.version))
             if name == "local.load":
                 ref = id(op.operands[0])
                 self.load_version[id(op.result)] = (ref, self.version.get(ref, 0))
@@ -94,7 +109,7 @@ class _Prover:
                         getattr(op.operands[1].type, "dtype", None) is not None and \
                         op.operands[1].type.dtype.name == "bool":
                     self.bool_facts[(ref, self.version[ref])] = self.facts_true(op.operands[1])
-            elif name in ("mem.load", "mem.atomic") and op.attrs.get("checked"):
+            elif name in ("mem.load", "mem.atomic") and op.attrs.get("checked") and self.prove:
                 self.try_prove(op, facts)
             elif name == "scf.if":
                 self._if(op, facts)
@@ -296,6 +311,12 @@ class _Prover:
             return min(ok) if ok else None
         return None
 
+    def at_least(self, form, other, nonneg_keys=frozenset()) -> bool:
+        """Whether linear form ``form`` >= ``other`` always: their difference has a non-negative
+        constant and coefficients over atoms known non-negative (``nonneg_keys`` too)."""
+        self._nonneg_keys = set(nonneg_keys)
+        return self._form_nonneg(_sub(form, other))
+
     def _form_nonneg(self, form) -> bool:
         const, terms = form
         if const < 0:
@@ -337,7 +358,7 @@ class _Prover:
             need |= low
             if shared:
                 up = self.upper(idx)
-                if up is None or up >= shape[axis]:
+                if up is None or shape[axis] is None or up >= shape[axis]:  # None: dynamic
                     return
                 continue
             extent = ("dim", self._array_key(arr), axis)
@@ -348,6 +369,10 @@ class _Prover:
         op.attrs["checked"] = False
         op.attrs["proved"] = True
         self.preconditions |= need
+
+    def nonneg_atoms(self, value) -> frozenset:
+        """Keys of the atoms of ``value``'s linear form known non-negative (for ``at_least``)."""
+        return frozenset(self._collect_nonneg_atoms(value))
 
     def _collect_nonneg_atoms(self, value) -> set:
         """Keys of atoms of ``value``'s linear form proven non-negative without preconditions."""

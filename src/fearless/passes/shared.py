@@ -7,7 +7,14 @@ Proved here, for every shared array (``fl.shared.array`` / ``fl.shared.dynamic``
 2. a read of any other slot (a computed index) is separated from every earlier write of the
    array by a barrier (read-after-write), and every later write is separated from that read by a
    barrier (write-after-read: the next loop iteration must not overwrite what a slower thread
-   still reads);
+   still reads), unless the slots are disjoint: a write at the own slot ``t`` under a guard
+   ``t < E`` (``E`` the same for every thread: constants, extents, scalar parameters, block
+   coordinates, locals assigned alike in all threads, and arithmetic on them) and a read at an
+   index ``r`` of a 1-d array with ``r - E >= 0`` (the linear forms and guard facts of
+   ``passes/inbounds.py``) touch different slots, since every slot written is below ``E``: the
+   tree reduction's ``if t < stride: s[t] += s[t + stride]``. ``E`` must name the same value at
+   both accesses, so a store to a local that ``E`` or ``r`` reads, between the two, drops the
+   proof;
 3. atomic methods on a shared array are separated from plain accesses by a barrier;
 4. async copies (``fl.async_copy``) go to the thread's own chunk (the last index is
    ``index_in_block()``), into arrays nothing else writes; their data is read (by anyone,
@@ -27,11 +34,18 @@ from __future__ import annotations
 
 from fearless.errors import CompileError, SafetyError
 from fearless.ir.core import Function, Operation, Region
-from fearless.ir.types import Access, ThreadIndex
+from fearless.ir.types import Access, Scalar, ThreadIndex
+from fearless.passes import barriers, inbounds
 
 _WRITES, _READS, _ATOMICS, _INFLIGHT = 0, 1, 2, 3
 _MAX_AGE = 8  # wait_group takes 0..7: an older group is complete after any wait
 EMPTY = ({}, {}, {}, {})
+# The state, per array id: _WRITES and _READS {record: None} (ordered sets), _ATOMICS the span
+# of the first atomic, _INFLIGHT (commits since the latest copy, its span). A write record is
+# (span, bounds): the keys E of guards `t < E` of an own-slot write (empty: any slot may be
+# written); a read record is (span, form, non-negative atom keys): the linear form of the index
+# (None: any slot may be read).
+_UNIFORM_SPECIAL = {"block_index", "block_dim", "grid_dim"}
 
 
 def own_slot(op: Operation, array) -> bool:
@@ -46,18 +60,35 @@ def _join(a, b):
         return b
     if b is None:
         return a
-    merged = tuple({**x, **{k: v for k, v in y.items() if k not in x}}
-                   for x, y in zip(a[:3], b[:3]))
+    merged = tuple({k: {**x.get(k, {}), **y.get(k, {})} for k in (*x, *y)}
+                   for x, y in zip(a[:2], b[:2]))
+    atomics = {**a[2], **{k: v for k, v in b[2].items() if k not in a[2]}}
     inflight = dict(a[3])
     for k, (age, span) in b[3].items():
         if k not in inflight or age < inflight[k][0]:
             inflight[k] = (age, span)
-    return (*merged, inflight)
+    return (*merged, atomics, inflight)
+
+
+def _add(records: dict, key, record) -> None:
+    records[key] = {**records.get(key, {}), record: None}
+
+
+def _locals(key):
+    """The (local slot id, version) pairs that a value key reads."""
+    if isinstance(key, tuple):
+        if len(key) == 2 and key[0] == "local":
+            yield key[1]
+        else:
+            for part in key:
+                yield from _locals(part)
 
 
 class _Checker:
     def __init__(self, fn: Function):
         self.fn = fn
+        self.guards = inbounds.guard_facts(fn)
+        self.varying = barriers.varying(fn)
         self.async_targets = {id(op.operands[0]): op for op in fn.walk()
                               if op.name == "mem.async_copy"}
         self.loops: list[list] = []   # per loop: [break states, continue states]
@@ -95,6 +126,8 @@ class _Checker:
             return None
         if name == "simt.barrier":  # orders plain accesses, not copies still in flight
             return ({}, {}, {}, state[_INFLIGHT])
+        if name == "local.store":
+            return self.kill(id(op.operands[0]), state)
         if name == "mem.async_commit":
             return (*state[:3], {k: (min(age + 1, _MAX_AGE), span)
                                  for k, (age, span) in state[_INFLIGHT].items()})
@@ -104,7 +137,7 @@ class _Checker:
             inflight = {}
             for k, (age, span) in state[_INFLIGHT].items():
                 if age > n:  # landed: visible to the copying thread, to others after a barrier
-                    writes.setdefault(k, span)
+                    _add(writes, k, (span, frozenset()))
                 else:
                     inflight[k] = (age, span)
             return (writes, state[_READS], state[_ATOMICS], inflight)
@@ -161,16 +194,16 @@ class _Checker:
                                  f"the threads' own slots of this write)",
                       "use a separate shared array, or wrap the write in `with fl.unsafe():`")
         if op.name == "warp.ldmatrix":  # reads rows that other lanes name
-            other = writes.get(key) or atomics.get(key)
+            other = _first(writes.get(key)) or atomics.get(key)
             if other and not unsafe:
                 self.fail(op, array, f"ldmatrix reads other threads' slots of '{name}', written "
                                      f"on line {other.line} with no barrier in between",
                           "call fl.sync_threads() after the writes (after "
                           "fl.async_wait() for async copies) and before this read")
-            reads.setdefault(key, here)
+            _add(reads, key, (here, None, frozenset()))
             return writes, reads, atomics, inflight
         if op.name == "mem.atomic":
-            other = writes.get(key) or reads.get(key)
+            other = _first(writes.get(key)) or _first(reads.get(key))
             if other and not unsafe:
                 self.fail(op, array, f"this atomic on '{name}' and the plain access on line "
                                      f"{other.line} may touch one element with no barrier in "
@@ -190,22 +223,26 @@ class _Checker:
                           if rmw else
                           "index with fl.thread.index_in_block() itself (index_in_block_2d() "
                           "for a 2-d array), or wrap the write in `with fl.unsafe():`")
-            other = reads.get(key) or atomics.get(key)
+            write = (here, self.bounds(op) if own else frozenset())
+            other = next((r[0] for r in reads.get(key, ()) if not self.disjoint(write, r)),
+                         None) or atomics.get(key)
             if other and not unsafe:
                 self.fail(op, array, f"this write to '{name}' may overwrite a slot that another "
                                      f"thread reads on line {other.line} with no barrier in "
                                      f"between", "call fl.sync_threads() after the reads "
-                                                 "and before this write")
-            writes.setdefault(key, here)
+                                                 "and before this write" + _DISJOINT_HELP)
+            _add(writes, key, write)
             return writes, reads, atomics, inflight
         if own:
             return writes, reads, atomics, inflight
-        other = writes.get(key) or atomics.get(key)
+        read = self.read_record(op)
+        other = next((w[0] for w in writes.get(key, ()) if not self.disjoint(w, read)),
+                     None) or atomics.get(key)
         if other and not unsafe:
             self.fail(op, array, f"this reads another thread's slot of '{name}', written on "
                                  f"line {other.line} with no barrier in between",
                       "call fl.sync_threads() after the writes and before this read")
-        reads.setdefault(key, here)
+        _add(reads, key, read)
         return writes, reads, atomics, inflight
 
     def async_copy(self, op: Operation, array, state):
@@ -219,7 +256,7 @@ class _Checker:
                           "make the last slot index fl.thread.index_in_block() itself (the "
                           "leading indices may be anything), or wrap the copy in "
                           "`with fl.unsafe():`")
-            other = reads.get(id(array)) or atomics.get(id(array))
+            other = _first(reads.get(id(array))) or atomics.get(id(array))
             if other:
                 self.fail(op, array, f"this async copy into '{name}' may overwrite a slot that "
                                      f"another thread reads on line {other.line} with no "
@@ -227,6 +264,77 @@ class _Checker:
                           "call fl.sync_threads() after the reads and before this copy")
         inflight[id(array)] = (0, op.span)
         return writes, reads, atomics, inflight
+
+    # disjoint slots within one barrier interval ------------------------------------------------
+
+    def bounds(self, op: Operation) -> frozenset:
+        """The keys E of guards ``t < E`` of the own-slot write ``op`` (t its slot), E the same
+        in every thread and naming the locals' current values; empty for a 2-d array."""
+        if op.operands[0].type.ndim != 1:
+            return frozenset()
+        facts, version = self.guards.at.get(id(op), (frozenset(), {}))
+        slot = (0, ((("index", self.guards.key(op.operands[1])), 1),))
+        return frozenset(bound for small, bound in facts
+                         if self.uniform(bound, version) and self.guards.at_least(small, slot))
+
+    def uniform(self, key, version) -> bool:
+        """Whether value key ``key`` is equal in every thread of the block and reads only the
+        current values of locals (``version``: each local's version at the access)."""
+        kind = key[0]
+        if kind in ("const", "dim", "param"):
+            return True
+        if kind == "simt.special":
+            return dict(key[1]).get("reg") in _UNIFORM_SPECIAL
+        if kind == "local":
+            return key[1] is not None and key[1][0] not in self.varying and \
+                version.get(key[1][0], 0) == key[1][1]
+        if isinstance(kind, str) and kind.startswith("arith."):
+            return all(self.uniform(k, version) for k in key[1])
+        return False
+
+    def read_record(self, op: Operation) -> tuple:
+        """A read record for ``op``: its index's linear form when the array is 1-d and the form
+        reads only the locals' current values, else None (any slot)."""
+        idx = op.operands[1]
+        if op.operands[0].type.ndim != 1 or not isinstance(idx.type, Scalar) or \
+                idx.type.dtype.name != "i64":
+            return (op.span, None, frozenset())
+        _, version = self.guards.at.get(id(op), (frozenset(), {}))
+        form = self.guards.linear(idx)
+        if any(v is None or version.get(v[0], 0) != v[1] for v in _locals(form)):
+            return (op.span, None, frozenset())
+        return (op.span, form, self.guards.nonneg_atoms(idx))
+
+    def disjoint(self, write, read) -> bool:
+        """Whether no slot the write record may touch in another thread is one the read
+        record may touch: some bound E of the write (slots below E) has read index >= E."""
+        _, bounds = write
+        _, form, nonneg = read
+        return form is not None and any(
+            self.guards.at_least(form, (b[1], ()) if b[0] == "const" else (0, ((b, 1),)),
+                                 nonneg)
+            for b in bounds)
+
+    def kill(self, ref: int, state):
+        """A store to local slot ``ref``: records whose bounds or index read it lose them."""
+        def reads_ref(key):
+            return any(v is None or v[0] == ref for v in _locals(key))
+        writes = {k: {(span, frozenset(b for b in bounds if not reads_ref(b))): None
+                      for span, bounds in recs}
+                  for k, recs in state[_WRITES].items()}
+        reads = {k: {(r if r[1] is None or not reads_ref(r[1]) else (r[0], None, frozenset()))
+                     : None for r in recs}
+                 for k, recs in state[_READS].items()}
+        return (writes, reads, *state[2:])
+
+
+_DISJOINT_HELP = ("; or, within one barrier interval, guard the write of the own slot t with "
+                  "`if t < n:` (n the same in every thread) and read only slots at or above n, "
+                  "such as t + n")
+
+
+def _first(records):
+    return next(iter(records))[0] if records else None
 
 
 def run(fn: Function, options) -> Function:
