@@ -3,13 +3,12 @@
 Each thread first sums ``ITEMS`` elements strided by the grid (so a block reads whole coalesced
 rows), stores the partial sum in its own shared slot, and the block halves the active threads
 at each step, with a barrier between steps, until slot 0 holds the block's sum; thread 0 adds it
-to the result with a device-scope atomic. At each step the threads below ``stride`` add their
-partner's slot into their own, ``s[t] += s[t + stride]``, with one barrier per step and no
-``unsafe``: within a step the threads that write (``t < stride``) write slots below ``stride``
-and every read is at ``t + stride >= stride``, so no slot is both written by one thread and read
-by another, which the compiler proves from the guard (``stride`` is the same in every thread);
-the barrier at the end of the step orders it before the next, whose writes overwrite slots this
-one read.
+to the result with a device-scope atomic. Each step reads the partner's slot into a register,
+waits at a barrier, then adds it into the thread's own slot and waits again: the compiler proves
+every read of another thread's slot is separated from the writes by barriers that every thread
+reaches, so no ``unsafe`` is needed. The shared-memory pass also accepts the one-barrier form
+``if t < stride: s[t] += s[t + stride]`` (tests/simt/test_shared.py); this example keeps the
+two-barrier form that was measured on the H200 (benchmarks/RESULTS.md).
 Tree reduction: M. Harris, "Optimizing Parallel Reduction in CUDA" (NVIDIA, 2007).
 """
 from __future__ import annotations
@@ -44,8 +43,9 @@ def block_reduce(x: fl.Slice[f32], total: fl.AtomicSlice[f32]):
     fl.sync_threads()
     stride = BLOCK // 2
     while stride > 0:
-        if t < stride:
-            s[t] += s[t + stride]
+        v = s[t + stride] if t < stride else 0.0
+        fl.sync_threads()
+        s[t] = s[t] + v
         fl.sync_threads()
         stride //= 2
     if t == 0:
