@@ -102,6 +102,11 @@ _CODES = {"bool": "B", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "f16": "H",
           "i32": "i", "u32": "I", "f32": "f", "i64": "q", "u64": "Q", "f64": "d"}
 
 
+def scalar_code(dtype) -> str:
+    """The ``struct`` code of a scalar kernel parameter of ``dtype`` (16-bit floats as bits)."""
+    return _CODES[dtype.name]
+
+
 class ParamBuffer:
     """A kernel's parameters packed at their ABI offsets, with the array of pointers to them that
     ``cuLaunchKernel`` takes: filling it is one ``struct.pack_into``, with no Python objects per
@@ -113,14 +118,25 @@ class ParamBuffer:
             if isinstance(ty, T.Array):
                 codes += ["Q"] + ["q"] * ty.ndim * (1 if ty.contiguous else 2)
             else:
-                codes.append(_CODES[ty.dtype.name])
+                codes.append(scalar_code(ty.dtype))
         codes += (["Q"] if checked else []) + (["q"] if coarsened else [])
+        self._lay_out(codes, None)
+
+    @classmethod
+    def of_codes(cls, codes: list, offsets: list | None = None) -> "ParamBuffer":
+        """Parameters of struct ``codes`` at byte ``offsets`` (None: each aligned to its size,
+        as in the PTX .param space). Tile kernels pass the offsets the driver reports."""
+        buf = cls.__new__(cls)
+        buf._lay_out(list(codes), offsets)
+        return buf
+
+    def _lay_out(self, codes: list, given: list | None) -> None:
         self.codes = codes
         fmt, offsets, offset = "<", [], 0
-        for code in codes:  # each parameter aligned to its size, as in the PTX .param space
+        for k, code in enumerate(codes):
             size = struct.calcsize(code)
-            pad = -offset % size
-            fmt, offset = fmt + "x" * pad + code, offset + pad
+            at = given[k] if given is not None else offset + (-offset % size)
+            fmt, offset = fmt + "x" * (at - offset) + code, at
             offsets.append(offset)
             offset += size
         self.struct = struct.Struct(fmt)

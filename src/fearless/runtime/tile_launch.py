@@ -10,8 +10,6 @@ tell, else from natural alignment (the C rule the PTX ``.param`` space follows).
 """
 from __future__ import annotations
 
-import ctypes
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,22 +17,17 @@ import numpy as np
 from fearless.backends.tileir.lower import abi, is_grouped, launch_grid
 from fearless.errors import BackendError
 from fearless.ir import types as T
+from fearless.runtime import dispatch
 from fearless.runtime.stream import Stream
-
-_CODES = {"bool": "?", "i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u16": "H",
-          "u32": "I", "u64": "Q", "f16": "H", "bf16": "H", "f32": "f", "f64": "d"}
-
 
 @dataclass
 class LoadedTile:
     """A loaded tile kernel and the byte layout of its parameters."""
 
     name: str
-    handle: object        # cuda.core Kernel
-    codes: list           # struct code per entry parameter
-    offsets: list         # byte offset per entry parameter
-    size: int
-    grouped: bool         # launched 1-d in grouped tile order (a 2-d Out partition)
+    handle: object                 # cuda.core Kernel
+    params: dispatch.ParamBuffer   # the entry parameters, packed at their byte offsets
+    grouped: bool                  # launched 1-d in grouped tile order (a 2-d Out partition)
 
 
 def load_tile(name: str, cubin: bytes, types: tuple) -> LoadedTile:
@@ -42,9 +35,8 @@ def load_tile(name: str, cubin: bytes, types: tuple) -> LoadedTile:
     from fearless.runtime.module import load
     loaded = load(name, cubin, "")
     codes = [_code(kind, types[i]) for kind, i in abi(types)]
-    offsets = _driver_offsets(loaded.handle, len(codes)) or _natural_offsets(codes)
-    size = max((o + struct.calcsize(c) for o, c in zip(offsets, codes)), default=1)
-    return LoadedTile(name, loaded.handle, codes, offsets, size, is_grouped(types))
+    params = dispatch.ParamBuffer.of_codes(codes, _driver_offsets(loaded.handle, len(codes)))
+    return LoadedTile(name, loaded.handle, params, is_grouped(types))
 
 
 def _code(kind: str, ty) -> str:
@@ -52,17 +44,7 @@ def _code(kind: str, ty) -> str:
         return "Q"
     if kind in ("shape", "stride"):
         return "i"
-    return _CODES[ty.dtype.name]
-
-
-def _natural_offsets(codes) -> list:
-    out, offset = [], 0
-    for code in codes:
-        size = struct.calcsize(code)
-        offset += -offset % size
-        out.append(offset)
-        offset += size
-    return out
+    return dispatch.scalar_code(ty.dtype)
 
 
 def _driver_offsets(handle, n: int) -> list | None:
@@ -107,16 +89,9 @@ def launch_cuda(loaded: LoadedTile, grid: tuple, types: tuple, tensors: list, sc
 
     if 0 in grid:
         return
-    buffer = ctypes.create_string_buffer(loaded.size)
-    for code, offset, value in zip(loaded.codes, loaded.offsets,
-                                   flat_values(types, tensors, scalars)):
-        struct.pack_into("<" + code, buffer, offset, value)
-    base = ctypes.addressof(buffer)
-    pointers = (ctypes.c_void_p * max(len(loaded.offsets), 1))(*(base + o for o in
-                                                                   loaded.offsets))
+    address = loaded.params.fill(flat_values(types, tensors, scalars))
     (err,) = driver.cuLaunchKernel(loaded.handle.handle, *launch_grid(grid, loaded.grouped),
-                                   1, 1, 1, 0, stream.core.handle,
-                                   ctypes.addressof(pointers), 0)
+                                   1, 1, 1, 0, stream.core.handle, address, 0)
     if err != driver.CUresult.CUDA_SUCCESS:
         raise BackendError(f"kernel '{loaded.name}': cuLaunchKernel failed: {err}")
 
