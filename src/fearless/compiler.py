@@ -147,9 +147,6 @@ def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassO
 def _tile_ir(s: _State):
     s.out.fn = verify(generate(s.cap, s.params, TILE, s.constants))
     s.out.ir = print_function(s.out.fn)
-    # The CPU backend interprets any IR, but a kernel must mean the same on every backend:
-    # lowering to Tile IR (cheap, no tileiras) refuses what the GPU cannot run yet, everywhere.
-    lower_tile(s.out.fn, DEFAULT_TILE_VERSION, s.hints, s.arch)
 
 
 def _tileir(s: _State):
@@ -185,6 +182,11 @@ def compile_tile(cap: Captured, params: list[tuple[str, T.Type]], constants: dic
         stage(state)
         if name == until:
             break
+    if state.out.fn is not None and state.out.tileir is None:
+        # The CPU backend interprets any IR, but a kernel must mean the same on every backend:
+        # lowering to Tile IR (cheap, no tileiras) refuses what the GPU cannot run yet, also
+        # when the pipeline stops before the tileir stage (the GPU path lowers there anyway).
+        lower_tile(state.out.fn, DEFAULT_TILE_VERSION, state.hints, arch)
     return state.out
 
 
