@@ -45,7 +45,6 @@ kernel here once at tiny sizes on the CPU backend, checked and unchecked, agains
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -58,6 +57,8 @@ import numpy as np
 
 import fearless as fl
 from fearless import f32, u32
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run_log, beside this script
+from run_log import RunLog  # noqa: E402
 from examples.block_reduce import BLOCK as BR_BLOCK, ITEMS as BR_ITEMS, block_reduce
 from examples.histogram import BINS, histogram
 from examples.image_filter import photograph, sobel
@@ -183,32 +184,15 @@ class Clock:
 
 # -- recording ------------------------------------------------------------------------------------
 
-class Report:
+class Report(RunLog):
     """The log as it goes, rows for the final table, everything for the JSON."""
 
     def __init__(self, out_dir: Path | None):
-        self.out_dir, self.log_file = out_dir, None
-        if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            self.log_file = open(out_dir / "bench_simt_depth.log", "w", buffering=1)
-        self.rows: list[dict] = []
+        super().__init__(out_dir, "bench_simt_depth")
         self.bounds: list[dict] = []
-        self.data: dict = {"errors": []}
 
-    def log(self, line: str = "") -> None:
-        print(line, flush=True)
-        if self.log_file is not None:
-            self.log_file.write(line + "\n")
-
-    def fail(self, where: str) -> None:
-        text = traceback.format_exc()
-        self.data["errors"].append({"where": where, "traceback": text})
-        self.log(f"!! {where} failed:\n{text}")
-
-    def save(self) -> None:
-        if self.out_dir is not None:
-            (self.out_dir / "bench_simt_depth.json").write_text(json.dumps(
-                {**self.data, "rows": self.rows, "bounds": self.bounds}, indent=1, default=str))
+    def extra(self) -> dict:
+        return {"rows": self.rows, "bounds": self.bounds}
 
     def row(self, case: str, fearless: dict | None, peers: dict, unit: str = "", work: float = 0,
             copy: dict | None = None, target: str = "", note: str = "") -> dict:

@@ -60,6 +60,7 @@ from examples.tile_softmax import softmax
 from examples.tile_vector_add import add
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tile_peers, beside this script
+from run_log import RunLog  # noqa: E402
 from tile_peers import cutile_matmul, triton  # noqa: E402 - the Triton/cuTile peers
 if triton is not None:
     from tile_peers import tr_add, tr_layernorm, tr_matmul, tr_softmax
@@ -220,31 +221,11 @@ def time_peer(clock: Clock, fn) -> dict:
 
 # -- recording -----------------------------------------------------------------------------------
 
-class Report:
+class Report(RunLog):
     """Rows for the final table, everything for the JSON, and the log as it goes."""
 
     def __init__(self, out_dir: Path | None):
-        self.out_dir, self.log_file = out_dir, None
-        if out_dir is not None:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            self.log_file = open(out_dir / "bench_tile.log", "w", buffering=1)
-        self.rows: list[dict] = []
-        self.data: dict = {"errors": []}
-
-    def log(self, line: str = "") -> None:
-        print(line, flush=True)
-        if self.log_file is not None:
-            self.log_file.write(line + "\n")
-
-    def fail(self, where: str) -> None:
-        text = traceback.format_exc()
-        self.data["errors"].append({"where": where, "traceback": text})
-        self.log(f"!! {where} failed:\n{text}")
-
-    def save(self) -> None:
-        if self.out_dir is not None:
-            (self.out_dir / "bench_tile.json").write_text(
-                json.dumps({**self.data, "rows": self.rows}, indent=1, default=str))
+        super().__init__(out_dir, "bench_tile")
 
     def row(self, case: str, fearless: dict, peers: dict, unit: str, work: float) -> dict:
         """``work`` per launch: flops (TFLOP/s) or bytes (GB/s); 0 for plain times."""

@@ -1,0 +1,38 @@
+"""What the benchmark scripts share: a log that goes to the terminal and ``$OUT``, failures
+recorded with their tracebacks, and everything saved as one JSON file at the end."""
+from __future__ import annotations
+
+import json
+import traceback
+from pathlib import Path
+
+
+class RunLog:
+    """``name``.log and ``name``.json under ``out_dir`` (None: terminal only). Subclasses add
+    their rows and table; ``extra()`` names what else goes into the JSON."""
+
+    def __init__(self, out_dir: Path | None, name: str):
+        self.out_dir, self.name, self.log_file = out_dir, name, None
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            self.log_file = open(out_dir / f"{name}.log", "w", buffering=1)
+        self.rows: list[dict] = []
+        self.data: dict = {"errors": []}
+
+    def log(self, line: str = "") -> None:
+        print(line, flush=True)
+        if self.log_file is not None:
+            self.log_file.write(line + "\n")
+
+    def fail(self, where: str) -> None:
+        text = traceback.format_exc()
+        self.data["errors"].append({"where": where, "traceback": text})
+        self.log(f"!! {where} failed:\n{text}")
+
+    def extra(self) -> dict:
+        return {"rows": self.rows}
+
+    def save(self) -> None:
+        if self.out_dir is not None:
+            (self.out_dir / f"{self.name}.json").write_text(
+                json.dumps({**self.data, **self.extra()}, indent=1, default=str))
