@@ -4,9 +4,10 @@ Cases (each section fails alone: its traceback is printed and the run goes on):
 
 - copy: ``dst.copy_(src)`` of 2^28 f32 (torch), the bandwidth reference. Copy GB/s counts the
   bytes read plus the bytes written (8 B per element).
-- reduce: sum of 2^28 f32. ``warp_reduce`` (below: a grid-stride loop with four independent
-  accumulators, ``fl.warp.reduce_sum``, one shared slot per warp, one atomic per block; three
-  grid sizes, the best kept) and ``examples.block_reduce`` against ``torch.sum``. A reduction
+- reduce: sum of 2^28 f32. ``examples.block_reduce`` (a grid-stride loop with 4, 8 or 16 loads
+  in flight per thread, ``fl.warp.reduce_sum``, one shared slot per warp, one atomic per block;
+  1, 2 or 4 waves of blocks; the best kept, and the shipped setting shown) against
+  ``torch.sum``. A reduction
   only reads, so its GB/s counts the 4 B read per element and "% of copy" compares that to the
   copy's read+write GB/s (both are bytes through the memory system per second). Target: >= 90%
   and no slower than torch.sum.
@@ -27,7 +28,7 @@ Cases (each section fails alone: its traceback is printed and the run goes on):
   element.
 - bounds: every memory-bound kernel checked and ``fl.unchecked``: vector_add, saxpy (2^27),
   matrix_add (8192^2, b transposed), Sobel (4800x4096 photo tiling), transpose, row_softmax,
-  block_reduce, warp_reduce, histogram; overhead = checked / unchecked - 1.
+  block_reduce, histogram; overhead = checked / unchecked - 1.
 
 Timing: device time per launch from CUDA events on the legacy default stream (fearless's and
 torch's), after a warm-up call: ``torch.cuda._sleep`` first holds the GPU long enough for the host
@@ -59,7 +60,7 @@ import fearless as fl
 from fearless import f32, u32
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run_log, beside this script
 from run_log import RunLog  # noqa: E402
-from examples.block_reduce import BLOCK as BR_BLOCK, ITEMS as BR_ITEMS, block_reduce
+from examples.block_reduce import block_reduce, launch_threads, make_block_reduce
 from examples.histogram import BINS, histogram
 from examples.image_filter import photograph, sobel
 from examples.image_filter import reference as sobel_reference
@@ -68,7 +69,7 @@ from examples.prefix_sum import scan
 from examples.row_softmax import COLS as SM_COLS, ROWS as SM_ROWS, row_softmax
 from examples.saxpy import saxpy
 from examples.sgemm import sgemm
-from examples.transpose import transpose
+from examples.transpose import launch_shape, transpose
 from examples.vector_add import vector_add
 
 SECTIONS = ("copy", "reduce", "transpose", "histogram", "sgemm", "hgemm", "softmax", "scan",
@@ -81,52 +82,6 @@ SGEMM_N, HGEMM_N = 4096, 8192
 SCAN_N = 1 << 26
 TARGET_MS = 50.0              # device time per repetition
 REPS = 5
-
-# -- a faster reduction than the example's shared-memory tree -------------------------------------
-
-RBLOCK = 512
-RWARPS = RBLOCK // 32
-
-
-@fl.kernel(contract=fl.Contract(dims=1, block=RBLOCK))
-def warp_reduce(x: fl.Slice[f32], total: fl.AtomicSlice[f32]):
-    """total[0] += sum(x). Launch over any multiple of RBLOCK threads (a few waves of the GPU):
-    each thread walks x with a grid stride keeping four loads in flight, the warp sums with
-    shuffles, warp 0 sums the block's warps, one atomic per block."""
-    t = fl.thread.index_in_block()
-    n = len(x)
-    threads = fl.thread.grid_dim() * RBLOCK
-    j = fl.thread.block_index() * RBLOCK + t
-    a0 = fl.f32(0.0)
-    a1 = fl.f32(0.0)
-    a2 = fl.f32(0.0)
-    a3 = fl.f32(0.0)
-    while j + 3 * threads < n:
-        a0 += x[j]
-        a1 += x[j + threads]
-        a2 += x[j + 2 * threads]
-        a3 += x[j + 3 * threads]
-        j += 4 * threads
-    while j < n:
-        a0 += x[j]
-        j += threads
-    v = fl.warp.reduce_sum((a0 + a1) + (a2 + a3))
-    part = fl.shared.array(RBLOCK, f32)
-    part[t] = v
-    fl.sync_threads()
-    if fl.warp.index() == 0:
-        lane = fl.warp.lane()
-        w = part[lane * 32] if lane < RWARPS else 0.0
-        s = fl.warp.reduce_sum(w)
-        if t == 0:
-            total.add(0, s)
-
-
-def reduce_threads(n: int, sms: int, waves: int) -> int:
-    """Threads for warp_reduce: ``waves`` x 4 blocks of RBLOCK per SM, at most one per element."""
-    blocks = max(1, min(sms * 4 * waves, -(-n // RBLOCK)))
-    return blocks * RBLOCK
-
 
 def tiled_photo(tiles=HIST_TILES) -> np.ndarray:
     return np.tile(np.round(photograph() * 255.0).astype(np.uint8), tiles)
@@ -291,47 +246,44 @@ def bench_reduce(rep, clock, torch, copy) -> None:
     tx = torch.rand(REDUCE_N, device="cuda")
     x = fl.asarray(tx)
     want = float(tx.double().sum())
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     peers = {}
     peer(rep, clock, peers, "torch.sum", lambda: torch.sum(tx))
     total = fl.zeros(1, f32)
     variants = {}
-    for waves in (1, 2, 4):
-        launch = warp_reduce.prepare(reduce_threads(REDUCE_N, sms, waves))
+    for unroll in (4, 8, 16):
+        kern = block_reduce if unroll == 8 else make_block_reduce(unroll)
+        for waves in (1, 2, 4):
+            launch = kern.prepare(launch_threads(REDUCE_N, waves))
 
-        def check(launch=launch):
-            t = fl.zeros(1, f32)
-            warp_reduce[launch](x, t)
-            e = rel(t.numpy(), [want])
-            return e < 1e-5, e
-        res = fearless_time(rep, clock, f"warp_reduce waves={waves}",
-                            lambda launch=launch: warp_reduce[launch](x, total), check)
-        if res:
-            res["waves"] = waves
-            variants[waves] = res
-            rep.log(f"  warp_reduce, {waves} x 4 blocks of {RBLOCK} per SM: {res['ms']:.4g} ms")
-    rep.data["warp_reduce variants"] = variants
+            def check(kern=kern, launch=launch):
+                t = fl.zeros(1, f32)
+                kern[launch](x, t)
+                e = rel(t.numpy(), [want])
+                return e < 1e-5, e
+            res = fearless_time(rep, clock, f"block_reduce unroll={unroll} waves={waves}",
+                                lambda kern=kern, launch=launch: kern[launch](x, total), check)
+            if res:
+                res["unroll"], res["waves"] = unroll, waves
+                variants[f"unroll={unroll} waves={waves}"] = res
+                rep.log(f"  block_reduce unroll={unroll}, {waves} x 4 blocks per SM: "
+                        f"{res['ms']:.4g} ms")
+    rep.data["block_reduce variants"] = variants
     if variants:
         best = min(variants.values(), key=lambda r: r["ms"])
-        rep.row(f"reduce 2^28 f32 (warp, waves={best['waves']})", best, peers, "GB/s",
-                4 * REDUCE_N, copy, ">= 90% copy, >= torch.sum")
-    launch = block_reduce.prepare(-(-REDUCE_N // BR_ITEMS), block=BR_BLOCK)
-
-    def check_block():
-        t = fl.zeros(1, f32)
-        block_reduce[launch](x, t)
-        e = rel(t.numpy(), [want])
-        return e < 1e-5, e
-    res = fearless_time(rep, clock, "block_reduce", lambda: block_reduce[launch](x, total),
-                        check_block)
-    rep.row("reduce 2^28 f32 (examples.block_reduce)", res, peers, "GB/s", 4 * REDUCE_N, copy)
+        rep.row(f"reduce 2^28 f32 (examples.block_reduce, unroll={best['unroll']}, "
+                f"waves={best['waves']})", best, peers, "GB/s", 4 * REDUCE_N, copy,
+                ">= 90% copy, >= torch.sum")
+        default = variants.get("unroll=8 waves=2")
+        if default:
+            rep.row("reduce 2^28 f32 (examples.block_reduce as shipped)", default, peers,
+                    "GB/s", 4 * REDUCE_N, copy)
 
 
 def bench_transpose(rep, clock, torch, copy) -> None:
     ta = torch.rand(SQ, SQ, device="cuda")
     tout = torch.empty(SQ, SQ, device="cuda")
     a, out = fl.asarray(ta), fl.asarray(tout)
-    launch = transpose.prepare((SQ, SQ))
+    launch = transpose.prepare(launch_shape((SQ, SQ)))
     peers = {}
     peer(rep, clock, peers, "x.t().contiguous()", lambda: ta.t().contiguous())
     peer(rep, clock, peers, "out.copy_(x.t())", lambda: tout.copy_(ta.t()))
@@ -531,7 +483,6 @@ def bench_scan(rep, clock, torch, copy) -> None:
 
 def bench_bounds(rep, clock, torch) -> None:
     """Each memory-bound kernel checked and fl.unchecked, on the same arguments."""
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     tx, ty = torch.randn(VEC_N, device="cuda"), torch.randn(VEC_N, device="cuda")
     tout = torch.empty_like(tx)
     ta, tbt = torch.randn(SQ, SQ, device="cuda"), torch.randn(SQ, SQ, device="cuda")
@@ -550,12 +501,10 @@ def bench_bounds(rep, clock, torch) -> None:
         ("matrix_add 8192^2 (b transposed)", matrix_add, ((SQ, SQ),), (a, bt, m)),
         (f"sobel {photo.shape[0]}x{photo.shape[1]}", sobel, (tuple(photo.shape),),
          (fl.asarray(photo), fl.asarray(edges))),
-        ("transpose 8192^2", transpose, ((SQ, SQ),), (a, m)),
+        ("transpose 8192^2", transpose, (launch_shape((SQ, SQ)),), (a, m)),
         (f"row_softmax {softmax_rows()}x256", row_softmax, ((smx.shape[0], SM_COLS),),
          (fl.asarray(smx), fl.asarray(torch.empty_like(smx)))),
-        ("block_reduce 2^28", block_reduce, (-(-REDUCE_N // BR_ITEMS), BR_BLOCK),
-         (fl.asarray(big), total)),
-        ("warp_reduce 2^28", warp_reduce, (reduce_threads(REDUCE_N, sms, 2),),
+        ("block_reduce 2^28", block_reduce, (launch_threads(REDUCE_N),),
          (fl.asarray(big), total)),
         ("histogram 64 MPixel", histogram, (himg.numel(), BINS), (fl.asarray(himg), counts)),
     ]
@@ -619,7 +568,7 @@ def dry_run(rep: Report) -> int:
     both("sobel", sobel, (ph.shape,), lambda: (fl.asarray(ph), fl.full(ph.shape, np.nan, f32)),
          last, sobel_reference(ph), 1e-4, 1e-5)
     tr = rng.random((70, 45), np.float32)
-    both("transpose", transpose, ((45, 70),),
+    both("transpose", transpose, (launch_shape((45, 70)),),
          lambda: (fl.asarray(tr), fl.full((45, 70), np.nan, f32)), last, tr.T, 0.0)
     sm = (rng.standard_normal((5, SM_COLS)) * 4).astype(np.float32)
     e = np.exp(sm - sm.max(1, keepdims=True).astype(np.float64))
@@ -628,11 +577,9 @@ def dry_run(rep: Report) -> int:
          e / e.sum(1, keepdims=True), 2e-5, 1e-7)
     rh = rng.random(20000, np.float32)
     total = lambda args: args[-1].numpy()  # noqa: E731
-    both("block_reduce", block_reduce, (-(-rh.size // BR_ITEMS), BR_BLOCK),
-         lambda: (fl.asarray(rh), fl.zeros(1, f32)), total, [rh.astype(np.float64).sum()], 1e-5)
     for size in (1, 1000, 20000):
         part = rh[:size]
-        both(f"warp_reduce n={size}", warp_reduce, (reduce_threads(size, 2, 1),),
+        both(f"block_reduce n={size}", block_reduce, (launch_threads(size),),
              lambda part=part: (fl.asarray(part), fl.zeros(1, f32)), total,
              [part.astype(np.float64).sum()], 1e-5)
     img = tiled_photo((1, 1))[:50].ravel()

@@ -1,6 +1,7 @@
 """Helpers shared by the examples: timing a launch and checking a result against NumPy."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -64,7 +65,11 @@ def sizes(gpu: int, cpu: int) -> int:
     """The problem size for the current backend: GPUs get big enough to measure bandwidth.
 
     ``fearless compile`` (kernels compile for the GPU but do not run) takes the GPU sizes, so
-    that the cubins it caches are the ones the GPU run asks for."""
+    that the cubins it caches are the ones the GPU run asks for. ``FEARLESS_EXAMPLE_SIZES=small``
+    in the environment gives the CPU sizes on every backend: for runs under compute-sanitizer,
+    which slows kernels down by orders of magnitude."""
+    if os.environ.get("FEARLESS_EXAMPLE_SIZES") == "small":
+        return cpu
     return gpu if fl.current_backend() == "cuda" or _ahead() else cpu
 
 

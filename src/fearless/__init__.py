@@ -10,7 +10,7 @@ from fearless.dtypes import (bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, 
                              u64, DType)
 from fearless.kernel import DeviceFunction, Kernel, func, kernel, unchecked, unsafe
 from fearless.runtime.contract import Contract
-from fearless.runtime.device import current_backend, set_backend
+from fearless.runtime.device import current_backend, multiprocessor_count, set_backend
 from fearless.runtime.graph import Graph, graph
 from fearless.runtime.lazy import DeviceOperation, zip
 from fearless.runtime.launch import PreparedLaunch
@@ -35,6 +35,7 @@ __all__ = [
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
     "DeviceOperation", "zip", "graph", "Graph",
     "Stream", "current_stream", "synchronize", "current_backend", "set_backend",
+    "multiprocessor_count",
     "errors", "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
     "f16", "bf16", "f32", "f64",
 ]

@@ -12,7 +12,8 @@
     fearless compile SCRIPT... --arch sm_90 [--arch sm_80]
         run each script on the CPU with tile kernels compiling for the GPU instead of running:
         fills the JIT cache (FEARLESS_CACHE_DIR) so a GPU machine needs no tileiras
-    fearless sanitize SCRIPT [--tool T] [-- ARGS]   the script under compute-sanitizer
+    fearless sanitize SCRIPT... [--tool T|all ...] [--jobs N] [-- ARGS]
+        the scripts under compute-sanitizer; several runs go in parallel, with a summary
 """
 from __future__ import annotations
 
@@ -50,19 +51,29 @@ def main(argv=None) -> int:
     comp.add_argument("scripts", nargs="+")
     comp.add_argument("--arch", action="append", default=None,
                       help="target, e.g. sm_90 (repeat for several; default sm_90)")
-    san = sub.add_parser("sanitize", help="run a script under compute-sanitizer")
-    san.add_argument("script")
-    san.add_argument("--tool", default="memcheck",
-                     choices=("memcheck", "racecheck", "initcheck", "synccheck"))
-    san.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
+    san = sub.add_parser("sanitize", help="run scripts under compute-sanitizer")
+    san.add_argument("scripts", nargs="+", metavar="script")
+    san.add_argument("--tool", action="append", default=None,
+                     choices=("memcheck", "racecheck", "initcheck", "synccheck", "all"),
+                     help="repeat for several; all: the four (default memcheck)")
+    san.add_argument("--jobs", type=int, default=4, help="runs at once, for several")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args = []
+    if argv[:1] == ["sanitize"] and "--" in argv:  # the scripts' own arguments follow `--`
+        k = argv.index("--")
+        argv, script_args = argv[:k], argv[k + 1:]
     args = parser.parse_args(argv)
     try:
         if args.command == "doctor":
             from fearless.doctor import run as doctor
             return doctor()
         if args.command == "sanitize":
-            from fearless.sanitize import run as sanitize
-            return sanitize(args.script, args.tool, [a for a in args.args if a != "--"])
+            from fearless import sanitize
+            tools = sanitize.TOOLS if "all" in (args.tool or ()) else \
+                tuple(dict.fromkeys(args.tool or ("memcheck",)))
+            if len(args.scripts) == 1 and len(tools) == 1:
+                return sanitize.run(args.scripts[0], tools[0], script_args)
+            return sanitize.run_many(args.scripts, tools, script_args, jobs=args.jobs)
         if args.command == "demo":
             from fearless.demo import run as demo_run
             return demo_run(args.png)

@@ -98,7 +98,8 @@ def _passes(s: _State):
                   if checked else [],
                   "bounds_preconditions": fn.attrs.get("bounds_preconditions", ()),
                   "shared": fn.attrs.get("shared", ()),
-                  "warp_full": bool(fn.attrs.get("warp_full"))}
+                  "warp_full": bool(fn.attrs.get("warp_full")),
+                  "coverage": fn.attrs.get("coverage", {})}
 
 
 def _llvm(s: _State):

@@ -389,7 +389,8 @@ class Kernel:
         if checked:
             if self.contract is not None and self.contract.requires:
                 contracts.check_requires(self.name, self.contract, entry.names, args)
-            contracts.check_coverage(self.name, launch, entry.names, entry.types, tensors)
+            contracts.check_coverage(self.name, launch, entry.names, entry.types, tensors,
+                                     entry.compiled.meta.get("coverage", {}))
             contracts.check_warps(self.name, launch, entry.compiled.meta.get("warp_full"))
         values = self._scalars(entry, args)
         sites = entry.compiled.meta["bounds_sites"]
@@ -474,7 +475,8 @@ def _dump_meta(meta: dict) -> dict:
     return {"index_space": meta["index_space"], "bounds_sites": sites,
             "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())],
             "warp_full": meta.get("warp_full", False),
-            "bounds_preconditions": [list(p) for p in meta.get("bounds_preconditions", ())]}
+            "bounds_preconditions": [list(p) for p in meta.get("bounds_preconditions", ())],
+            "coverage": {k: v and [list(e) for e in v] for k, v in meta.get("coverage", {}).items()}}
 
 
 def _load_meta(meta: dict) -> dict:
@@ -483,7 +485,9 @@ def _load_meta(meta: dict) -> dict:
                    for n, shape, d in meta.get("shared", ()))
     return {"index_space": meta["index_space"], "bounds_sites": sites,
             "coarsen": meta["coarsen"], "shared": shared, "warp_full": meta.get("warp_full", False),
-            "bounds_preconditions": tuple(tuple(p) for p in meta.get("bounds_preconditions", ()))}
+            "bounds_preconditions": tuple(tuple(p) for p in meta.get("bounds_preconditions", ())),
+            "coverage": {k: v and tuple(tuple(e) for e in v)
+                         for k, v in meta.get("coverage", {}).items()}}
 
 
 def kernel(fn=None, *, unchecked: bool = False, contract: Contract | None = None):

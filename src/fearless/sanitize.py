@@ -1,6 +1,7 @@
 """``fearless sanitize``: run a Python script under NVIDIA's compute-sanitizer.
 
     fearless sanitize SCRIPT [--tool memcheck|racecheck|initcheck|synccheck] [-- ARGS...]
+    fearless sanitize SCRIPT... [--tool T ... | --tool all] [--jobs N] [-- ARGS...]
 
 The script runs with ``FEARLESS_BACKEND=cuda`` as ``compute-sanitizer --tool T
 --error-exitcode 86 python SCRIPT ARGS``, so any finding makes the command exit non-zero (86, or
@@ -8,7 +9,9 @@ the script's own failure code). compute-sanitizer comes with the CUDA toolkit (`
 or the ``nvidia-cuda-sanitizer-api`` wheel; without it the command says so and exits 0 (skipped),
 so CI on machines without the toolkit stays green. The tools: memcheck (out-of-bounds and
 misaligned accesses), racecheck (shared-memory hazards), initcheck (reads of uninitialised
-device memory), synccheck (invalid barrier and warp-synchronisation use).
+device memory), synccheck (invalid barrier and warp-synchronisation use). With several scripts
+or tools, ``run_many`` runs every (script, tool) pair, ``jobs`` at a time (one GPU serves
+several sanitized processes), keeps each run's output in a log file and prints one line per run.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -56,3 +61,42 @@ def run(script: str, tool: str = "memcheck", args: list[str] | None = None,
     if code == FINDING_EXIT:
         print(f"compute-sanitizer {tool} reported errors in {script}", file=sys.stderr)
     return code
+
+
+def run_many(scripts: list[str], tools: tuple, args: list[str] | None = None, jobs: int = 4,
+             exe: str | None = None, log_dir: str | None = None) -> int:
+    """Every script under every tool, ``jobs`` runs at a time; prints ``clean``, ``FINDING`` or
+    ``failed (exit code)`` per run with its log file (under ``log_dir``, default a new
+    temporary directory). Returns 0 when every run was clean (or compute-sanitizer is missing:
+    skipped), else the first non-zero exit code, ``FINDING_EXIT`` if any run had a finding."""
+    bad = [t for t in tools if t not in TOOLS]
+    if bad:
+        print(f"error: unknown tool {bad[0]!r}; tools: {', '.join(TOOLS)}", file=sys.stderr)
+        return 2
+    exe = exe or find()
+    if exe is None:
+        print("compute-sanitizer was not found (install the CUDA toolkit or set CUDA_HOME); "
+              "skipped", file=sys.stderr)
+        return 0
+    logs = Path(log_dir or tempfile.mkdtemp(prefix="fearless-sanitize-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "FEARLESS_BACKEND": "cuda"}
+
+    def one(pair):
+        script, tool = pair
+        log = logs / f"{Path(script).stem}.{tool}.log"
+        with open(log, "w") as out:
+            code = subprocess.run(command(exe, script, tool, args or []), env=env, check=False,
+                                  stdout=out, stderr=subprocess.STDOUT).returncode
+        return script, tool, code, log
+
+    pairs = [(s, t) for s in scripts for t in tools]
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        results = list(pool.map(one, pairs))
+    width = max(len(f"{Path(s).name} {t}") for s, t in pairs)
+    for script, tool, code, log in results:
+        verdict = "clean" if code == 0 else "FINDING" if code == FINDING_EXIT else \
+            f"failed (exit {code})"
+        print(f"{f'{Path(script).name} {tool}':<{width}}  {verdict:<18} {log}")
+    codes = [code for *_, code, _ in results if code]
+    return FINDING_EXIT if FINDING_EXIT in codes else (codes[0] if codes else 0)

@@ -97,8 +97,9 @@ def test_examples_reads_are_proven():
     from examples.histogram import histogram
     from examples.transpose import transpose
     t = passes(transpose, (M, MO))
+    # four a[c0 + ty + 8k, r0 + tx] and four tile[tx, ty + 8k]
     assert [a for _, a in loads(t)] == [f"checked = False, proved = True, site = {k}"
-                                        for k in (1, 2)]  # a[r0 + ty, c0 + tx], tile[tx, ty]
+                                        for k in range(1, 9)]
     h = passes(histogram, (T.Array(fl.u8, 1, T.Access.READ, True),
                            T.Array(fl.u32, 1, T.Access.ATOMIC, True)))
     assert "mem.atomic %2, %9, %10 {checked = False" in h  # local[pixels[i]]: a u8 < 256

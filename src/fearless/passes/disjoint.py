@@ -1,16 +1,24 @@
-"""DisjointSlice index provenance: each access uses the thread's own ThreadIndex, in order.
+"""DisjointSlice ownership: no element is reached by two threads of a launch.
 
 The frontend keeps a ThreadIndex operand on accesses to Disjoint arrays only when the index
 expression *is* the value returned by ``fl.thread.index_1d()`` (or the ``(row, col)`` of
-``index_2d()``); any arithmetic produced a plain i64. So the proof is a type check here: a
-rank-n Disjoint array needs ``tid<nd, axis k>`` at position k. This is what makes writes
-race-free: no two threads of a launch share a ThreadIndex.
+``index_2d()``); any arithmetic produced a plain i64. An array accessed only so is proved by a
+type check: a rank-n Disjoint array needs ``tid<nd, axis k>`` at position k, and no two threads
+of a launch share a ThreadIndex. An array accessed at computed indices (a thread that owns
+several elements, ``out[r0 + ty + 8 * k, c0 + tx]``) is proved by enumerating the threads of a
+block over all its accesses together (``passes/owners.py``); that needs the contract's exact
+block. Either proof makes the writes race-free.
+
+Sets ``fn.attrs["coverage"]``: for each array proved by enumeration, what a launch writes of it
+(``owners.prove``'s coverage, or None when unknown), for the host's check that the launch
+covers the whole output.
 """
 from __future__ import annotations
 
 from fearless.errors import SafetyError
 from fearless.ir.core import Function
 from fearless.ir.types import Access, ThreadIndex
+from fearless.passes import inbounds, owners
 from fearless.passes.common import params_by_value
 
 _AXIS = {0: "row", 1: "column"}
@@ -18,27 +26,47 @@ _AXIS = {0: "row", 1: "column"}
 
 def run(fn: Function, options) -> Function:
     params = params_by_value(fn)
+    by_array: dict[int, list] = {}
     for op in fn.walk():
-        if op.name not in ("mem.load", "mem.store"):
+        if op.name in ("mem.load", "mem.store") and \
+                op.operands[0].type.access is Access.DISJOINT:
+            by_array.setdefault(id(op.operands[0]), []).append(op)
+    prover, coverage = None, {}
+    for accesses in by_array.values():
+        bad = [(op, k) for op in accesses for k in _computed(op)]
+        if not bad:
             continue
-        array = op.operands[0]
-        if array.type.access is not Access.DISJOINT:
-            continue
-        ndim = array.type.ndim
-        indices = op.operands[1:1 + ndim]
-        for k, index in enumerate(indices):
-            want = ThreadIndex(ndim, k)
-            if index.type == want:
-                continue
-            spans = op.attrs.get("index_spans")
-            span = spans[k] if spans else op.span
-            name = params[id(array)].name
-            raise SafetyError(_reason(op.name, index.type, want, k, ndim),
-                              kernel=fn.name, param=name, span=span,
-                              help=(f"several threads may update this element: declare "
-                                    f"'{name}' fl.AtomicSlice[T] and write {name}.add(i, v)")
-                              if op.attrs.get("rmw") else _help(ndim))
+        prover = prover or inbounds.guard_facts(fn)
+        name = params[id(accesses[0].operands[0])].name
+        try:
+            coverage[name] = owners.prove(prover, accesses, getattr(options, "block", None),
+                                          shared=False)
+        except owners.Unproven as why:
+            op, k = bad[0]
+            _refuse(fn, name, op, k, None if isinstance(why, owners.NoBlock) else str(why))
+    fn.attrs["coverage"] = coverage
     return fn
+
+
+def _computed(op) -> list[int]:
+    """The index positions of ``op`` that are not the thread's own ThreadIndex."""
+    ndim = op.operands[0].type.ndim
+    return [k for k, index in enumerate(op.operands[1:1 + ndim])
+            if index.type != ThreadIndex(ndim, k)]
+
+
+def _refuse(fn: Function, name: str, op, k: int, why: str | None):
+    ndim = op.operands[0].type.ndim
+    spans = op.attrs.get("index_spans")
+    got = op.operands[1 + k].type
+    reason = _reason(op.name, got, ThreadIndex(ndim, k), k, ndim)
+    if why and not isinstance(got, ThreadIndex):
+        reason += f", and the compiler cannot prove that threads reach distinct elements: {why}"
+    raise SafetyError(reason, kernel=fn.name, param=name,
+                      span=spans[k] if spans else op.span,
+                      help=(f"several threads may update this element: declare "
+                            f"'{name}' fl.AtomicSlice[T] and write {name}.add(i, v)")
+                      if op.attrs.get("rmw") else _help(ndim))
 
 
 def _reason(opname: str, got, want: ThreadIndex, k: int, ndim: int) -> str:

@@ -77,6 +77,7 @@ class _Prover:
         self.version = {}             # id(local ref) -> current version number
         self.load_version = {}        # id(local.load result) -> (ref id, version)
         self.bool_facts = {}          # (ref id, version) -> facts when that bool is true
+        self.stored_at = {}           # (ref id, version) -> the value that store wrote
         self.fresh = 0
         self.nonneg_locals = self._nonneg_locals()
         self.preconditions = set()
@@ -105,6 +106,7 @@ class _Prover:
             elif name == "local.store":
                 ref = id(op.operands[0])
                 self._bump(ref)
+                self.stored_at[(ref, self.version[ref])] = op.operands[1]
                 if op.operands[1].type == op.operands[0].type.elem and \
                         getattr(op.operands[1].type, "dtype", None) is not None and \
                         op.operands[1].type.dtype.name == "bool":

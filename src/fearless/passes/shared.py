@@ -3,7 +3,10 @@
 Proved here, for every shared array (``fl.shared.array`` / ``fl.shared.dynamic``):
 1. a write goes to the thread's own slot: the index is ``fl.thread.index_in_block()`` itself (or
    ``(ty, tx)`` of ``index_in_block_2d()`` for a 2-d array), so no two threads of a block
-   write one element;
+   write one element; or, with the contract's exact block, the array's writes at computed
+   slots (``tile[ty + 8 * k, tx]``, swizzles) reach no slot from two threads, checked by
+   enumerating the block's threads (``passes/owners.py``); such a write counts as a write of
+   any slot for the barrier rules below;
 2. a read of any other slot (a computed index) is separated from every earlier write of the
    array by a barrier (read-after-write), and every later write is separated from that read by a
    barrier (write-after-read: the next loop iteration must not overwrite what a slower thread
@@ -35,7 +38,7 @@ from __future__ import annotations
 from fearless.errors import CompileError, SafetyError
 from fearless.ir.core import Function, Operation, Region
 from fearless.ir.types import Access, Scalar, ThreadIndex
-from fearless.passes import barriers, inbounds
+from fearless.passes import barriers, inbounds, owners
 
 _WRITES, _READS, _ATOMICS, _INFLIGHT = 0, 1, 2, 3
 _MAX_AGE = 8  # wait_group takes 0..7: an older group is complete after any wait
@@ -85,13 +88,34 @@ def _locals(key):
 
 
 class _Checker:
-    def __init__(self, fn: Function):
+    def __init__(self, fn: Function, block):
         self.fn = fn
         self.guards = inbounds.guard_facts(fn)
+        self.owned, self.unowned = self.prove_owners(fn, block)
         self.varying = barriers.varying(fn)
         self.async_targets = {id(op.operands[0]): op for op in fn.walk()
                               if op.name == "mem.async_copy"}
         self.loops: list[list] = []   # per loop: [break states, continue states]
+
+    def prove_owners(self, fn: Function, block):
+        """(ids of stores proven to reach slots no other thread of the block writes, {array
+        id: why not}) for arrays written at computed slots (``passes/owners.py``)."""
+        stores: dict[int, list] = {}
+        for op in fn.walk():
+            if op.name == "mem.store" and op.operands[0].type.access is Access.SHARED and \
+                    not op.attrs.get("unsafe"):
+                stores.setdefault(id(op.operands[0]), []).append(op)
+        owned, unowned = set(), {}
+        for key, ops in stores.items():
+            if all(own_slot(op, op.operands[0]) for op in ops):
+                continue
+            try:
+                owners.prove(self.guards, ops, block, shared=True)
+                owned.update(id(op) for op in ops)
+            except owners.Unproven as why:
+                if not isinstance(why, owners.NoBlock):
+                    unowned[key] = str(why)
+        return owned, unowned
 
     def fail(self, op: Operation, array, reason: str, help: str):
         spans = op.attrs.get("index_spans")
@@ -212,12 +236,15 @@ class _Checker:
             return writes, reads, atomics, inflight
         own = own_slot(op, array)
         if op.name == "mem.store":
-            if not own and not unsafe:
+            if not own and not unsafe and id(op) not in self.owned:
                 rmw = op.attrs.get("rmw")
+                why = self.unowned.get(key)
                 self.fail(op, array,
                           f"a thread may write '{name}' only at its own slot, and this index "
                           f"is a computed integer" + (" (several threads may update one "
-                                                      "element)" if rmw else ""),
+                                                      "element)" if rmw else "")
+                          + (f", and the compiler cannot prove that threads write distinct "
+                             f"slots: {why}" if why and not rmw else ""),
                           "use an atomic method such as "
                           f"{name}.add(i, v) to update shared elements from several threads"
                           if rmw else
@@ -347,5 +374,5 @@ def run(fn: Function, options) -> Function:
     fn.attrs["shared"] = tuple((op.result.hint or f"shared{k}", op.attrs["shape"],
                                 op.result.type.dtype.name) for k, op in enumerate(allocs))
     if allocs:
-        _Checker(fn).region(fn.body, EMPTY)
+        _Checker(fn, getattr(options, "block", None)).region(fn.body, EMPTY)
     return fn

@@ -79,6 +79,15 @@ def cuda_device():
     return dev
 
 
+def multiprocessor_count() -> int:
+    """Streaming multiprocessors (SMs) of the current backend's device: GPU 0's count on the
+    cuda backend (132 on an H200), for sizing grids in waves of blocks; 1 on the cpu backend,
+    which runs one block after another."""
+    if current_backend() != "cuda":
+        return 1
+    return cuda_device().properties.multiprocessor_count
+
+
 def cuda_arch() -> str:
     """The GPU's ``sm_XY`` target name, for example ``"sm_90"`` on an H100/H200."""
     major, minor = cuda_device().compute_capability

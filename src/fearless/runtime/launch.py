@@ -283,11 +283,25 @@ def check_arguments(kernel: str, names: list[str], types: tuple, tensors: list) 
                                       "argument; pass a separate output tensor")
 
 
-def check_coverage(kernel: str, launch: PreparedLaunch, names, types, tensors) -> None:
-    """Every element of a written array must belong to some thread of the launch."""
+def check_coverage(kernel: str, launch: PreparedLaunch, names, types, tensors,
+                   owned: dict) -> None:
+    """Every element of a written array must belong to some thread of the launch. ``owned``:
+    per array written at computed indices, its coverage (``passes/owners.py``: per axis,
+    ``(grid axis, elements per block)`` or ``(None, extent)``), or None when not known."""
     for name, ty, tensor in zip(names, types, tensors):
         if tensor is None or ty.access is not T.Access.DISJOINT:
             continue
+        if name in owned:
+            cover = owned[name]
+            if cover is None or all(e <= (launch.grid[g] * n if g is not None else n)
+                                    for e, (g, n) in zip(tensor.shape, cover)):
+                continue
+            reach = tuple(launch.grid[g] * n if g is not None else n for g, n in cover)
+            raise ContractError(f"the launch writes {reach} elements of '{name}' but it has "
+                                f"shape {tensor.shape}; elements outside would never be "
+                                f"written", kernel=kernel, param=name,
+                                help="prepare more blocks: each block writes "
+                                     f"{tuple(n for _, n in cover)} elements")
         if tensor.ndim == launch.dims and all(e <= s for e, s in zip(tensor.shape, launch.size)):
             continue
         raise ContractError(f"the launch covers {launch.size} but '{name}' has shape "
