@@ -1,4 +1,4 @@
-"""Prove bounds-checked reads in bounds from the guards around them; drop their checks.
+"""Prove bounds-checked reads (and guarded writes) in bounds from the guards around them.
 
 Runs after ``bounds``. A read ``x[e0, e1, ...]`` needs no check when every index is provably
 ``0 <= e < extent``. Indices are i64 linear forms over atoms (thread and block coordinates,
@@ -20,11 +20,15 @@ the launch's threads along grid axis a (0: x, 1: y): an unguarded ``x[r, c]`` in
 global thread index itself. The launch evaluates them (a few integer compares) and runs a
 variant compiled with ``PassOptions(prove_bounds=False)``, every read checked, when one fails, so
 an out-of-bounds read is still reported as before, with the same site numbers.
-A proven read keeps its ``site`` and gets ``checked = False``, ``proved = True``.
+A proven read keeps its ``site`` and gets ``checked = False``, ``proved = True``. Writes are
+proved the same way: a store always skips an out-of-bounds element (the last block's tail), and a
+``proved`` store needs no such branch, so the stores of an unrolled loop stay straight-line code.
 Index arithmetic is 64-bit and indices are far below 2^62, so sums of non-negative terms do
 not wrap; smaller integer types are not reasoned about.
 """
 from __future__ import annotations
+
+import math
 
 from fearless.ir.core import Function
 from fearless.ir.types import Access, Scalar, ThreadIndex
@@ -113,6 +117,8 @@ class _Prover:
                     self.bool_facts[(ref, self.version[ref])] = self.facts_true(op.operands[1])
             elif name in ("mem.load", "mem.atomic") and op.attrs.get("checked") and self.prove:
                 self.try_prove(op, facts)
+            elif name == "mem.store" and self.prove:
+                self.try_prove(op, facts)
             elif name == "scf.if":
                 self._if(op, facts)
             elif name in ("scf.for", "scf.while"):
@@ -161,6 +167,10 @@ class _Prover:
             if pred in ("lt", "gt"):
                 small, big = (a, b) if pred == "lt" else (b, a)
                 return frozenset({(self.linear(small), self.key(big))})
+            if pred in ("le", "ge"):  # small <= big: small - 1 < big
+                small, big = (a, b) if pred == "le" else (b, a)
+                const, terms = self.linear(small)
+                return frozenset({((const - 1, terms), self.key(big))})
             return frozenset()
         if op.name == "arith.and":
             return self.facts_true(op.operands[0]) | self.facts_true(op.operands[1])
@@ -320,13 +330,35 @@ class _Prover:
         return self._form_nonneg(_sub(form, other))
 
     def _form_nonneg(self, form) -> bool:
+        """Whether ``form`` >= 0: positive coefficients over non-negative atoms, and negative
+        ones over atoms with a constant upper bound (the block's thread coordinates), paid for
+        by the constant: ``31 - ty - 4 * k >= 0`` for ``ty < 4`` and ``k <= 7``."""
         const, terms = form
-        if const < 0:
-            return False
         for k, c in terms:
-            if c < 0 or not self._atom_nonneg(k):
+            if not self._atom_nonneg(k):
                 return False
-        return True
+            if c < 0:
+                up = self._atom_upper(k)
+                if up is None:
+                    return False
+                const += c * up
+        return const >= 0
+
+    def _atom_upper(self, key):
+        """A constant bound ``atom <= bound`` from the contract's exact block, or None."""
+        if key[0] == "index":
+            key = key[1]
+        if key[0] == "simt.thread_index" and self.block:
+            attrs = dict(key[1])
+            if not attrs.get("block"):
+                return None
+            if attrs["space"] == 1:
+                return math.prod(self.block) - 1
+            along = 0 if attrs["axis"] == 1 else 1  # block is (x, y); 2-d axis 0 is y
+            return self.block[along] - 1 if along < len(self.block) else 0
+        if key[0] == "simt.special" and dict(key[1]).get("reg") == "lane":
+            return 31
+        return None
 
     def _atom_nonneg(self, key) -> bool:
         kind = key[0]
