@@ -1,24 +1,31 @@
 """Half-precision matrix product C = A @ B on tensor cores: mma.sync, ldmatrix and a
-three-stage cp.async pipeline, f32 accumulation, f16 output.
+multi-stage cp.async pipeline, f32 accumulation, f16 output, for any tile configuration.
 
-Each block of 256 threads (8 warps, 2 x 4) computes a 128 x 128 tile of C; each warp a 64 x 32
-tile as 4 x 4 ``mma.sync.m16n8k16`` fragments (64 f32 accumulators per thread). Along K, 32-wide
-slices of A and B are copied into shared memory with 16-byte ``fl.async_copy``; three stages
-(one shared array per stage, so the compiler can count the copy groups of each) keep two slices
-in flight while the warps multiply the third: ``fl.async_wait(1)`` then a barrier makes the
-oldest stage visible to every thread. Fragments come from shared memory with ``ldmatrix`` (A
-row-major; B, K x N row-major, with ``.trans``). Shared tiles are XOR-swizzled in 16-byte
-chunks so that the eight rows an ldmatrix phase reads lie in eight different bank groups: each
-thread copies into its own chunk (``index_in_block()``), and the swizzle picks which global
-chunk that is. Blocks walk the tiles of C in groups of 8 tile rows so that consecutive blocks
-share A and B tiles in L2. The layout of NVIDIA's CUTLASS "multistage" SM80 GEMM, written from
-the PTX ISA's fragment layouts.
+``make_hgemm(Tiles(bm, bn, bk, warps_m, warps_n, stages))`` builds the kernel for one
+configuration; ``hgemm`` is the default one (``DEFAULT``). Each block of ``32 * warps_m *
+warps_n`` threads computes a ``bm x bn`` tile of C; each warp a ``bm / warps_m x bn / warps_n``
+tile as ``mma.sync.m16n8k16`` fragments (4 f32 accumulators per thread per 16 x 8 fragment).
+Along K, ``bk``-wide slices of A and B are copied into shared memory with 16-byte
+``fl.async_copy``; ``stages`` stages (one shared array per stage, so the compiler can count the
+copy groups of each) keep ``stages - 1`` slices in flight while the warps multiply another:
+``fl.async_wait(stages - 2)`` then a barrier makes the oldest stage visible to every thread.
+Fragments come from shared memory with ``ldmatrix`` (A row-major; B, K x N row-major, with
+``.trans``). Shared tiles are XOR-swizzled in 16-byte chunks so that the eight rows an ldmatrix
+phase reads lie in eight different bank groups (``swizzle``): each thread copies into its own
+chunk (``index_in_block()``), and the swizzle picks which global chunk that is. Blocks walk the
+tiles of C in groups of 8 tile rows so that consecutive blocks share A and B tiles in L2. The
+layout of NVIDIA's CUTLASS "multistage" SM80 GEMM, written from the PTX ISA's fragment layouts.
 
-The one unsafe part is the epilogue: a thread writes the 64 elements of C its fragments hold,
+Static shared memory is limited to 48 KB per block (``stages * (bm + bn) * bk * 2`` bytes here),
+which rules out CUTLASS's larger sm80 configurations (128 x 256 x 32 with 3 stages takes 72 KB).
+
+The one unsafe part is the epilogue: a thread writes the elements of C its fragments hold,
 which are not "its own index" in the sense of DisjointSlice (README, known limits); the writes of
 different warps are disjoint by construction, and the cpu race detector checks it.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,130 +37,195 @@ try:
 except ImportError:
     from fearless.examples._common import Result, check, sizes, timed
 
-BM, BN, BK = 128, 128, 32   # block tile
-THREADS = 256               # 8 warps: 2 along M (64 rows each) x 4 along N (32 columns each)
 GROUP = 8                   # tile rows per L2 group
+STATIC_SHARED = 48 * 1024   # bytes of static shared memory a block may have
 
 
-@fl.func
-def a_slot(m, kc):
-    """(row of chunks, element) in a stage of A for row m, 16-byte chunk kc (0..3) of the
-    128 x 32 tile: 4 chunks per row, chunk kc stored at kc ^ ((m >> 1) & 3)."""
-    p = m * 4 + (kc ^ ((m >> 1) & 3))
-    return p // THREADS, (p % THREADS) * 8
+@dataclass(frozen=True)
+class Tiles:
+    """One tile configuration: block tile ``bm x bn x bk``, ``warps_m x warps_n`` warps (each a
+    ``bm / warps_m x bn / warps_n`` tile of C), ``stages`` shared-memory stages."""
+
+    bm: int = 128
+    bn: int = 128
+    bk: int = 32
+    warps_m: int = 2
+    warps_n: int = 4
+    stages: int = 3
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.stages * (self.bm + self.bn) * self.bk * 2
+
+    @property
+    def name(self) -> str:
+        return (f"hgemm_{self.bm}x{self.bn}x{self.bk}_w{self.warps_m}x{self.warps_n}"
+                f"_s{self.stages}")
+
+    def problems(self) -> list[str]:
+        """Why this configuration cannot be built (empty when it can)."""
+        out = []
+        wm, wn = self.bm // self.warps_m, self.bn // self.warps_n
+        if wm * self.warps_m != self.bm or wm % 16:
+            out.append(f"bm / warps_m = {self.bm / self.warps_m} is not a multiple of 16")
+        if wn * self.warps_n != self.bn or wn % 16:
+            out.append(f"bn / warps_n = {self.bn / self.warps_n} is not a multiple of 16")
+        if self.bk % 16:
+            out.append(f"bk = {self.bk} is not a multiple of 16")
+        for what, chunks in (("A", self.bm * self.bk // 8), ("B", self.bk * self.bn // 8)):
+            if chunks % self.threads:
+                out.append(f"{what}'s {chunks} 16-byte chunks per stage are not a multiple of "
+                           f"the {self.threads} threads")
+        if self.stages < 2:
+            out.append("stages must be at least 2")
+        if self.shared_bytes > STATIC_SHARED:
+            out.append(f"{self.shared_bytes} bytes of shared memory > {STATIC_SHARED}")
+        if self.threads > 1024:
+            out.append(f"{self.threads} threads per block > 1024")
+        return out
 
 
-@fl.func
-def b_slot(k, nc):
-    """The same for B's 32 x 128 tile: 16 chunks per row, chunk nc stored at nc ^ (k & 7)."""
-    p = k * 16 + (nc ^ (k & 7))
-    return p // THREADS, (p % THREADS) * 8
+DEFAULT = Tiles(128, 128, 32, 2, 2, 3)
 
 
-@fl.func
-def load_stage(a, b, sa, sb, t, m0, n0, k0):
-    """Start the copies of A[m0:+128, k0:+32] and B[k0:+32, n0:+128] into one stage: two
-    16-byte chunks of each per thread, each thread into its own chunk."""
-    for j in range(2):
-        p = j * THREADS + t
-        m = p // 4
-        fl.async_copy(sa, (j, t), a, (m0 + m, k0 + ((p % 4) ^ ((m >> 1) & 3)) * 8))
-        k = p // 16
-        fl.async_copy(sb, (j, t), b, (k0 + k, n0 + ((p % 16) ^ (k & 7)) * 8))
+def make_hgemm(tiles: Tiles):
+    """The kernel ``hgemm(a, b, c, n)`` for ``tiles``: ``a`` (m x k f16), ``b`` (k x n f16),
+    ``c`` the m * n f16 elements of C, row-major; launched over ``m // bm * (n // bn) *
+    threads`` threads (see ``launch_threads``). Raises ValueError for an impossible ``tiles``."""
+    if tiles.problems():
+        raise ValueError(f"{tiles.name}: " + "; ".join(tiles.problems()))
+    BM, BN, BK, STAGES = tiles.bm, tiles.bn, tiles.bk, tiles.stages
+    THREADS, WARPS_N = tiles.threads, tiles.warps_n
+    WM, WN = BM // tiles.warps_m, BN // tiles.warps_n   # the warp tile
+    FM, FN = WM // 16, WN // 8                          # mma fragments per warp tile
+    CA, CB = BK // 8, BN // 8                           # 16-byte chunks per row of A, B
+    JA, JB = BM * CA // THREADS, BK * CB // THREADS     # chunks per thread per stage
+    LA, LB = max(CA, 8), max(CB, 8)                     # 16-byte chunks per swizzle line
+    XA, XB = min(CA, 8), min(CB, 8)                     # swizzle patterns per line
+
+    @fl.func
+    def slot(f, line, x):
+        """(row of chunks, element) in a stage where 16-byte chunk ``f`` (row * chunks per row +
+        chunk) is stored: at ``f ^ (f // line % x)``, ``line`` = max(chunks per row, 8) chunks
+        (one row or 128 bytes), ``x`` = min(chunks per row, 8). The XOR permutes the chunks of
+        a row within its 128 bytes, so the chunk column that an ldmatrix phase reads from 8
+        consecutive rows falls in 8 different 16-byte bank groups."""
+        s = f ^ (f // line % x)
+        return s // THREADS, (s % THREADS) * 8
+
+    @fl.func
+    def load_stage(a, b, sa, sb, t, m0, n0, k0):
+        """Start the copies of A[m0:+BM, k0:+BK] and B[k0:+BK, n0:+BN] into one stage, each
+        thread into its own chunks (the swizzle is an involution: it also maps a stored chunk
+        to the global chunk it holds)."""
+        for j in fl.static_range(JA):
+            s = j * THREADS + t
+            f = s ^ (s // LA % XA)
+            fl.async_copy(sa, (j, t), a, (m0 + f // CA, k0 + f % CA * 8))
+        for j in fl.static_range(JB):
+            s = j * THREADS + t
+            f = s ^ (s // LB % XB)
+            fl.async_copy(sb, (j, t), b, (k0 + f // CB, n0 + f % CB * 8))
+
+    @fl.func
+    def k16(sa, sb, acc, kk, wm, wn, lane):
+        """acc += this warp's WM x 16 slice of A times B's 16 x WN slice (k = 16 kk ..)."""
+        fa = tuple(fl.mma.ldmatrix(sa, slot((wm * WM + mi * 16 + lane % 16) * CA + kk * 2
+                                            + lane // 16, LA, XA))
+                   for mi in range(FM))
+        fb = tuple(fl.mma.ldmatrix(sb, slot((kk * 16 + lane % 16) * CB + wn * (WN // 8)
+                                            + nj * 2 + lane // 16, LB, XB), trans=True)
+                   for nj in range(FN // 2))
+        return tuple(tuple(fl.mma.sync_m16n8k16(fa[mi], (fb[ni // 2][2 * (ni % 2)],
+                                                         fb[ni // 2][2 * (ni % 2) + 1]),
+                                                acc[mi][ni])
+                           for ni in range(FN))
+                     for mi in range(FM))
+
+    @fl.func
+    def compute(sa, sb, acc, wm, wn, lane):
+        for kk in fl.static_range(BK // 16):
+            acc = k16(sa, sb, acc, kk, wm, wn, lane)
+        return acc
+
+    contract = fl.Contract(dims=1, block=THREADS, min_compute_capability=(8, 0),
+                           requires=(f"len(a) // {BM} * {BM} == len(a)",
+                                     f"n // {BN} * {BN} == n",
+                                     f"len(b) // {BK} * {BK} == len(b)",
+                                     "len(c) == len(a) * n"))
+
+    def hgemm(a: fl.Array[f16, 2], b: fl.Array[f16, 2], c: fl.UnsafeSlice[f16], n: i64):
+        t = fl.thread.index_in_block()
+        lane = fl.warp.lane()
+        warp = fl.warp.index()
+        wm, wn = warp // WARPS_N, warp % WARPS_N
+        m, k = a.shape
+        # grouped tile order: GROUP tile rows at a time, column by column inside a group
+        pid = fl.thread.block_index(0)
+        in_group = GROUP * (n // BN)
+        first = pid // in_group * GROUP
+        rows = min(m // BM - first, GROUP)
+        m0 = (first + pid % in_group % rows) * BM
+        n0 = pid % in_group // rows * BN
+
+        sa = tuple(fl.shared.array((JA, THREADS * 8), f16) for i in range(STAGES))
+        sb = tuple(fl.shared.array((JB, THREADS * 8), f16) for i in range(STAGES))
+        z = fl.f32(0.0)
+        acc = tuple(tuple((z, z, z, z) for ni in range(FN)) for mi in range(FM))
+        steps = k // BK
+        for i in fl.static_range(STAGES - 1):
+            if i < steps:
+                load_stage(a, b, sa[i], sb[i], t, m0, n0, i * BK)
+            fl.async_commit()
+        for s in range(0, steps, STAGES):
+            # every stage: wait for the oldest group, barrier, refill the stage read last,
+            # compute
+            for i in fl.static_range(STAGES):
+                fl.async_wait(STAGES - 2)
+                fl.sync_threads()
+                if s + i + STAGES - 1 < steps:
+                    load_stage(a, b, sa[(i + STAGES - 1) % STAGES],
+                               sb[(i + STAGES - 1) % STAGES], t, m0, n0,
+                               (s + i + STAGES - 1) * BK)
+                fl.async_commit()
+                if s + i < steps:
+                    acc = compute(sa[i], sb[i], acc, wm, wn, lane)
+        # the epilogue: this lane's four elements of each fragment, rounded to f16 (C[g, 2q],
+        # C[g, 2q + 1], C[g + 8, 2q], C[g + 8, 2q + 1] of a 16 x 8 fragment)
+        g, q = lane // 4, lane % 4
+        for mi in fl.static_range(FM):
+            for ni in fl.static_range(FN):
+                at = (m0 + wm * WM + mi * 16 + g) * n + n0 + wn * WN + ni * 8 + 2 * q
+                frag = acc[mi][ni]
+                with fl.unsafe():
+                    c[at] = f16(frag[0])
+                    c[at + 1] = f16(frag[1])
+                    c[at + 8 * n] = f16(frag[2])
+                    c[at + 8 * n + 1] = f16(frag[3])
+
+    hgemm.__name__ = hgemm.__qualname__ = tiles.name
+    kern = fl.kernel(contract=contract)(hgemm)
+    kern.tiles = tiles
+    return kern
 
 
-@fl.func
-def k16(sa, sb, acc, kk, wm, wn, lane):
-    """acc += this warp's 64 x 16 slice of A times B's 16 x 32 slice (k = 16 kk ..)."""
-    fa = tuple(fl.mma.ldmatrix(sa, a_slot(wm * 64 + mi * 16 + lane % 16, kk * 2 + lane // 16))
-               for mi in range(4))
-    fb = tuple(fl.mma.ldmatrix(sb, b_slot(kk * 16 + lane % 16, wn * 4 + nj * 2 + lane // 16),
-                               trans=True)
-               for nj in range(2))
-    return tuple(tuple(fl.mma.sync_m16n8k16(fa[mi], (fb[ni // 2][2 * (ni % 2)],
-                                                     fb[ni // 2][2 * (ni % 2) + 1]),
-                                            acc[mi][ni])
-                       for ni in range(4))
-                 for mi in range(4))
+def launch_threads(tiles: Tiles, m: int, n: int) -> int:
+    """Threads to launch for an m x n C: one block per tile."""
+    return m // tiles.bm * (n // tiles.bn) * tiles.threads
 
 
-@fl.func
-def compute(sa, sb, acc, wm, wn, lane):
-    return k16(sa, sb, k16(sa, sb, acc, 0, wm, wn, lane), 1, wm, wn, lane)
+hgemm = make_hgemm(DEFAULT)
+BM, BN, BK, THREADS = DEFAULT.bm, DEFAULT.bn, DEFAULT.bk, DEFAULT.threads
 
 
-CONTRACT = fl.Contract(dims=1, block=THREADS, min_compute_capability=(8, 0),
-                       requires=("len(a) // 128 * 128 == len(a)", "n // 128 * 128 == n",
-                                 "len(b) // 32 * 32 == len(b)", "len(c) == len(a) * n"))
-
-
-@fl.kernel(contract=CONTRACT)
-def hgemm(a: fl.Array[f16, 2], b: fl.Array[f16, 2], c: fl.UnsafeSlice[f16], n: i64):
-    t = fl.thread.index_in_block()
-    lane = fl.warp.lane()
-    warp = fl.warp.index()
-    wm, wn = warp // 4, warp % 4
-    m, k = a.shape
-    # grouped tile order: GROUP tile rows at a time, column by column inside a group
-    pid = fl.thread.block_index(0)
-    tiles_n = n // BN
-    in_group = GROUP * tiles_n
-    first = pid // in_group * GROUP
-    rows = min(m // BM - first, GROUP)
-    m0 = (first + pid % in_group % rows) * BM
-    n0 = pid % in_group // rows * BN
-
-    sa0 = fl.shared.array((2, THREADS * 8), f16)
-    sa1 = fl.shared.array((2, THREADS * 8), f16)
-    sa2 = fl.shared.array((2, THREADS * 8), f16)
-    sb0 = fl.shared.array((2, THREADS * 8), f16)
-    sb1 = fl.shared.array((2, THREADS * 8), f16)
-    sb2 = fl.shared.array((2, THREADS * 8), f16)
-    z = fl.f32(0.0)
-    acc = tuple(tuple((z, z, z, z) for ni in range(4)) for mi in range(4))
-    steps = k // BK
-    load_stage(a, b, sa0, sb0, t, m0, n0, 0)
-    fl.async_commit()
-    if steps > 1:
-        load_stage(a, b, sa1, sb1, t, m0, n0, BK)
-    fl.async_commit()
-    for s in range(0, steps, 3):
-        # every stage: wait for the oldest group, barrier, refill the stage read last, compute
-        fl.async_wait(1)
-        fl.sync_threads()
-        if s + 2 < steps:
-            load_stage(a, b, sa2, sb2, t, m0, n0, (s + 2) * BK)
-        fl.async_commit()
-        acc = compute(sa0, sb0, acc, wm, wn, lane)
-        fl.async_wait(1)
-        fl.sync_threads()
-        if s + 3 < steps:
-            load_stage(a, b, sa0, sb0, t, m0, n0, (s + 3) * BK)
-        fl.async_commit()
-        if s + 1 < steps:
-            acc = compute(sa1, sb1, acc, wm, wn, lane)
-        fl.async_wait(1)
-        fl.sync_threads()
-        if s + 4 < steps:
-            load_stage(a, b, sa1, sb1, t, m0, n0, (s + 4) * BK)
-        fl.async_commit()
-        if s + 2 < steps:
-            acc = compute(sa2, sb2, acc, wm, wn, lane)
-    # the epilogue: this lane's four elements of each fragment, rounded to f16 (C[g, 2q],
-    # C[g, 2q + 1], C[g + 8, 2q], C[g + 8, 2q + 1] of a 16 x 8 fragment)
-    g, q = lane // 4, lane % 4
-    for mi in fl.static_range(4):
-        for ni in fl.static_range(4):
-            at = (m0 + wm * 64 + mi * 16 + g) * n + n0 + wn * 32 + ni * 8 + 2 * q
-            frag = acc[mi][ni]
-            with fl.unsafe():
-                c[at] = f16(frag[0])
-                c[at + 1] = f16(frag[1])
-                c[at + 8 * n] = f16(frag[2])
-                c[at + 8 * n + 1] = f16(frag[3])
-
-
-def run(shape: tuple | None = None, repeat: int | None = None) -> Result:
+def run(shape: tuple | None = None, repeat: int | None = None, kern=None) -> Result:
+    """Run ``kern`` (default ``hgemm``) on random m x n x k f16 matrices, checked against
+    float64 with a bound derived from f32 accumulation and f16 rounding."""
+    kern = kern or hgemm
     m, n, k = shape or (sizes(8192, 256), sizes(8192, 128), sizes(8192, 160))
     repeat = repeat if repeat is not None else sizes(10, 1)
     rng = np.random.default_rng(17)
@@ -161,14 +233,14 @@ def run(shape: tuple | None = None, repeat: int | None = None) -> Result:
     bh = (rng.random((k, n), np.float32) - 0.5).astype(np.float16)
     a, b = fl.asarray(ah), fl.asarray(bh)
     c = fl.full(m * n, np.nan, f16)
-    launch = hgemm.prepare(m // BM * (n // BN) * THREADS)
-    first, steady = timed(lambda: hgemm[launch](a, b, c, n), repeat)
+    launch = kern.prepare(launch_threads(kern.tiles, m, n))
+    first, steady = timed(lambda: kern[launch](a, b, c, n), repeat)
     a64, b64 = ah.astype(np.float64), bh.astype(np.float64)
     want = a64 @ b64
     # f16 inputs and their products are exact in f32; each of the k f32 additions rounds by at
     # most 2^-24 of the running |sum| <= |A| @ |B|, and the f16 output by 2^-11 of the result
     bound = np.abs(a64) @ np.abs(b64) * (k * 2.0 ** -24) * 1.01 + np.abs(want) * 2.0 ** -11
-    err = check("hgemm", c.numpy().reshape(m, n).astype(np.float64), want, rtol=0.0,
+    err = check(kern.name, c.numpy().reshape(m, n).astype(np.float64), want, rtol=0.0,
                 atol=bound + 2.0 ** -24)
     result = Result("hgemm", fl.current_backend(), f"{m}x{n}x{k}", first, steady,
                     2 * (m * k + k * n + m * n), err)

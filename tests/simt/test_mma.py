@@ -166,6 +166,44 @@ def test_hgemm_other_shapes(backend):
     assert 0 <= result.error_ratio <= 1
 
 
+@pytest.mark.parametrize("tiles", [(128, 256, 16, 2, 4, 4), (64, 64, 32, 2, 2, 2)])
+def test_hgemm_tile_configurations(tiles, backend="cpu"):
+    from examples import hgemm
+    fl.set_backend(backend)
+    t = hgemm.Tiles(*tiles)
+    result = hgemm.run((t.bm, 2 * t.bn, t.bk * (t.stages + 1)), repeat=0,
+                       kern=hgemm.make_hgemm(t))
+    assert 0 <= result.error_ratio <= 1
+
+
+def test_hgemm_refuses_impossible_tiles():
+    from examples import hgemm
+    with pytest.raises(ValueError, match="bytes of shared memory > 49152"):
+        hgemm.make_hgemm(hgemm.Tiles(128, 256, 32, 2, 4, 3))
+
+
+def hgemm_ptx() -> str:
+    from examples import hgemm
+    h16 = T.Array(fl.f16, 2, T.Access.READ, True)
+    types = (h16, h16, T.Array(fl.f16, 1, T.Access.UNSAFE, True), T.Scalar(fl.i64))
+    return hgemm.hgemm.inspect("ptx", types, "sm_90")
+
+
+def test_hgemm_main_loop_has_no_index_recomputation():
+    """The contract's exact block makes %ntid.x a constant and %tid.x < block (so the ldmatrix
+    checks, which fail only for threads outside the block, fold away); the async copies' checked
+    addresses are the plain address or the array's base, so no row * stride is recomputed (no
+    64-bit multiply, no select of indices) per stage; all stages live in one shared global."""
+    ptx = hgemm_ptx()
+    assert "%ntid" not in ptx and "%tid.y" not in ptx
+    assert re.search(r"\.shared \.align 16 \.b8 __fl_shared\[49152\]", ptx)
+    body = ptx[ptx.index("cp.async.wait_group 1"):ptx.rindex("cp.async.wait_group 1")]
+    hot = "\n".join(line for line in body.splitlines()
+                     if not line.strip().startswith(("//", "$L")))
+    assert "mul.lo.s64" not in hot.split("atom.")[0]
+    assert "selp.b64" not in hot.split("atom.")[0]
+
+
 def test_hgemm_refuses_shapes_off_the_tile_grid():
     from examples import hgemm
     from fearless.errors import ContractError

@@ -272,7 +272,7 @@ OUT = T.Array(fl.f32, 1, T.Access.DISJOINT, True)
 def test_ptx_has_shared_globals_barriers_and_scoped_atomics():
     u32 = T.Array(fl.u32, 1, T.Access.READ, True)
     text = k.shared_histogram.inspect("ptx", (u32, T.Array(fl.u32, 1, T.Access.ATOMIC, True)))
-    assert re.search(r"\.shared \.align 16 \.b8 __fl_shared_0\[512\]", text)
+    assert re.search(r"\.shared \.align 16 \.b8 __fl_shared\[512\]", text)
     assert "bar.sync" in text
     assert "atom.relaxed.cta.shared.add.u32" in text and "atom.relaxed.gpu.global.add.u32" in text
     text = k.atomics_all.inspect("ptx", (T.Array(fl.i32, 1, T.Access.DISJOINT, True),

@@ -27,8 +27,10 @@ class ArrayArg:
 
 
 class Lowering:
-    def __init__(self, fn: Function, module: ir.Module, coarsen: int):
+    def __init__(self, fn: Function, module: ir.Module, coarsen: int, block: tuple | None = None):
         self.fn = fn
+        self.block = block  # the contract's exact block (x first), or None
+        self.shared_pool = None  # (global, {id(alloc op): byte offset}), made on first use
         self.coarsen = coarsen
         self.logical = None  # the logical-thread counter j of a coarsened kernel
         self.module = module
@@ -202,7 +204,7 @@ def lower(fn: Function, block: tuple | None = None, max_threads: int | None = No
     module.data_layout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
     # threads of a block meet at barriers and share memory: one logical thread each
     coarsen = 1 if fn.attrs.get("block_level") else COARSEN[fn.attrs.get("index_space", 0)]
-    lowering = Lowering(fn, module, coarsen)
+    lowering = Lowering(fn, module, coarsen, block)
     nvvm.launch_bounds(module, lowering.build(), block, max_threads)
     return module, lowering.uses_libdevice, coarsen
 
@@ -295,9 +297,9 @@ def _global_index(low: Lowering, axis: str, coarsened: bool = True):
     """blockIdx * blockDim + threadIdx along ``axis``, plus j * (threads of the grid) for the
     j-th logical thread of a coarsened kernel."""
     b = low.b
-    ntid = nvvm.special_register(b, "ntid", axis)
+    ntid = nvvm.special_register(b, "ntid", axis, low.block)
     index = b.add(b.mul(nvvm.special_register(b, "ctaid", axis), ntid),
-                  nvvm.special_register(b, "tid", axis))
+                  nvvm.special_register(b, "tid", axis, low.block))
     if coarsened and low.logical is not None:
         threads = b.mul(nvvm.special_register(b, "nctaid", axis), ntid)
         index = b.add(index, b.mul(low.logical, threads))

@@ -86,7 +86,9 @@ def _checked_address(low, op, arr, indices, width: int, align: int):
     b = low.b
     ok, axis, bad = _row_check(low, arr, indices, width)
     zero = ir.Constant(I64, 0)
-    addr = b.ptrtoint(low.address(arr, [b.select(ok, i, zero) for i in indices]), I64)
+    # the address of the indices as given (wrapping integer arithmetic, only used when good),
+    # not of indices selected by `ok`: so the loop-invariant row * stride stays out of loops
+    addr = b.ptrtoint(low.address(arr, indices), I64)
     aligned = b.icmp_unsigned("==", b.and_(addr, ir.Constant(I64, align - 1)), zero)
     good = b.and_(ok, aligned)
     if op.attrs.get("checked"):

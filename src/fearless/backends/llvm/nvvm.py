@@ -69,10 +69,26 @@ def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -
     return fn
 
 
-def special_register(builder: ir.IRBuilder, reg: str, axis: str) -> ir.Value:
-    """``%tid.x`` and friends, zero-extended to i64 (reg: tid, ctaid, ntid, nctaid)."""
+def special_register(builder: ir.IRBuilder, reg: str, axis: str,
+                     block: tuple | None = None) -> ir.Value:
+    """``%tid.x`` and friends, zero-extended to i64 (reg: tid, ctaid, ntid, nctaid).
+
+    ``block``: the launch contract's exact block (x first), which ``launch_bounds`` makes the
+    only one the driver accepts. Then ``%ntid`` is that constant and ``%tid`` carries the range
+    ``[0, extent)`` (0 itself along an axis of extent 1), so LLVM folds index arithmetic and
+    drops the bounds checks that only fail for threads outside the block."""
+    if block is not None and reg in ("tid", "ntid"):
+        extent = (tuple(block) + (1, 1))["xyz".index(axis)]
+        if reg == "ntid":
+            return ir.Constant(I64, extent)
+        if extent == 1:
+            return ir.Constant(I64, 0)
     fn = intrinsic(builder.module, f"llvm.nvvm.read.ptx.sreg.{reg}.{axis}", I32, [])
-    return builder.zext(builder.call(fn, []), I64)
+    value = builder.call(fn, [])
+    if block is not None and reg == "tid":
+        value.set_metadata("range", builder.module.add_metadata(
+            [ir.Constant(I32, 0), ir.Constant(I32, extent)]))
+    return builder.zext(value, I64)
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,8 +1,9 @@
 """LLVM rules for block-level SIMT ops: block coordinates, barriers, shared memory, atomics
 (warp ops: ``llvm/warp.py``).
 
-Shared arrays are ``addrspace(3)`` globals (internal, one per allocation; the dynamic one is an
-external zero-length array whose size the launch gives, read from ``%dynamic_smem_size``).
+Shared arrays live in ``addrspace(3)`` globals: the static ones at constant offsets in one
+internal ``__fl_shared`` (see ``_shared_pool``); the dynamic one is an external zero-length array
+whose size the launch gives, read from ``%dynamic_smem_size``.
 A barrier is ``llvm.nvvm.barrier.cta.sync.aligned.all(0)`` (``bar.sync 0``). Atomics are PTX
 ``atom{.sem}{.scope}{.space}.op.type`` written as inline assembly, because LLVM's NVPTX backend
 drops the scope and ordering of ``atomicrmw`` (it emits ``atom.global.add`` for every
@@ -34,24 +35,25 @@ def _special(low, op):
         low.set(op, low.b.zext(low.b.call(fn, []), I64))
         return
     if reg == "warp_index":  # the slot // 32 (not %warpid, which may change while running)
-        low.set(op, low.b.lshr(block_slot(low.b), ir.Constant(I64, 5)))
+        low.set(op, low.b.lshr(block_slot(low.b, low.block), ir.Constant(I64, 5)))
         return
-    low.set(op, nvvm.special_register(low.b, _SREG[reg], axis))
+    low.set(op, nvvm.special_register(low.b, _SREG[reg], axis, low.block))
 
 
 def block_thread_index(low, op):
     """The thread's position in its block: linear (1-d) or (tid.y, tid.x) (2-d)."""
     b = low.b
     if op.attrs["space"] == 2:
-        return nvvm.special_register(b, "tid", "x" if op.attrs["axis"] == 1 else "y")
-    return block_slot(b)
+        return nvvm.special_register(b, "tid", "x" if op.attrs["axis"] == 1 else "y", low.block)
+    return block_slot(b, low.block)
 
 
-def block_slot(b):
-    """threadIdx.y * blockDim.x + threadIdx.x: the linear slot, x fastest (as warps are cut)."""
-    ty = nvvm.special_register(b, "tid", "y")
-    tx = nvvm.special_register(b, "tid", "x")
-    return b.add(b.mul(ty, nvvm.special_register(b, "ntid", "x")), tx)
+def block_slot(b, block: tuple | None):
+    """threadIdx.y * blockDim.x + threadIdx.x: the linear slot, x fastest (as warps are cut).
+    ``block``: the contract's exact block or None (see ``nvvm.special_register``)."""
+    ty = nvvm.special_register(b, "tid", "y", block)
+    tx = nvvm.special_register(b, "tid", "x", block)
+    return b.add(b.mul(ty, nvvm.special_register(b, "ntid", "x", block)), tx)
 
 
 def _barrier(low, op):
@@ -63,7 +65,6 @@ def _barrier(low, op):
 def _shared_alloc(low, op):
     from fearless.backends.llvm.lower import ArrayArg
     ty = op.result.type
-    elem = nvvm.memory_type(ty.dtype)
     module = low.b.module
     shape = op.attrs["shape"]
     if shape is None:
@@ -76,20 +77,39 @@ def _shared_alloc(low, op):
         asm = ir.InlineAsm(ir.FunctionType(I32, []), "mov.u32 $0, %dynamic_smem_size;", "=r")
         size = low.b.zext(low.b.call(asm, []), I64)
         dims = [low.b.udiv(size, ir.Constant(I64, ty.dtype.itemsize))]
+        gv.type = ir.PointerType(addrspace=SHARED)  # an opaque pointer, as array parameters have
+        ptr = gv
     else:
-        name = f"__fl_shared_{len([g for g in module.globals if g.startswith('__fl_shared')])}"
-        gv = ir.GlobalVariable(module, ir.ArrayType(elem, math.prod(shape)), name,
-                               addrspace=SHARED)
-        gv.linkage = "internal"
-        gv.initializer = ir.Constant(gv.value_type, ir.Undefined)
-        gv.align = max(16, ty.dtype.itemsize)
+        pool, offsets = _shared_pool(low)
+        ptr = low.b.gep(pool, [ir.Constant(I64, offsets[id(op)])], source_etype=ir.IntType(8))
         dims = [ir.Constant(I64, e) for e in shape]
     strides, acc = [], 1
     for e in reversed(shape or (None,)):
         strides.append(ir.Constant(I64, acc))
         acc *= e or 1
-    gv.type = ir.PointerType(addrspace=SHARED)  # an opaque pointer, as array parameters have
-    low.set(op, ArrayArg(ty, gv, dims, strides[::-1]))
+    low.set(op, ArrayArg(ty, ptr, dims, strides[::-1]))
+
+
+def _shared_pool(low):
+    """The kernel's one static shared global, ``__fl_shared``, and each static allocation's
+    byte offset in it (16-byte aligned). One global rather than one per array: the stages of a
+    pipeline then differ by constant offsets, which PTX folds into ``[reg + imm]`` addresses,
+    so a shared index computed once serves every stage (fewer registers)."""
+    if low.shared_pool is None:
+        offsets, total = {}, 0
+        for op in low.fn.walk():
+            if op.name == "simt.shared_alloc" and op.attrs["shape"] is not None:
+                offsets[id(op)] = total
+                size = math.prod(op.attrs["shape"]) * op.result.type.dtype.itemsize
+                total += -(-size // 16) * 16
+        gv = ir.GlobalVariable(low.b.module, ir.ArrayType(ir.IntType(8), total), "__fl_shared",
+                               addrspace=SHARED)
+        gv.linkage = "internal"
+        gv.initializer = ir.Constant(gv.value_type, ir.Undefined)
+        gv.align = 16
+        gv.type = ir.PointerType(addrspace=SHARED)
+        low.shared_pool = gv, offsets
+    return low.shared_pool
 
 
 def _type_suffix(kind: str, dtype) -> str:
