@@ -418,8 +418,8 @@ def bench_hgemm(rep, clock, torch) -> None:
     tb = (torch.rand(n, n, device="cuda") - 0.5).half()
     tc = torch.empty(n, n, device="cuda", dtype=torch.float16)
     a, b, c = fl.asarray(ta), fl.asarray(tb), fl.asarray(tc.view(-1))
-    from examples import hgemm as mod  # one block of THREADS threads per BM x BN tile of C
-    launch = kern.prepare(n // mod.BM * (n // mod.BN) * mod.THREADS)
+    from examples.hgemm import launch_threads as hgemm_threads  # one block per tile of C
+    launch = kern.prepare(hgemm_threads(kern.tiles, n, n))
     peers = {}
     peer(rep, clock, peers, "cuBLAS (torch.matmul f16)", lambda: torch.matmul(ta, tb))
 
@@ -597,9 +597,11 @@ def dry_run(rep: Report) -> int:
     else:
         ha = (rng.random((128, 64)) - 0.5).astype(np.float16)
         hb = (rng.random((64, 128)) - 0.5).astype(np.float16)
-        both("hgemm", kern, ((128, 128),),
-             lambda: (fl.asarray(ha), fl.asarray(hb), fl.full((128, 128), np.nan, fl.f16)),
-             last, ha.astype(np.float64) @ hb, 1e-2, 1e-2)
+        from examples.hgemm import launch_threads as hgemm_threads
+        both("hgemm", kern, (hgemm_threads(kern.tiles, 128, 128),),
+             lambda: (fl.asarray(ha), fl.asarray(hb), fl.full(128 * 128, np.nan, fl.f16), 128),
+             lambda args: args[2].numpy().reshape(128, 128), ha.astype(np.float64) @ hb, 1e-2,
+             1e-2)
     sh = rng.integers(-1000, 1000, 70000).astype(np.int32)
     try:
         check("prefix_sum scan", scan(fl.asarray(sh)).numpy(), np.cumsum(sh, dtype=np.int32), 0)

@@ -97,9 +97,11 @@ def test_examples_reads_are_proven():
     from examples.histogram import histogram
     from examples.transpose import transpose
     t = passes(transpose, (M, MO))
-    # four a[c0 + ty + 8k, r0 + tx] and four tile[tx, ty + 8k]
+    # a[c0 + ty + 4k, r0 + tx] in the whole-tile and the edge branches, tile[tx, ty + 4k] in
+    # both of the output's: 4 x 8 reads, and every store proved too
     assert [a for _, a in loads(t)] == [f"checked = False, proved = True, site = {k}"
-                                        for k in range(1, 9)]
+                                        for k in range(1, 33)]
+    assert t.count("mem.store") == 32 and t.count("proved = True") == 64
     h = passes(histogram, (T.Array(fl.u8, 1, T.Access.READ, True),
                            T.Array(fl.u32, 1, T.Access.ATOMIC, True)))
     assert "mem.atomic %2, %9, %10 {checked = False" in h  # local[pixels[i]]: a u8 < 256
