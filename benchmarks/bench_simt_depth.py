@@ -14,8 +14,9 @@ Cases (each section fails alone: its traceback is printed and the run goes on):
 - transpose: 8192x8192 f32 (``examples.transpose``) against ``x.t().contiguous()``; 8 B per
   element (read + write) against the copy. Target: >= 80% of copy.
 - histogram: 256 bins of the photograph tiled to 7800x8192 (63.9 MPixel, u8;
-  ``examples.histogram``) against ``torch.histc`` (on an f32 copy made beforehand: histc takes
-  no integers), ``torch.bincount`` and CuPy's ``bincount`` and ``histogram``.
+  ``examples.histogram``, launched over ``threads(n)``: a few blocks per SM) against
+  ``torch.histc`` (on an f32 copy made beforehand: histc takes no integers), ``torch.bincount``
+  and CuPy's ``bincount`` and ``histogram``.
 - sgemm: 4096^3 f32 (``examples.sgemm``) against ``torch.matmul`` with TF32 off and a numba-cuda
   shared-memory SGEMM (16x16 tiles) where numba works. TFLOP/s.
 - hgemm: 8192^3 f16 with ``mma.sync`` from ``examples.hgemm`` (``hgemm(a, b, c)``, launched over
@@ -23,9 +24,10 @@ Cases (each section fails alone: its traceback is printed and the run goes on):
 - softmax: ``examples.row_softmax`` has rows of exactly 256 (one thread per element, the contract
   fixes the block), so it runs on 262144x256 f32 (the 2^26 elements of 8192x8192) against
   ``torch.softmax`` of the same shape; ``torch.softmax`` of 8192x8192 is shown for reference.
-- scan: inclusive prefix sum of 2^26 i32 (``examples.prefix_sum.scan``: block scans, recursion,
-  carries; its allocations included) against ``torch.cumsum(x, 0, dtype=torch.int32)``; 8 B per
-  element.
+- scan: inclusive prefix sum of 2^26 i32 (``examples.prefix_sum.scan``: chunk sums, their scan
+  by recursion, the chunk scans; its allocations included) against
+  ``torch.cumsum(x, 0, dtype=torch.int32)``; GB/s counts 8 B per element (one read, one write;
+  the example reads each element twice).
 - bounds: every memory-bound kernel checked and ``fl.unchecked``: vector_add, saxpy (2^27),
   matrix_add (8192^2, b transposed), Sobel (4800x4096 photo tiling), transpose, row_softmax,
   block_reduce, histogram; overhead = checked / unchecked - 1.
@@ -61,7 +63,7 @@ from fearless import f32, u32
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run_log, beside this script
 from run_log import RunLog  # noqa: E402
 from examples.block_reduce import block_reduce, launch_threads, make_block_reduce
-from examples.histogram import BINS, histogram
+from examples.histogram import BINS, histogram, threads as hist_threads
 from examples.image_filter import photograph, sobel
 from examples.image_filter import reference as sobel_reference
 from examples.matrix_add import matrix_add
@@ -302,7 +304,7 @@ def bench_histogram(rep, clock, torch) -> None:
     fimg = timg.float()
     pixels = fl.asarray(timg)
     counts = fl.zeros(BINS, u32)
-    launch = histogram.prepare(img.size, block=BINS)
+    launch = histogram.prepare(hist_threads(img.size))
     want = np.bincount(img.ravel(), minlength=BINS)
     peers = {}
     peer(rep, clock, peers, "torch.histc(f32)", lambda: torch.histc(fimg, BINS, 0, BINS))
@@ -472,8 +474,9 @@ def bench_scan(rep, clock, torch, copy) -> None:
     peer(rep, clock, peers, "torch.cumsum",
          lambda: torch.cumsum(tx, 0, dtype=torch.int32))
 
-    def check():
-        got = torch.as_tensor(scan(x).numpy())
+    def check():  # into an output poisoned on the device, so an unwritten element shows
+        out = fl.asarray(torch.full((SCAN_N,), -(2**31), device="cuda", dtype=torch.int32))
+        got = torch.as_tensor(scan(x, out).numpy())
         want = torch.cumsum(tx, 0, dtype=torch.int32).cpu()
         return bool(torch.equal(got, want)), 0.0
     res = fearless_time(rep, clock, "prefix_sum", lambda: scan(x), check)
@@ -506,7 +509,8 @@ def bench_bounds(rep, clock, torch) -> None:
          (fl.asarray(smx), fl.asarray(torch.empty_like(smx)))),
         ("block_reduce 2^28", block_reduce, (launch_threads(REDUCE_N),),
          (fl.asarray(big), total)),
-        ("histogram 64 MPixel", histogram, (himg.numel(), BINS), (fl.asarray(himg), counts)),
+        ("histogram 64 MPixel", histogram, (hist_threads(himg.numel()),),
+         (fl.asarray(himg), counts)),
     ]
     for name, kern, size, args in cases:
         try:
@@ -583,9 +587,11 @@ def dry_run(rep: Report) -> int:
              lambda part=part: (fl.asarray(part), fl.zeros(1, f32)), total,
              [part.astype(np.float64).sum()], 1e-5)
     img = tiled_photo((1, 1))[:50].ravel()
-    both("histogram", histogram, (img.size, BINS),
-         lambda: (fl.asarray(img), fl.zeros(BINS, u32)), last,
-         np.bincount(img, minlength=BINS), 0.0)
+    for size in (1, 5000, img.size):  # one SM: two blocks, so the unrolled loop runs too
+        part = img[:size]
+        both(f"histogram n={size}", histogram, (hist_threads(size, 1),),
+             lambda part=part: (fl.asarray(part), fl.zeros(BINS, u32)), last,
+             np.bincount(part, minlength=BINS), 0.0)
     sa = rng.random((40, 24), np.float32) - 0.5
     sb = rng.random((24, 36), np.float32) - 0.5
     both("sgemm", sgemm, ((40, 36),),
@@ -603,11 +609,14 @@ def dry_run(rep: Report) -> int:
              lambda args: args[2].numpy().reshape(128, 128), ha.astype(np.float64) @ hb, 1e-2,
              1e-2)
     sh = rng.integers(-1000, 1000, 70000).astype(np.int32)
-    try:
-        check("prefix_sum scan", scan(fl.asarray(sh)).numpy(), np.cumsum(sh, dtype=np.int32), 0)
-    except Exception:  # noqa: BLE001
-        rep.log(traceback.format_exc())
-        checks.append(("prefix_sum scan", False))
+    for size in (1, 1500, 70000):  # one chunk; two; recursion over 69 chunk sums
+        try:
+            out = scan(fl.asarray(sh[:size]), fl.full(size, -(2**31), fl.i32))
+            check(f"prefix_sum scan n={size}", out.numpy(), np.cumsum(sh[:size], dtype=np.int32),
+                  0)
+        except Exception:  # noqa: BLE001
+            rep.log(traceback.format_exc())
+            checks.append((f"prefix_sum scan n={size}", False))
     rep.log("\n  the table, on made-up numbers:")
     fake = Report(None)
     copy = {"ms": 8 * COPY_N / 4.2e9}  # 4.2 TB/s

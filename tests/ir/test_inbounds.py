@@ -59,6 +59,16 @@ def clamped(img: fl.Array[f32, 2], out: fl.DisjointArray[f32, 2]):
         out[r, c] = img[min(max(r - 1, 0), rows - 1), min(c + 0, cols - 1)]
 
 
+@fl.kernel(contract=fl.Contract(dims=1, block=128))
+def per_warp(x: fl.Slice[fl.u8], out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    s = fl.shared.array(4 * 256 + 32, f32)        # 4 warps of 256 slots, then one per lane
+    s.exchange(fl.warp.index() * 256 + x[0], 1.0)  # warp <= 3 under block=128: <= 1023
+    s.exchange(4 * 256 + fl.warp.lane(), 1.0)      # lane <= 31: <= 1055
+    s.exchange(fl.warp.index() * 300 + x[0], 1.0)  # <= 1155: may be out of bounds
+    out[i] = 0.0
+
+
 def passes(kernel, types):
     return kernel.inspect("passes", types)
 
@@ -104,7 +114,18 @@ def test_examples_reads_are_proven():
     assert t.count("mem.store") == 32 and t.count("proved = True") == 64
     h = passes(histogram, (T.Array(fl.u8, 1, T.Access.READ, True),
                            T.Array(fl.u32, 1, T.Access.ATOMIC, True)))
-    assert "mem.atomic %2, %9, %10 {checked = False" in h  # local[pixels[i]]: a u8 < 256
+    counts = [a for a in re.findall(r"mem\.atomic .*?\{(.*?)\}", h) if "'add'" in a
+              and "'block'" in a]
+    # local[warp * 256 + pixel]: the warp index is below 16 under the contract, a u8 below 256
+    assert len(counts) == 17 and all("checked = False" in a for a in counts)
+
+
+def test_lane_and_warp_index_are_bounded_by_the_contract_block():
+    def checked(kernel):
+        text = passes(kernel, (T.Array(fl.u8, 1, T.Access.READ, True), O))
+        return ["checked = True" in a for a in re.findall(r"mem\.atomic .*?\{(.*?)\}", text)]
+    assert checked(per_warp) == [False, False, True]
+    assert checked(fl.kernel(per_warp.fn)) == [True, False, True]  # no block: only the lane
 
 
 @pytest.mark.parametrize("backend", ["cpu"], indirect=True)

@@ -8,8 +8,9 @@ from ``min``/``max`` clamps, from loop ranges and from the dtype of a cast (a u8
 
 - ``e < B`` when some guard gives ``f < B`` with ``f - e >= 0``, or ``B - 1 - e >= 0``, where a
   form is ``>= 0`` when its constant and every coefficient are, over non-negative atoms;
-- ``e <= c`` for a constant c from loop bounds, casts and an exact contract block, against the
-  constant extent of a shared array.
+- ``e <= c`` for a constant c from loop bounds, casts, ``fl.warp.lane()`` (31) and an exact
+  contract block (the thread's slot in the block, ``fl.warp.index()``), against the constant
+  extent of a shared array.
 
 When the bound ``B`` is another array's extent (``i < len(out)`` guarding ``x[i]``), the proof
 holds only when ``len(x) >= len(out)``: such facts become host-checked preconditions,
@@ -310,6 +311,10 @@ class _Prover:
             space, axis = op.attrs["space"], op.attrs["axis"]
             along = 0 if space == 1 or axis == 1 else 1  # block is (x, y); 2-d axis 0 is y
             return self.block[along] - 1 if along < len(self.block) else None
+        if op.name == "simt.special" and op.attrs.get("reg") == "lane":
+            return 31
+        if op.name == "simt.special" and op.attrs.get("reg") == "warp_index" and self.block:
+            return (math.prod(self.block) - 1) // 32
         if op.name == "arith.add":
             a, b = (self.upper(v) for v in op.operands)
             return None if a is None or b is None else a + b
