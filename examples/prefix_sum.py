@@ -7,7 +7,9 @@ S. Sengupta, J. Owens, "Parallel Prefix Sum (Scan) with CUDA" (GPU Gems 3, ch. 3
 
 1. ``chunk_sums``: each block of 256 threads reads a tile of 4096 values (16 loads per thread
    in flight, thread t reading t, t + 256, ..., so every load is coalesced) and writes the sums
-   of the tile's four chunks of 1024: a warp reduction per chunk, then the 8 warp totals.
+   of the tile's four chunks of 1024: a warp reduction per chunk, then the 8 warp totals;
+   threads 0..3 of the block write its four sums (the compiler proves, from the guard
+   ``t < CHUNKS``, that each sum has one writer).
 2. the chunk sums, 1/1024 of the data, are scanned by the same two kernels (recursively, until
    one chunk remains);
 3. ``scan_chunks``: one thread per element, a block per chunk: a warp scan with ``shuffle_up``
@@ -42,7 +44,7 @@ CHUNKS = TILE // CHUNK                  # chunks per chunk_sums block
 
 
 @fl.kernel(contract=fl.Contract(dims=1, block=RBLOCK))
-def chunk_sums(x: fl.Slice[i32], sums: fl.AtomicSlice[i32]):
+def chunk_sums(x: fl.Slice[i32], sums: fl.DisjointSlice[i32]):
     """sums[c] = sum(x[c * CHUNK:(c + 1) * CHUNK]) (wrapping), for c < ceil(len(x) / CHUNK) =
     len(sums); launch over ceil(len(x) / TILE) * RBLOCK threads."""
     t = fl.thread.index_in_block()
@@ -71,7 +73,7 @@ def chunk_sums(x: fl.Slice[i32], sums: fl.AtomicSlice[i32]):
         s = warp_totals[t]
         for w in fl.static_range(1, RBLOCK // 32):
             s += warp_totals[w * 32 + t]
-        sums.exchange(chunk, s)  # an atomic store: the one write of sums[chunk]
+        sums[chunk] = s  # threads 0..CHUNKS-1 own the block's CHUNKS sums
 
 
 @fl.func

@@ -35,6 +35,7 @@ from fearless.passes import PassOptions
 from fearless.runtime import cache, device, dispatch, launch as contracts
 from fearless.runtime.contract import Contract
 from fearless.runtime.lazy import DeviceOperation
+from fearless.passes.shared import pooled_bytes
 from fearless.runtime.module import allow_dynamic_shared, load, nvjitlink_version
 from fearless.runtime.ownership import refuse_while_executing
 from fearless.runtime.partition import Partition
@@ -343,7 +344,12 @@ class Kernel:
             return _Entry(types, names, self.compile_for(types, "cpu", None, prove), None)
         compiled = self.compile_for(types, "cuda", device.cuda_arch(), prove)
         loaded = load(self.name, compiled.cubin, compiled.ptx)
-        if self.contract is not None and self.contract.shared_range[1] > contracts.SHARED_LIMIT:
+        loaded.pooled_shared = pooled_bytes(compiled.meta["shared"])
+        if loaded.pooled_shared:  # static arrays over 48 KB live in dynamic shared memory
+            allow_dynamic_shared(loaded, contracts.device_limits("cuda").max_shared_optin
+                                 - loaded.static_shared_bytes)
+        elif self.contract is not None and \
+                self.contract.shared_range[1] > contracts.SHARED_LIMIT:
             allow_dynamic_shared(loaded, self.contract.shared_range[1])
         loaded.params = dispatch.ParamBuffer(types, bool(compiled.meta["bounds_sites"]),
                                              compiled.meta["coarsen"] > 1)

@@ -79,3 +79,19 @@ def no_exact_block(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
     t = fl.thread.index_in_block()
     out[fl.thread.block_index() * 128 + t] = x[0]
 
+
+
+@fl.kernel(contract=fl.Contract(dims=1, block=128))
+def one_writer_per_block(x: fl.Slice[f32], sums: fl.DisjointSlice[f32]):
+    t = fl.thread.index_in_block()
+    b = fl.thread.block_index()
+    if t == 0 and b < len(sums):  # a guard on the thread's coordinates: one writer
+        sums[b] = x[b] * 3.0
+
+
+@fl.kernel(contract=fl.Contract(dims=1, block=128))
+def four_writers_per_block(x: fl.Slice[f32], sums: fl.DisjointSlice[f32]):
+    t = fl.thread.index_in_block()
+    c = fl.thread.block_index() * 4 + t
+    if t < 5 and c < len(sums):  # five threads for four elements per block
+        sums[c] = x[c]

@@ -178,8 +178,10 @@ def test_hgemm_tile_configurations(tiles, backend="cpu"):
 
 def test_hgemm_refuses_impossible_tiles():
     from examples import hgemm
-    with pytest.raises(ValueError, match="bytes of shared memory > 49152"):
-        hgemm.make_hgemm(hgemm.Tiles(128, 256, 32, 2, 4, 3))
+    with pytest.raises(ValueError, match="bytes of shared memory > 232448"):
+        hgemm.make_hgemm(hgemm.Tiles(256, 256, 64, 2, 4, 4))
+    with pytest.raises(ValueError, match="bn / warps_n = 20.0 is not a multiple of 16"):
+        hgemm.make_hgemm(hgemm.Tiles(128, 80, 32, 2, 4, 3))
 
 
 def hgemm_ptx() -> str:

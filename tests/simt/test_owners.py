@@ -44,6 +44,14 @@ def test_a_swizzled_shared_write_is_a_permutation_of_the_slots(backend):
     np.testing.assert_array_equal(out.numpy(), x)
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_a_guard_on_the_thread_index_leaves_one_writer_per_block(backend):
+    x = np.random.default_rng(4).random(50, np.float32)
+    sums = fl.full(20, np.nan, fl.f32)
+    k.one_writer_per_block[k.one_writer_per_block.prepare(20 * 128)](fl.asarray(x), sums)
+    np.testing.assert_array_equal(sums.numpy(), x[:20] * np.float32(3))
+
+
 def test_a_launch_with_too_few_blocks_is_refused():
     out = fl.zeros((64, 64), fl.f32)
     with pytest.raises(ContractError, match=r"the launch writes \(32, 64\) elements of 'out' but "
@@ -59,6 +67,8 @@ REFUSED = {
     "spills_into_next_block": ("out", ("index 0 leaves its block's range [0, 128) (it reaches "
                                        "128 past block_index * 128)")),
     "halves_shared": ("s", "threads 0 and 1 of a block both reach element [0] (line 72)"),
+    "four_writers_per_block": ("sums", ("index 0 leaves its block's range [0, 4) (it reaches 4 "
+                                        "past block_index * 4)")),
 }
 
 

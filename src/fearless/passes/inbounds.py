@@ -51,8 +51,9 @@ def run(fn: Function, options) -> Function:
 def guard_facts(fn: Function) -> "_Prover":
     """Walk ``fn`` as ``run`` does but prove nothing, for ``passes/shared.py``: the prover's
     ``key``/``linear`` name values, ``at_least`` compares forms, and ``at[id(op)]`` holds, for
-    each shared-memory load and store, the guard facts true there and the version of every
-    local at that point (a load whose key names another version read an older value)."""
+    each load and store of a shared or Disjoint array, the guard facts true there and the
+    version of every local at that point (a load whose key names another version read an
+    older value); ``passes/owners.py`` uses them too."""
     prover = _Prover(fn, None, prove=False)
     prover.region(fn.body, frozenset())
     return prover
@@ -67,7 +68,7 @@ class _Prover:
     def __init__(self, fn: Function, block, prove: bool = True):
         self.params = params_by_value(fn)
         self.prove = prove            # False: only record `at` (guard_facts)
-        self.at = {}                  # id(shared load/store) -> (facts, {ref id: version})
+        self.at = {}                  # id(shared/disjoint access) -> (facts, {ref id: version})
         self.block = block            # the contract's exact block (x, y) or None
         self.defs = {}                # id(value) -> defining op
         self.region_args = {}         # id(value) -> the scf.for op whose counter it is
@@ -103,7 +104,7 @@ class _Prover:
         for op in region.ops:
             name = op.name
             if name in ("mem.load", "mem.store") and \
-                    op.operands[0].type.access is Access.SHARED:
+                    op.operands[0].type.access in (Access.SHARED, Access.DISJOINT):
                 self.at[id(op)] = (facts, dict(self.version))
             if name == "local.load":
                 ref = id(op.operands[0])
@@ -170,14 +171,20 @@ class _Prover:
                 return frozenset({(self.linear(small), self.key(big))})
             if pred in ("le", "ge"):  # small <= big: small - 1 < big
                 small, big = (a, b) if pred == "le" else (b, a)
-                const, terms = self.linear(small)
-                return frozenset({((const - 1, terms), self.key(big))})
+                return frozenset({self._at_most(small, big)})
+            if pred == "eq":  # both a <= b and b <= a
+                return frozenset({self._at_most(a, b), self._at_most(b, a)})
             return frozenset()
         if op.name == "arith.and":
             return self.facts_true(op.operands[0]) | self.facts_true(op.operands[1])
         if op.name == "local.load":
             return self.bool_facts.get(self.load_version.get(id(value)), frozenset())
         return frozenset()
+
+    def _at_most(self, small, big):
+        """The fact for ``small <= big``: ``small - 1 < big``."""
+        const, terms = self.linear(small)
+        return (const - 1, terms), self.key(big)
 
     # value numbering and linear forms --------------------------------------------------------
 

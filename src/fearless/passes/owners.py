@@ -7,7 +7,8 @@ index of each access, along each axis, is a linear form (``passes/inbounds.py``)
 either *thread parts*, computable from the thread's coordinates in its block, constants and the
 counters of constant-bound loops (``+ - * // % & | ^ << >>``, ``min``, ``max``), or *block
 parts*, equal in every thread of a block. With the contract's exact block, every thread of one
-block is enumerated (at most 1024, times the loop counters' values):
+block is enumerated (at most 1024, times the loop counters' values), less those that a guard
+on their own coordinates keeps out (``if t < 4:``, ``if t == 0:``):
 
 - within a block, no element may be reached by two different threads;
 - for a global array, each grid axis of the launch must appear as ``B * block_index(axis)``
@@ -18,7 +19,7 @@ block is enumerated (at most 1024, times the loop counters' values):
 - for a shared array (one per block), the block parts must be the same in every access.
 
 This is exhaustive checking of a finite model, not a heuristic: whatever passes is disjoint for
-every launch with that block. Accesses under guards count as if unguarded (a superset).
+every launch with that block. Other guards (``if i < len(out):``) are ignored: a superset.
 """
 from __future__ import annotations
 
@@ -165,15 +166,53 @@ class _Model:
         ranges = [self.loop_range(c) for c in loops]
         if len(self.threads) * _prod(len(r) for r in ranges) > MAX_POINTS:
             raise Unproven("too many thread and loop-counter combinations to enumerate")
+        guards = self.guards(op)
         points = []
         for thread in self.threads:
             for values in product(*ranges):
                 env = dict(zip(loops, values))
+                if not all(self._eval_form(form, thread, env) < bound
+                           for form, bound in guards):
+                    continue  # this thread never makes this access
                 element = tuple(const + sum(coef * self.eval(atom, thread, env)
                                             for atom, coef in own)
                                 for const, own in thread_forms)
                 points.append((thread, element))
         return points, (tuple(sorted(uniform)), tuple(sorted(offsets, key=repr)))
+
+    def guards(self, op) -> list:
+        """The guard facts ``form < constant`` around ``op`` that name only the thread's
+        coordinates and constants (``if t < 4:``, ``if t == 0:``): the threads failing one never
+        reach ``op``. Other guards (``i < len(out)``) are left out: a superset of threads."""
+        facts, _ = self.prover.at.get(id(op), (frozenset(), {}))
+        out = []
+        for (const, terms), bound in sorted(facts, key=repr):
+            if bound[0] != "const" or not isinstance(bound[1], int):
+                continue
+            terms = [(_strip(a), k) for a, k in terms]
+            if all(self.evaluable(a) for a, _ in terms):
+                out.append(((const, terms), bound[1]))
+        return out
+
+    def evaluable(self, atom) -> bool:
+        """Whether ``atom`` is a function of the thread's coordinates and constants only."""
+        stored = self.stored(atom)
+        if stored is not None:
+            return all(self.evaluable(_strip(a)) for a, _ in self.form(stored)[1])
+        kind = atom[0]
+        if kind == "const":
+            return True
+        if kind == "simt.thread_index":
+            return bool(dict(atom[1]).get("block"))
+        if kind == "simt.special":
+            return dict(atom[1])["reg"] in ("lane", "warp_index", "block_dim")
+        if isinstance(kind, str) and kind.startswith("arith.") and kind in _EVAL:
+            return all(self.evaluable(_strip(a)) for a in atom[1])
+        return False
+
+    def _eval_form(self, form, thread, env) -> int:
+        const, terms = form
+        return const + sum(k * self.eval(a, thread, env) for a, k in terms)
 
     def form(self, value, depth: int = 0):
         """``prover.linear(value)`` with locals replaced by the linear form of the value their

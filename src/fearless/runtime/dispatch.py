@@ -223,13 +223,14 @@ def launch_cuda(kernel: str, loaded, launch, names, types, values, tensors, site
     tail = ([word] if sites else []) + ([launch.grid[-1] * launch.block[-1]] if coarsen > 1 else [])
     flat = flat_values(types, values, tensors, word) + tail
     params = loaded.params
+    shared = launch.shared + loaded.pooled_shared  # the pooled static arrays come first
     if loaded.direct:
         try:
-            _driver_launch(loaded, grid, launch.block, stream, params.fill(flat), launch.shared)
+            _driver_launch(loaded, grid, launch.block, stream, params.fill(flat), shared)
             return
         except Exception:  # this driver binding takes the call differently: use cuda.core's
             loaded.direct = False
-    core_launch(stream.core, _config(grid, launch.block, launch.shared), loaded.handle,
+    core_launch(stream.core, _config(grid, launch.block, shared), loaded.handle,
                 *params.numpy_scalars(flat))
 
 

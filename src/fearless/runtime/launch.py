@@ -201,7 +201,8 @@ SHARED_LIMIT = 48 * 1024  # bytes per block without the opt-in attribute (sm_80+
 def check_shared(kernel: str, launch: PreparedLaunch, shared: tuple, contract=None) -> None:
     """Dynamic shared memory must be asked for exactly when the kernel uses it; static and
     dynamic shared memory together must fit the device: the 48 KB every sm_80+ device gives
-    without opting in, or the device's opt-in limit when the contract allows more than that."""
+    without opting in, or the device's opt-in limit when the contract allows more than that or
+    the static arrays alone take more (they then move to dynamic shared memory)."""
     from fearless.dtypes import from_name
     dynamic = [d for _, shape, d in shared if shape is None]
     if dynamic and launch.shared == 0:
@@ -212,7 +213,8 @@ def check_shared(kernel: str, launch: PreparedLaunch, shared: tuple, contract=No
     static = sum(math.prod(shape) * from_name(d).itemsize for _, shape, d in shared
                  if shape is not None)
     limit = SHARED_LIMIT
-    if contract is not None and contract.shared_range[1] > SHARED_LIMIT:
+    if (contract is not None and contract.shared_range[1] > SHARED_LIMIT) or \
+            static > SHARED_LIMIT:  # over 48 KB, the static arrays opt in (passes/shared.py)
         limit = device_limits(launch.backend).max_shared_optin
     if static + launch.shared > limit:
         raise ContractError(f"the kernel uses {static} bytes of static and {launch.shared} of "

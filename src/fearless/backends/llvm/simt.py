@@ -2,8 +2,9 @@
 (warp ops: ``llvm/warp.py``).
 
 Shared arrays live in ``addrspace(3)`` globals: the static ones at constant offsets in one
-internal ``__fl_shared`` (see ``_shared_pool``); the dynamic one is an external zero-length array
-whose size the launch gives, read from ``%dynamic_smem_size``.
+internal ``__fl_shared`` (see ``_shared_pool``; over 48 KB, at the start of the dynamic shared
+memory instead); the dynamic one is an external zero-length array whose size the launch gives,
+read from ``%dynamic_smem_size``.
 A barrier is ``llvm.nvvm.barrier.cta.sync.aligned.all(0)`` (``bar.sync 0``). Atomics are PTX
 ``atom{.sem}{.scope}{.space}.op.type`` written as inline assembly, because LLVM's NVPTX backend
 drops the scope and ordering of ``atomicrmw`` (it emits ``atom.global.add`` for every
@@ -19,6 +20,7 @@ from llvmlite import ir
 from fearless.backends.llvm import nvvm
 from fearless.backends.llvm.nvvm import I16, I32, I64
 from fearless.ir.types import Access
+from fearless.passes import shared as shared_pass
 
 SHARED = 3  # NVPTX address space of shared memory
 _SCOPE = {"block": "cta", "device": "gpu", "system": "sys"}
@@ -67,20 +69,15 @@ def _shared_alloc(low, op):
     ty = op.result.type
     module = low.b.module
     shape = op.attrs["shape"]
-    if shape is None:
-        gv = module.globals.get("__fl_dynamic_shared")
-        if gv is None:  # one per kernel (the shared pass refuses a second dynamic array)
-            gv = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), "__fl_dynamic_shared",
-                                   addrspace=SHARED)
-            gv.linkage = "external"
-            gv.align = 16
+    if shape is None:  # after the pooled static arrays, if they are there
+        _, _, pooled = _shared_pool(low)
         asm = ir.InlineAsm(ir.FunctionType(I32, []), "mov.u32 $0, %dynamic_smem_size;", "=r")
-        size = low.b.zext(low.b.call(asm, []), I64)
+        size = low.b.sub(low.b.zext(low.b.call(asm, []), I64), ir.Constant(I64, pooled))
         dims = [low.b.udiv(size, ir.Constant(I64, ty.dtype.itemsize))]
-        gv.type = ir.PointerType(addrspace=SHARED)  # an opaque pointer, as array parameters have
-        ptr = gv
+        ptr = low.b.gep(_dynamic_shared(module), [ir.Constant(I64, pooled)],
+                        source_etype=ir.IntType(8))
     else:
-        pool, offsets = _shared_pool(low)
+        pool, offsets, _ = _shared_pool(low)
         ptr = low.b.gep(pool, [ir.Constant(I64, offsets[id(op)])], source_etype=ir.IntType(8))
         dims = [ir.Constant(I64, e) for e in shape]
     strides, acc = [], 1
@@ -91,25 +88,43 @@ def _shared_alloc(low, op):
 
 
 def _shared_pool(low):
-    """The kernel's one static shared global, ``__fl_shared``, and each static allocation's
-    byte offset in it (16-byte aligned). One global rather than one per array: the stages of a
-    pipeline then differ by constant offsets, which PTX folds into ``[reg + imm]`` addresses,
-    so a shared index computed once serves every stage (fewer registers)."""
+    """The kernel's static shared memory: (global, {id(alloc op): byte offset}, bytes pooled at
+    the start of dynamic shared memory). One global, ``__fl_shared``, rather than one per array:
+    the stages of a pipeline then differ by constant offsets, which PTX folds into
+    ``[reg + imm]`` addresses, so a shared index computed once serves every stage (fewer
+    registers). Above ``shared.STATIC_LIMIT`` (48 KB, as much as PTX lets a block declare) the
+    arrays sit at the start of the dynamic shared memory instead, and the launch asks for
+    their bytes too (``passes.shared.pooled_bytes``, ``runtime/dispatch.py``)."""
     if low.shared_pool is None:
-        offsets, total = {}, 0
-        for op in low.fn.walk():
-            if op.name == "simt.shared_alloc" and op.attrs["shape"] is not None:
-                offsets[id(op)] = total
-                size = math.prod(op.attrs["shape"]) * op.result.type.dtype.itemsize
-                total += -(-size // 16) * 16
+        allocs = [op for op in low.fn.walk()
+                  if op.name == "simt.shared_alloc" and op.attrs["shape"] is not None]
+        starts, total = shared_pass.pool(math.prod(op.attrs["shape"]) *
+                                         op.result.type.dtype.itemsize for op in allocs)
+        offsets = {id(op): start for op, start in zip(allocs, starts)}
+        if total > shared_pass.STATIC_LIMIT:
+            low.shared_pool = _dynamic_shared(low.b.module), offsets, total
+            return low.shared_pool
         gv = ir.GlobalVariable(low.b.module, ir.ArrayType(ir.IntType(8), total), "__fl_shared",
                                addrspace=SHARED)
         gv.linkage = "internal"
         gv.initializer = ir.Constant(gv.value_type, ir.Undefined)
         gv.align = 16
         gv.type = ir.PointerType(addrspace=SHARED)
-        low.shared_pool = gv, offsets
+        low.shared_pool = gv, offsets, 0
     return low.shared_pool
+
+
+def _dynamic_shared(module):
+    """The external zero-length ``__fl_dynamic_shared``: the block's dynamic shared memory,
+    whose size the launch gives (one symbol per kernel, as CUDA C's ``extern __shared__``)."""
+    gv = module.globals.get("__fl_dynamic_shared")
+    if gv is None:
+        gv = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), "__fl_dynamic_shared",
+                               addrspace=SHARED)
+        gv.linkage = "external"
+        gv.align = 16
+        gv.type = ir.PointerType(addrspace=SHARED)  # an opaque pointer, as array parameters have
+    return gv
 
 
 def _type_suffix(kind: str, dtype) -> str:
