@@ -12,14 +12,17 @@ S. Sengupta, J. Owens, "Parallel Prefix Sum (Scan) with CUDA" (GPU Gems 3, ch. 3
    ``t < CHUNKS``, that each sum has one writer).
 2. the chunk sums, 1/1024 of the data, are scanned by the same two kernels (recursively, until
    one chunk remains);
-3. ``scan_chunks``: one thread per element, a block per chunk: a warp scan with ``shuffle_up``
-   (Kogge-Stone, five steps), the block's warp totals scanned by every warp the same way, plus
-   the inclusive scan of the chunks before this one.
+3. ``scan_chunks``: a block of 256 threads per chunk, four elements per thread (thread t holds
+   element t of each quarter, so the loads are coalesced and four are in flight): a warp scan
+   of each quarter's 32-element segments with ``shuffle_up`` (Kogge-Stone, five steps), the
+   chunk's 32 segment totals scanned by one more warp scan, plus the inclusive scan of the
+   chunks before this one.
 
 Each element is read twice and written once. For 2^26 values that is five launches: both
-kernels over the data, both over its 65536 chunk sums, and one block over their 64 sums. The final write is ``out[i]`` at the thread's own index
-(``fl.DisjointSlice``), and shared memory is written only at the own slot and read after a
-barrier, so no unsafe code is needed. Integer sums wrap exactly as int32 on the host does, so
+kernels over the data, both over its 65536 chunk sums, and one block over their 64 sums. Every
+write is proved race-free without unsafe code: a thread's four elements of ``out`` and of the
+shared ``ends``, and the chunk sums of threads 0..3, are its own (the compiler enumerates the
+block's threads, ``passes/owners.py``), and shared memory is read only after a barrier. Integer sums wrap exactly as int32 on the host does, so
 the check against ``np.cumsum`` is exact.
 """
 from __future__ import annotations
@@ -34,8 +37,10 @@ try:
 except ImportError:
     from fearless.examples._common import Result, check, sizes, timed
 
-CHUNK = 1024                # elements per scan_chunks block, one per thread (at most 32 warps)
-WARPS = CHUNK // 32
+CHUNK = 1024                # elements per scan_chunks block
+SBLOCK = 256                # scan_chunks threads per block
+PER = CHUNK // SBLOCK       # scan_chunks elements per thread (loads in flight)
+WARPS = SBLOCK // 32        # PER * WARPS = 32 segments of 32 elements: one warp scans them
 RBLOCK = 256                # chunk_sums threads per block
 ITEMS = 16                  # chunk_sums loads per thread
 TILE = RBLOCK * ITEMS       # values per chunk_sums block
@@ -86,23 +91,34 @@ def warp_inclusive_scan(v, lane):
     return v
 
 
-@fl.kernel(contract=fl.Contract(dims=1, block=CHUNK))
+@fl.kernel(contract=fl.Contract(dims=1, block=SBLOCK))
 def scan_chunks(x: fl.Slice[i32], carry: fl.Slice[i32], out: fl.DisjointSlice[i32]):
     """out[i] = x[0] + ... + x[i] (wrapping), given ``carry``, the inclusive scan of the chunk
     sums (read at the chunk before this block's; unused when there is one chunk); launch over
-    len(x) threads."""
-    i = fl.thread.index_1d()
+    ceil(len(x) / CHUNK) * SBLOCK threads: a block per chunk, PER elements per thread."""
     t = fl.thread.index_in_block()
     lane = fl.warp.lane()
     b = fl.thread.block_index()
-    base = carry[b - 1] if b > 0 else fl.i32(0)  # loaded first, to overlap with x[i]
-    v = warp_inclusive_scan(x[i] if i < len(x) else fl.i32(0), lane)
+    base = b * CHUNK
+    n = len(x)
+    before_chunk = carry[b - 1] if b > 0 else fl.i32(0)  # loaded first, to overlap with x
+    # quarter q of the chunk is elements q * SBLOCK ..; thread t holds element t of each
+    vals = tuple(x[base + q * SBLOCK + t] if base + q * SBLOCK + t < n else fl.i32(0)
+                 for q in range(PER))
+    scans = tuple(warp_inclusive_scan(vals[q], lane) for q in range(PER))
     ends = fl.shared.array(CHUNK, i32)
-    ends[t] = v
+    for q in fl.static_range(PER):
+        ends[q * SBLOCK + t] = scans[q]
     fl.sync_threads()
-    total = ends[lane * 32 + 31] if lane < WARPS else fl.i32(0)  # warp `lane`'s total
+    # the chunk's PER * WARPS = 32 segments of 32 elements, in order: lane s reads segment s's
+    # total, and one more warp scan gives every segment the sum of the segments before it
+    total = ends[lane * 32 + 31]
     before = warp_inclusive_scan(total, lane) - total
-    out[i] = v + fl.warp.shuffle(before, fl.warp.index()) + base
+    for q in fl.static_range(PER):
+        i = base + q * SBLOCK + t
+        v = scans[q] + fl.warp.shuffle(before, q * WARPS + fl.warp.index()) + before_chunk
+        if i < len(out):
+            out[i] = v
 
 
 def scan(x: fl.Tensor, out: fl.Tensor | None = None) -> fl.Tensor:
@@ -114,11 +130,11 @@ def scan(x: fl.Tensor, out: fl.Tensor | None = None) -> fl.Tensor:
     if n == 0:
         return out
     if n <= CHUNK:
-        scan_chunks[scan_chunks.prepare(n)](x, x, out)  # one chunk: carry is never read
+        scan_chunks[scan_chunks.prepare(SBLOCK)](x, x, out)  # one chunk: carry is never read
         return out
     sums = fl.empty(-(-n // CHUNK), i32)
     chunk_sums[chunk_sums.prepare(-(-n // TILE) * RBLOCK)](x, sums)
-    scan_chunks[scan_chunks.prepare(n)](x, scan(sums), out)
+    scan_chunks[scan_chunks.prepare(-(-n // CHUNK) * SBLOCK)](x, scan(sums), out)
     return out
 
 

@@ -33,6 +33,7 @@ import math
 
 from fearless.ir.core import Function
 from fearless.ir.types import Access, Scalar, ThreadIndex
+from fearless.passes import owners
 from fearless.passes.common import params_by_value
 
 _UNSIGNED_MAX = {"u8": 255, "u16": 65535, "bool": 1}
@@ -117,7 +118,8 @@ class _Prover:
                         getattr(op.operands[1].type, "dtype", None) is not None and \
                         op.operands[1].type.dtype.name == "bool":
                     self.bool_facts[(ref, self.version[ref])] = self.facts_true(op.operands[1])
-            elif name in ("mem.load", "mem.atomic") and op.attrs.get("checked") and self.prove:
+            elif name in ("mem.load", "mem.atomic", "warp.ldmatrix") and \
+                    op.attrs.get("checked") and self.prove:
                 self.try_prove(op, facts)
             elif name == "mem.store" and self.prove:
                 self.try_prove(op, facts)
@@ -391,6 +393,12 @@ class _Prover:
         shape = self.defs[id(arr)].attrs["shape"] if shared else None
         if shared and not isinstance(shape, tuple):
             shape = (shape,)
+        if shared and shape[0] is not None and self._enumerated(op, shape):
+            op.attrs["checked"] = False
+            op.attrs["proved"] = True
+            return
+        if op.name == "warp.ldmatrix":
+            return
         need = set()
         for axis, idx in enumerate(indices):
             if not _is_i64(idx):
@@ -415,6 +423,31 @@ class _Prover:
         op.attrs["checked"] = False
         op.attrs["proved"] = True
         self.preconditions |= need
+
+    def _enumerated(self, op, shape) -> bool:
+        """Whether every thread of the contract's block that reaches ``op`` (an access of a
+        static shared array at indices computed from the thread's coordinates, constants and
+        constant-bound loop counters) stays in bounds, by evaluating the indices for each
+        (``passes/owners.py``); an ``ldmatrix`` row also needs its 8 elements inside and a
+        16-byte aligned start."""
+        if not self.block:
+            return False
+        try:
+            points, (blocks, offsets) = owners.Model(self, self.block).access(op)
+        except owners.Unproven:
+            return False
+        if blocks or offsets:
+            return False
+        row = 8 if op.name == "warp.ldmatrix" else 1
+        strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
+        itemsize = op.operands[0].type.dtype.itemsize
+        for _, element in points:
+            if any(not 0 <= e < n for e, n in zip(element, shape)) or \
+                    element[-1] + row > shape[-1]:
+                return False
+            if row > 1 and sum(e * s for e, s in zip(element, strides)) * itemsize % 16:
+                return False
+        return True
 
     def nonneg_atoms(self, value) -> frozenset:
         """Keys of the atoms of ``value``'s linear form known non-negative (for ``at_least``)."""

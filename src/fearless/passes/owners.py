@@ -62,7 +62,7 @@ def prove(prover, accesses: list[Operation], block: tuple | None, shared: bool):
     if not block:
         raise NoBlock("the launch contract fixes no exact block (fl.Contract(block=...)), so "
                        "the threads of a block cannot be enumerated")
-    model = _Model(prover, block)
+    model = Model(prover, block)
     forms = [model.access(op) for op in accesses]
     uniform = {f[1] for f in forms}
     if len(uniform) > 1:
@@ -122,7 +122,7 @@ def _check_blocks(uniform: tuple, dims: int) -> None:
                            f"each block owns its own range of elements")
 
 
-class _Model:
+class Model:
     """Thread coordinates of one block and the evaluation of index atoms over them."""
 
     def __init__(self, prover, block: tuple):
