@@ -196,15 +196,18 @@ def test_hgemm_main_loop_has_no_index_recomputation():
     """The contract's exact block makes %ntid.x a constant and %tid.x < block (so the ldmatrix
     checks, which fail only for threads outside the block, fold away); the async copies' checked
     addresses are the plain address or the array's base, so no row * stride is recomputed (no
-    64-bit multiply, no select of indices) per stage; all stages live in one shared global."""
+    64-bit multiply) per stage, and their failures are recorded after the stage's copies
+    (``mma.flush_errors``), out of the copies' basic block; all stages live in one shared
+    global."""
     ptx = hgemm_ptx()
     assert "%ntid" not in ptx and "%tid.y" not in ptx
     assert re.search(r"\.shared \.align 16 \.b8 __fl_shared\[49152\]", ptx)
     body = ptx[ptx.index("cp.async.wait_group 1"):ptx.rindex("cp.async.wait_group 1")]
     hot = "\n".join(line for line in body.splitlines()
                      if not line.strip().startswith(("//", "$L")))
-    assert "mul.lo.s64" not in hot.split("atom.")[0]
-    assert "selp.b64" not in hot.split("atom.")[0]
+    assert "mul.lo.s64" not in hot
+    # the copies' checks are recorded behind one branch per stage, after the copies
+    assert hot.count("cp.async.cg") == 16 and "atom." not in hot
 
 
 def test_hgemm_refuses_shapes_off_the_tile_grid():
@@ -215,6 +218,25 @@ def test_hgemm_refuses_shapes_off_the_tile_grid():
     c = fl.zeros(200 * 128, fl.f16)
     with pytest.raises(ContractError, match="len\\(a\\) // 128 \\* 128 == len\\(a\\)"):
         hgemm.hgemm[hgemm.hgemm.prepare(256)](a, b, c, 128)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_hgemm_reports_a_misaligned_source_after_the_stage(backend):
+    """The pipeline's copies record their failures behind one branch per stage (GPU: the
+    deferred path of ``mma.flush_errors``); a view of A one element in is misaligned."""
+    from examples import hgemm
+    rng = np.random.default_rng(3)
+    flat = (rng.random(128 * 64 + 1) - 0.5).astype(np.float16)  # A starts 2 bytes in
+    if backend == "cpu":
+        a = fl.asarray(flat[1:].reshape(128, 64))
+    else:  # a device view that keeps the offset (fl.asarray of host data copies it)
+        torch = pytest.importorskip("torch")
+        a = fl.asarray(torch.from_numpy(flat).cuda()[1:].view(128, 64))
+    b = fl.asarray((rng.random((64, 128)) - 0.5).astype(np.float16))
+    c = fl.zeros(128 * 128, fl.f16)
+    hgemm.hgemm[hgemm.hgemm.prepare(hgemm.launch_threads(hgemm.DEFAULT, 128, 128))](a, b, c, 128)
+    with pytest.raises(KernelBoundsError, match="misaligned"):
+        c.numpy()
 
 
 GOLDEN = {

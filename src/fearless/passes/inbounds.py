@@ -123,6 +123,8 @@ class _Prover:
                 self.try_prove(op, facts)
             elif name == "mem.store" and self.prove:
                 self.try_prove(op, facts)
+            elif name == "mem.async_copy" and self.prove:
+                self._prove_copy_destination(op)
             elif name == "scf.if":
                 self._if(op, facts)
             elif name in ("scf.for", "scf.while"):
@@ -448,6 +450,27 @@ class _Prover:
             if row > 1 and sum(e * s for e, s in zip(element, strides)) * itemsize % 16:
                 return False
         return True
+
+    def _prove_copy_destination(self, op) -> None:
+        """``dst_proved`` on an async copy whose destination chunk (the last index counts
+        ``size``-byte chunks) lies inside its static shared array for every thread of the block:
+        the copy then needs no branch around it."""
+        dst = op.operands[0]
+        shape = self.defs[id(dst)].attrs["shape"] if id(dst) in self.defs else None
+        if shape is None or not self.block:
+            return
+        shape = shape if isinstance(shape, tuple) else (shape,)
+        chunk = op.attrs["size"] // dst.type.dtype.itemsize
+        try:
+            points, (blocks, offsets) = owners.Model(self, self.block).access(op)
+        except owners.Unproven:
+            return
+        if blocks or offsets:
+            return
+        if all(0 <= e < n for _, element in points for e, n in zip(element[:-1], shape)) and \
+                all(0 <= element[-1] and (element[-1] + 1) * chunk <= shape[-1]
+                    for _, element in points):
+            op.attrs["dst_proved"] = True
 
     def nonneg_atoms(self, value) -> frozenset:
         """Keys of the atoms of ``value``'s linear form known non-negative (for ``at_least``)."""

@@ -38,6 +38,7 @@ class Lowering:
         self.loops: list[tuple] = []      # (continue block, break block)
         self.inlines: list = []           # exit blocks of scf.inline
         self.uses_libdevice = False
+        self.pending_errors: list = []  # deferred failed-check records (llvm/mma.py)
         self.checked = any(op.attrs.get("checked") for op in fn.walk()
                            if op.name in ("mem.load", "mem.atomic", "warp.ldmatrix",
                                           "mem.async_copy"))
@@ -134,7 +135,11 @@ class Lowering:
             rule = RULES.get(op.name)
             if rule is None:
                 raise InternalError(f"the llvm backend has no rule for {op.name}")
+            if op.regions or op.name.startswith("cf."):
+                mma.flush_errors(self)  # deferred checks are recorded on every path
             rule(self, op)
+        if not self.b.block.is_terminated:
+            mma.flush_errors(self)
 
     def v(self, value):
         return self.env[id(value)]

@@ -10,8 +10,9 @@ touch memory clobber it, so no load of shared memory moves across a wait.
 Checked forms (the bounds pass's ``checked``): an ldmatrix row that is out of bounds or not
 16-byte aligned reads row 0 of the array instead; an async copy whose source chunk is out of
 bounds or misaligned copies zeros (``src_size`` 0); both record the first event in the error
-word (a misalignment as axis 7 with ``offset * 32 + alignment``). A destination chunk outside
-the shared array is skipped, as a store past the end is.
+word (a misalignment as axis 7 with ``offset * 32 + alignment``); a run of async copies records
+behind one branch (``flush_errors``). A destination chunk outside the shared array is skipped,
+as a store past the end is, unless the bounds pass proved every thread's chunk inside.
 """
 from __future__ import annotations
 
@@ -53,13 +54,31 @@ def _pack(low, op):
     low.set(op, b.or_(lo, b.shl(hi, ir.Constant(I32, 16))))
 
 
-def _record(low, site: int, axis, index) -> None:
-    """First error of the launch: (site * 8 + axis, index) into the error word."""
+def _record_code(low, code, index) -> None:
+    """First error of the launch: (code = site * 8 + axis, index) into the error word."""
     b = low.b
-    code = b.add(ir.Constant(I64, site * 8), axis)
     old = b.cmpxchg(low.error_word, ir.Constant(I64, 0), code, "monotonic", "monotonic")
     with b.if_then(b.extract_value(old, 1)):
         b.store(index, b.gep(low.error_word, [ir.Constant(I64, 1)], source_etype=I64))
+
+
+def flush_errors(low) -> None:
+    """Record the first failed check among the deferred ones (program order), behind one
+    branch. The lowering calls it before any op with regions or a jump and at the end of each
+    region, so the checks of a pipeline stage's copies cost one branch, not one each: a branch
+    between the copies would split the basic block that ptxas schedules them in."""
+    pending, low.pending_errors = low.pending_errors, []
+    if not pending:
+        return
+    b = low.b
+    bad_any, code, index = None, None, None
+    for good, code_k, index_k in reversed(pending):  # the earliest failure wins
+        bad = b.not_(good)
+        code = code_k if code is None else b.select(bad, code_k, code)
+        index = index_k if index is None else b.select(bad, index_k, index)
+        bad_any = bad if bad_any is None else b.or_(bad_any, bad)
+    with b.if_then(bad_any, likely=False):
+        _record_code(low, code, index)
 
 
 def _row_check(low, arr, indices, width: int):
@@ -80,9 +99,10 @@ def _row_check(low, arr, indices, width: int):
     return ok, axis, bad
 
 
-def _checked_address(low, op, arr, indices, width: int, align: int):
+def _checked_address(low, op, arr, indices, width: int, align: int, defer: bool = False):
     """The i64 address of ``arr[indices]`` (a ``width``-element row), or of element 0 when the
-    row is out of bounds or misaligned, and whether it was good; records the first error."""
+    row is out of bounds or misaligned, and whether it was good; records the first error (with
+    ``defer``, at the next ``flush_errors``)."""
     b = low.b
     ok, axis, bad = _row_check(low, arr, indices, width)
     zero = ir.Constant(I64, 0)
@@ -92,11 +112,17 @@ def _checked_address(low, op, arr, indices, width: int, align: int):
     aligned = b.icmp_unsigned("==", b.and_(addr, ir.Constant(I64, align - 1)), zero)
     good = b.and_(ok, aligned)
     if op.attrs.get("checked"):
-        with b.if_then(b.not_(good), likely=False):
+        def report():
             offset = b.and_(addr, ir.Constant(I64, 4095))
             misaligned = b.add(b.mul(offset, ir.Constant(I64, 32)), ir.Constant(I64, align))
-            _record(low, op.attrs["site"], b.select(ok, ir.Constant(I64, MISALIGNED), axis),
+            return (b.add(ir.Constant(I64, op.attrs["site"] * 8),
+                          b.select(ok, ir.Constant(I64, MISALIGNED), axis)),
                     b.select(ok, misaligned, bad))
+        if defer:  # recorded by flush_errors, one branch for a run of copies
+            low.pending_errors.append((good, *report()))
+        else:
+            with b.if_then(b.not_(good), likely=False):
+                _record_code(low, *report())
     base = b.ptrtoint(low.address(arr, [zero] * len(indices)), I64)
     return b.select(good, addr, base), good
 
@@ -123,25 +149,35 @@ def _ldmatrix(low, op):
 def _async_copy(low, op):
     b = low.b
     nd = op.attrs["ndst"]
-    size, cache = op.attrs["size"], op.attrs["cache"]
-    dst = low.v(op.operands[0])
-    src = low.v(op.operands[1 + nd])
-    e = size // dst.ty.dtype.itemsize
+    e = op.attrs["size"] // low.v(op.operands[0]).ty.dtype.itemsize
     didx = [low.v(v) for v in op.operands[1:1 + nd]]
     didx[-1] = b.mul(didx[-1], ir.Constant(I64, e))
+    if op.attrs.get("dst_proved"):  # passes/inbounds.py: every thread's chunk is inside
+        _copy(low, op, didx, e, defer=True)
+        return
+    dst = low.v(op.operands[0])
+    with b.if_then(_row_check(low, dst, didx, e)[0]):  # a chunk outside is skipped
+        _copy(low, op, didx, e, defer=False)
+
+
+def _copy(low, op, didx, e: int, defer: bool) -> None:
+    """The ``cp.async`` itself; a checked source copies zeros when out of bounds or
+    misaligned. ``defer``: its check is recorded at the next ``flush_errors`` (only where the
+    copy is not itself under a branch, whose values would not reach the flush)."""
+    b = low.b
+    nd, size, cache = op.attrs["ndst"], op.attrs["size"], op.attrs["cache"]
+    dst, src = low.v(op.operands[0]), low.v(op.operands[1 + nd])
     sidx = [low.v(v) for v in op.operands[2 + nd:]]
-    dok, _, _ = _row_check(low, dst, didx, e)
-    with b.if_then(dok):  # a chunk outside the shared array is skipped
-        daddr = b.ptrtoint(low.address(dst, didx), I64)
-        if op.attrs.get("checked"):
-            saddr, good = _checked_address(low, op, src, sidx, e, size)
-            src_size = b.select(good, ir.Constant(I32, size), ir.Constant(I32, 0))
-            _asm(b, ir.VoidType(), [daddr, saddr, src_size],
-                 f"cp.async.{cache}.shared.global [$0], [$1], {size}, $2;", "l,l,r", memory=True)
-        else:
-            saddr = b.ptrtoint(low.address(src, sidx), I64)
-            _asm(b, ir.VoidType(), [daddr, saddr],
-                 f"cp.async.{cache}.shared.global [$0], [$1], {size};", "l,l", memory=True)
+    daddr = b.ptrtoint(low.address(dst, didx), I64)
+    if op.attrs.get("checked"):
+        saddr, good = _checked_address(low, op, src, sidx, e, size, defer=defer)
+        src_size = b.select(good, ir.Constant(I32, size), ir.Constant(I32, 0))
+        _asm(b, ir.VoidType(), [daddr, saddr, src_size],
+             f"cp.async.{cache}.shared.global [$0], [$1], {size}, $2;", "l,l,r", memory=True)
+    else:
+        saddr = b.ptrtoint(low.address(src, sidx), I64)
+        _asm(b, ir.VoidType(), [daddr, saddr],
+             f"cp.async.{cache}.shared.global [$0], [$1], {size};", "l,l", memory=True)
 
 
 def _async_commit(low, op):
