@@ -95,3 +95,33 @@ def four_writers_per_block(x: fl.Slice[f32], sums: fl.DisjointSlice[f32]):
     c = fl.thread.block_index() * 4 + t
     if t < 5 and c < len(sums):  # five threads for four elements per block
         sums[c] = x[c]
+
+
+@fl.kernel(contract=fl.Contract(dims=1, block=32))
+def rotate_then_read_own(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+    t = fl.thread.index_in_block()
+    i = fl.thread.index_1d()
+    s = fl.shared.array(32, f32)
+    s[(t + 1) % 32] = x[i]  # lands in the next thread's own slot
+    out[i] = s[t]           # so this reads another thread's write: a barrier is needed
+
+
+@fl.kernel(contract=fl.Contract(dims=1, block=8))
+def wraps_around(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+    t = fl.thread.index_in_block()
+    out[fl.thread.block_index() * 4611686018427387904 + t] = x[0]  # 2^62: block 4 wraps to 0
+
+
+@fl.kernel(contract=fl.Contract(dims=1, block=8))
+def guard_overflows(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+    t = fl.thread.index_in_block()
+    if t * 4611686018427387904 < 1:  # true for t = 0 and, after wrapping, for t = 2, 4, 6
+        out[fl.thread.block_index() * 8] = x[0]
+
+
+@fl.kernel(contract=fl.Contract(dims=1, block=8))
+def reversed_in_block(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+    t = fl.thread.index_in_block()
+    j = fl.thread.block_index() * 8 + (-t + 7)
+    if j < len(out) and j < len(x):
+        out[j] = x[j] + 2.0

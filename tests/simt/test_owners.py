@@ -52,6 +52,27 @@ def test_a_guard_on_the_thread_index_leaves_one_writer_per_block(backend):
     np.testing.assert_array_equal(sums.numpy(), x[:20] * np.float32(3))
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_unary_minus_in_an_index(backend):
+    x = np.random.default_rng(5).random(40, np.float32)
+    out = fl.full(40, np.nan, fl.f32)
+    k.reversed_in_block[k.reversed_in_block.prepare(40)](fl.asarray(x), out)
+    np.testing.assert_array_equal(out.numpy(), x + np.float32(2))
+
+
+def test_reading_the_own_slot_after_a_computed_write_needs_a_barrier():
+    with pytest.raises(SafetyError, match="this reads another thread's slot of 's', written on "
+                                          "line \\d+ with no barrier in between"):
+        k.rotate_then_read_own[k.rotate_then_read_own.prepare(32)](fl.zeros(32), fl.zeros(32))
+
+
+@pytest.mark.parametrize("name", ["wraps_around", "guard_overflows"])
+def test_index_arithmetic_that_wraps_is_not_enumerated(name):
+    kern = getattr(k, name)
+    with pytest.raises(SafetyError, match="computed integer"):
+        kern[kern.prepare(40)](fl.zeros(8), fl.zeros(8))
+
+
 def test_a_launch_with_too_few_blocks_is_refused():
     out = fl.zeros((64, 64), fl.f32)
     with pytest.raises(ContractError, match=r"the launch writes \(32, 64\) elements of 'out' but "

@@ -62,11 +62,17 @@ def _refuse(fn: Function, name: str, op, k: int, why: str | None):
     reason = _reason(op.name, got, ThreadIndex(ndim, k), k, ndim)
     if why and not isinstance(got, ThreadIndex):
         reason += f", and the compiler cannot prove that threads reach distinct elements: {why}"
+    if op.attrs.get("rmw"):
+        help = (f"several threads may update this element: declare '{name}' "
+                f"fl.AtomicSlice[T] and write {name}.add(i, v)")
+    elif why:  # the enumeration ran and found a collision or an unsupported index
+        help = ("give each thread its own elements: indices block_index(a) * B plus a part in "
+                "[0, B) computed from index_in_block, lane and constants that differs between "
+                "threads; or write through fl.AtomicSlice / fl.UnsafeSlice")
+    else:
+        help = _help(ndim)
     raise SafetyError(reason, kernel=fn.name, param=name,
-                      span=spans[k] if spans else op.span,
-                      help=(f"several threads may update this element: declare "
-                            f"'{name}' fl.AtomicSlice[T] and write {name}.add(i, v)")
-                      if op.attrs.get("rmw") else _help(ndim))
+                      span=spans[k] if spans else op.span, help=help)
 
 
 def _reason(opname: str, got, want: ThreadIndex, k: int, ndim: int) -> str:

@@ -118,10 +118,9 @@ class _Prover:
                         getattr(op.operands[1].type, "dtype", None) is not None and \
                         op.operands[1].type.dtype.name == "bool":
                     self.bool_facts[(ref, self.version[ref])] = self.facts_true(op.operands[1])
-            elif name in ("mem.load", "mem.atomic", "warp.ldmatrix") and \
-                    op.attrs.get("checked") and self.prove:
-                self.try_prove(op, facts)
-            elif name == "mem.store" and self.prove:
+            elif self.prove and (name == "mem.store" or (
+                    name in ("mem.load", "mem.atomic", "warp.ldmatrix") and
+                    op.attrs.get("checked"))):
                 self.try_prove(op, facts)
             elif name == "mem.async_copy" and self.prove:
                 self._prove_copy_destination(op)

@@ -28,6 +28,8 @@ from itertools import product
 from fearless.ir.core import Operation
 
 MAX_POINTS = 1 << 16   # threads x loop-counter values enumerated per access
+I64 = 1 << 63          # indices are i64: a value outside [-I64, I64) would wrap in the kernel
+MAX_SCALE = 1 << 31    # block_index * B stays far below 2^63 for every grid (< 2^31 blocks)
 _EVAL = {
     "arith.add": lambda a, b: a + b, "arith.sub": lambda a, b: a - b,
     "arith.mul": lambda a, b: a * b, "arith.min": min, "arith.max": max,
@@ -155,17 +157,20 @@ class Model:
                     own.append((atom, coef))
                 else:  # the same in every thread of a block: an offset
                     offsets.append((axis, atom, coef))
-            if len(blocks) > 1 or (blocks and blocks[0][1] <= 0):
+            if len(blocks) > 1 or (blocks and not 0 < blocks[0][1] <= MAX_SCALE):
                 raise Unproven(f"index {axis} mixes block coordinates; each should appear once, "
-                               f"times a positive block size")
+                               f"times a positive block size up to 2^31")
             if blocks:
                 uniform.append((axis, blocks[0]))
             thread_forms.append((const, own))
         loops = sorted({c for _, own in thread_forms for atom, _ in own
                         for c in self.counters(atom)}, key=repr)
         ranges = [self.loop_range(c) for c in loops]
-        if len(self.threads) * _prod(len(r) for r in ranges) > MAX_POINTS:
-            raise Unproven("too many thread and loop-counter combinations to enumerate")
+        count = len(self.threads) * _prod(len(r) for r in ranges)
+        if count > MAX_POINTS:
+            raise Unproven(f"{len(self.threads)} threads x {count // len(self.threads)} "
+                           f"loop-counter values = {count} cases to enumerate, more than "
+                           f"{MAX_POINTS}")
         guards = self.guards(op)
         points = []
         for thread in self.threads:
@@ -174,8 +179,7 @@ class Model:
                 if not all(self._eval_form(form, thread, env) < bound
                            for form, bound in guards):
                     continue  # this thread never makes this access
-                element = tuple(const + sum(coef * self.eval(atom, thread, env)
-                                            for atom, coef in own)
+                element = tuple(self._eval_form((const, own), thread, env)
                                 for const, own in thread_forms)
                 points.append((thread, element))
         return points, (tuple(sorted(uniform)), tuple(sorted(offsets, key=repr)))
@@ -212,7 +216,7 @@ class Model:
 
     def _eval_form(self, form, thread, env) -> int:
         const, terms = form
-        return const + sum(k * self.eval(a, thread, env) for a, k in terms)
+        return _i64(const + sum(k * self.eval(a, thread, env) for a, k in terms))
 
     def form(self, value, depth: int = 0):
         """``prover.linear(value)`` with locals replaced by the linear form of the value their
@@ -306,8 +310,8 @@ class Model:
         if stored is not None:
             const, terms = self.form(stored)
             parts = [self._eval(_strip(a), thread, env) for a, _ in terms]
-            return None if None in parts else const + sum(
-                k * p for (_, k), p in zip(terms, parts))
+            return None if None in parts else _i64(const + sum(
+                k * p for (_, k), p in zip(terms, parts)))
         ty, tx = thread
         if kind == "simt.thread_index" and dict(atom[1]).get("block"):
             attrs = dict(atom[1])
@@ -319,11 +323,23 @@ class Model:
             slot = ty * self.bx + tx
             return {"lane": slot % 32, "warp_index": slot // 32,
                     "block_dim": (self.bx, self.by)[dict(atom[1])["axis"]]}.get(reg)
+        if kind == "arith.neg" and len(atom[1]) == 1:
+            a = self._eval(atom[1][0], thread, env)
+            return None if a is None else _i64(-a)
         rule = _EVAL.get(kind) if isinstance(kind, str) else None
         if rule is None or len(atom[1]) != 2:
             return None
         a, b = (self._eval(part, thread, env) for part in atom[1])
-        return None if a is None or b is None else rule(a, b)
+        return None if a is None or b is None else _i64(rule(a, b))
+
+
+def _i64(value):
+    """``value`` (or None, unknown) when it is an i64, as the kernel computes the same number;
+    raises Unproven when it is not: the kernel's arithmetic would wrap."""
+    if value is not None and not -I64 <= value < I64:
+        raise Unproven("an index or guard would overflow 64 bits (the kernel's i64 arithmetic "
+                       "wraps), so the threads' elements cannot be enumerated")
+    return value
 
 
 def _strip(atom):

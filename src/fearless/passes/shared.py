@@ -95,6 +95,10 @@ class _Checker:
         self.fn = fn
         self.guards = inbounds.guard_facts(fn)
         self.owned, self.unowned = self.prove_owners(fn, block)
+        # arrays written at computed slots: another thread may write a thread's own slot t, so
+        # a read of s[t] is a read of another thread's slot there
+        self.computed = {id(op.operands[0]) for op in fn.walk()
+                         if id(op) in self.owned and not own_slot(op, op.operands[0])}
         self.varying = barriers.varying(fn)
         self.async_targets = {id(op.operands[0]): op for op in fn.walk()
                               if op.name == "mem.async_copy"}
@@ -263,7 +267,7 @@ class _Checker:
                                                  "and before this write" + _DISJOINT_HELP)
             _add(writes, key, write)
             return writes, reads, atomics, inflight
-        if own:
+        if own and key not in self.computed:
             return writes, reads, atomics, inflight
         read = self.read_record(op)
         other = next((w[0] for w in writes.get(key, ()) if not self.disjoint(w, read)),
