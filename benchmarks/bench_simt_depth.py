@@ -275,7 +275,7 @@ def bench_reduce(rep, clock, torch, copy) -> None:
         rep.row(f"reduce 2^28 f32 (examples.block_reduce, unroll={best['unroll']}, "
                 f"waves={best['waves']})", best, peers, "GB/s", 4 * REDUCE_N, copy,
                 ">= 90% copy, >= torch.sum")
-        default = variants.get("unroll=8 waves=2")
+        default = variants.get("unroll=8 waves=4")
         if default:
             rep.row("reduce 2^28 f32 (examples.block_reduce as shipped)", default, peers,
                     "GB/s", 4 * REDUCE_N, copy)

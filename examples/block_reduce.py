@@ -72,9 +72,10 @@ def make_block_reduce(unroll: int) -> fl.Kernel:
 block_reduce = make_block_reduce(UNROLL)
 
 
-def launch_threads(n: int, waves: int = 2) -> int:
+def launch_threads(n: int, waves: int = 4) -> int:
     """Threads to launch for ``n`` elements: ``waves`` x ``BLOCKS_PER_SM`` blocks per SM of the
-    current device, and no more blocks than there are elements to give them."""
+    current device, and no more blocks than there are elements to give them. Four waves were
+    the fastest on the H200 (benchmarks/RESULTS.md)."""
     blocks = max(1, min(fl.multiprocessor_count() * BLOCKS_PER_SM * waves, -(-n // BLOCK)))
     return blocks * BLOCK
 
