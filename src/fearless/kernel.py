@@ -203,7 +203,8 @@ class Kernel:
                 return compile_simt(self.captured, params, self._options(prove), None,
                                     "passes", self.contract)
             disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
-            key = cache.digest([VERSION, _llvm_version(), nvjitlink_version(), arch,
+            key = cache.digest([VERSION, cache.compiler_fingerprint(), _llvm_version(),
+                                nvjitlink_version(), arch,
                                 repr(types), self.bounds_checks, prove, self._contract_key(),
                                 *self.fingerprint()])
             hit = disk.get(key)
@@ -482,7 +483,8 @@ def _dump_meta(meta: dict) -> dict:
             "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())],
             "warp_full": meta.get("warp_full", False),
             "bounds_preconditions": [list(p) for p in meta.get("bounds_preconditions", ())],
-            "coverage": {k: v and [list(e) for e in v] for k, v in meta.get("coverage", {}).items()}}
+            "coverage": {k: v and [list(e) for e in v]
+                         for k, v in meta.get("coverage", {}).items()}}
 
 
 def _load_meta(meta: dict) -> dict:

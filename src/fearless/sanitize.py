@@ -75,8 +75,9 @@ def run_many(scripts: list[str], tools: tuple, args: list[str] | None = None, jo
         return 2
     exe = exe or find()
     if exe is None:
-        print("compute-sanitizer was not found (install the CUDA toolkit or set CUDA_HOME); "
-              "skipped", file=sys.stderr)
+        print(f"compute-sanitizer was not found (install the CUDA toolkit or set CUDA_HOME); "
+              f"skipped {len(scripts) * len(tools)} runs: {', '.join(scripts)} under "
+              f"{', '.join(tools)}", file=sys.stderr)
         return 0
     logs = Path(log_dir or tempfile.mkdtemp(prefix="fearless-sanitize-"))
     logs.mkdir(parents=True, exist_ok=True)

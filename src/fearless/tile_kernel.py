@@ -233,7 +233,7 @@ class TileKernel:
         (``fearless compile``) are found on a GPU machine without tileiras; each entry records
         the tileiras that built it, and a machine with another tileiras recompiles.
         """
-        return cache.digest([VERSION, "tile", arch, repr(types),
+        return cache.digest([VERSION, cache.compiler_fingerprint(), "tile", arch, repr(types),
                              repr(sorted(constants.items())), *self.fingerprint()])
 
     def _compile(self, types, constants, backend, arch) -> Compiled:

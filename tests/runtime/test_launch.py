@@ -169,6 +169,22 @@ def test_disk_cache_hits_and_editing_a_helper_recompiles(tmp_path, monkeypatch):
     assert len(entries()) == 2
 
 
+def test_a_changed_compiler_does_not_reuse_the_disk_cache(tmp_path, monkeypatch):
+    from fearless.runtime import cache
+    from fearless.runtime.module import nvjitlink_version
+    if nvjitlink_version() == "unavailable":
+        pytest.skip("nvJitLink is needed to build cubins")
+    kernel_module = sys.modules["fearless.kernel"]
+    monkeypatch.setattr(kernel_module, "CONFIG", Config(None, tmp_path / "cache", True,
+                                                        frozenset()))
+    types = (T.Array(f32, 1, T.Access.READ, True), T.Array(f32, 1, T.Access.DISJOINT, True))
+    entries = lambda: sorted(p.name for p in (tmp_path / "cache").rglob("*.json"))  # noqa: E731
+    _module(tmp_path / "f1.py", "f1", "v * 5.0").k.compile_for(types, "cuda", "sm_90")
+    monkeypatch.setattr(cache, "compiler_fingerprint", lambda: "another compiler")
+    _module(tmp_path / "f1.py", "f1b", "v * 5.0").k.compile_for(types, "cuda", "sm_90")
+    assert len(entries()) == 2  # the same kernel source, compiled again
+
+
 def test_cache_key_tells_apart_globals_bound_to_different_functions(tmp_path):
     keys = []
     for name, fn in (("ka", "math.acos"), ("kb", "math.acosh")):

@@ -41,9 +41,12 @@ def run(fn: Function, options) -> Function:
         try:
             coverage[name] = owners.prove(prover, accesses, getattr(options, "block", None),
                                           shared=False)
+        except owners.NoBlock:
+            op, k = bad[0]
+            _refuse(fn, name, op, k, None, block_level=_uses_block(prover, op.operands[1 + k]))
         except owners.Unproven as why:
             op, k = bad[0]
-            _refuse(fn, name, op, k, None if isinstance(why, owners.NoBlock) else str(why))
+            _refuse(fn, name, op, k, str(why))
     fn.attrs["coverage"] = coverage
     return fn
 
@@ -55,7 +58,22 @@ def _computed(op) -> list[int]:
             if index.type != ThreadIndex(ndim, k)]
 
 
-def _refuse(fn: Function, name: str, op, k: int, why: str | None):
+def _uses_block(prover, value) -> bool:
+    """Whether ``value`` is computed from the block's coordinates (block_index, index_in_block,
+    lane): an index the owners proof could check, given an exact block."""
+    def walk(key) -> bool:
+        if not isinstance(key, tuple) or not key:
+            return False
+        if key[0] == "simt.thread_index" and dict(key[1]).get("block"):
+            return True
+        if key[0] == "simt.special" and dict(key[1]).get("reg") in ("block_index", "lane",
+                                                                      "warp_index"):
+            return True
+        return any(walk(part) for part in key[1:] if isinstance(part, tuple))
+    return walk(prover.key(value)) or any(walk(atom) for atom, _ in prover.linear(value)[1])
+
+
+def _refuse(fn: Function, name: str, op, k: int, why: str | None, block_level: bool = False):
     ndim = op.operands[0].type.ndim
     spans = op.attrs.get("index_spans")
     got = op.operands[1 + k].type
@@ -69,6 +87,10 @@ def _refuse(fn: Function, name: str, op, k: int, why: str | None):
         help = ("give each thread its own elements: indices block_index(a) * B plus a part in "
                 "[0, B) computed from index_in_block, lane and constants that differs between "
                 "threads; or write through fl.AtomicSlice / fl.UnsafeSlice")
+    elif block_level:  # the proof needs the block's threads, which only a contract fixes
+        help = ("fix the block in the kernel's contract, fl.Contract(dims=..., block=...): "
+                "then indices built from block_index and index_in_block that give each thread "
+                "its own elements are checked and accepted")
     else:
         help = _help(ndim)
     raise SafetyError(reason, kernel=fn.name, param=name,

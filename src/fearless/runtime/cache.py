@@ -9,6 +9,7 @@ entry. The in-memory cache lives on each Kernel object.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -16,6 +17,19 @@ import tempfile
 from pathlib import Path
 
 FORMAT = "v1"
+
+
+@functools.lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """A digest of fearless's own Python sources, part of every disk-cache key: a changed
+    compiler (a new pass, a fixed proof) never reuses what an older one cached under the same
+    version number. Read once per process (a few milliseconds)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def digest(parts) -> str:
