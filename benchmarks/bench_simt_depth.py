@@ -21,8 +21,8 @@ Cases (each section fails alone: its traceback is printed and the run goes on):
   shared-memory SGEMM (16x16 tiles) where numba works. TFLOP/s.
 - hgemm: 8192^3 f16 with ``mma.sync`` from ``examples.hgemm`` (``hgemm(a, b, c)``, launched over
   ``(m, n)``) when that module exists, against cuBLAS (``torch.matmul``, f16).
-- softmax: ``examples.row_softmax`` has rows of exactly 256 (one thread per element, the contract
-  fixes the block), so it runs on 262144x256 f32 (the 2^26 elements of 8192x8192) against
+- softmax: ``examples.row_softmax`` has rows of exactly 256 (a warp per row, 8 elements per
+  lane), so it runs on 262144x256 f32 (the 2^26 elements of 8192x8192) against
   ``torch.softmax`` of the same shape; ``torch.softmax`` of 8192x8192 is shown for reference.
 - scan: inclusive prefix sum of 2^26 i32 (``examples.prefix_sum.scan``: chunk sums, their scan
   by recursion, the chunk scans; its allocations included) against
@@ -68,7 +68,8 @@ from examples.image_filter import photograph, sobel
 from examples.image_filter import reference as sobel_reference
 from examples.matrix_add import matrix_add
 from examples.prefix_sum import scan
-from examples.row_softmax import COLS as SM_COLS, ROWS as SM_ROWS, row_softmax
+from examples.row_softmax import COLS as SM_COLS, row_softmax
+from examples.row_softmax import launch_threads as softmax_threads
 from examples.saxpy import saxpy
 from examples.sgemm import sgemm
 from examples.transpose import launch_shape, transpose
@@ -436,9 +437,8 @@ def bench_hgemm(rep, clock, torch) -> None:
 
 
 def softmax_rows() -> int:
-    """Rows for row_softmax: 2^26 elements, capped by the 65535 blocks a grid's y axis allows
-    (the contract's block holds SM_ROWS rows)."""
-    return min(SQ * SQ // SM_COLS, 65535 * SM_ROWS)
+    """Rows for row_softmax: the 2^26 elements of 8192x8192 in rows of SM_COLS."""
+    return SQ * SQ // SM_COLS
 
 
 def bench_softmax(rep, clock, torch, copy) -> None:
@@ -446,7 +446,7 @@ def bench_softmax(rep, clock, torch, copy) -> None:
     tx = torch.randn(rows, SM_COLS, device="cuda") * 4
     tout = torch.empty_like(tx)
     x, out = fl.asarray(tx), fl.asarray(tout)
-    launch = row_softmax.prepare((rows, SM_COLS))
+    launch = row_softmax.prepare(softmax_threads(rows))
     peers = {}
     peer(rep, clock, peers, "torch.softmax", lambda: torch.softmax(tx, 1))
     try:
@@ -464,7 +464,7 @@ def bench_softmax(rep, clock, torch, copy) -> None:
         return e < 1e-5, e
     res = fearless_time(rep, clock, "row_softmax", lambda: row_softmax[launch](x, out), check)
     rep.row(f"row softmax {rows}x{SM_COLS} f32", res, peers, "GB/s", 8 * rows * SM_COLS, copy,
-            note="rows of 256: the example's contract")
+            note="rows of 256: the example's")
 
 
 def bench_scan(rep, clock, torch, copy) -> None:
@@ -505,7 +505,7 @@ def bench_bounds(rep, clock, torch) -> None:
         (f"sobel {photo.shape[0]}x{photo.shape[1]}", sobel, (tuple(photo.shape),),
          (fl.asarray(photo), fl.asarray(edges))),
         ("transpose 8192^2", transpose, (launch_shape((SQ, SQ)),), (a, m)),
-        (f"row_softmax {softmax_rows()}x256", row_softmax, ((smx.shape[0], SM_COLS),),
+        (f"row_softmax {softmax_rows()}x256", row_softmax, (softmax_threads(smx.shape[0]),),
          (fl.asarray(smx), fl.asarray(torch.empty_like(smx)))),
         ("block_reduce 2^28", block_reduce, (launch_threads(REDUCE_N),),
          (fl.asarray(big), total)),
@@ -576,7 +576,7 @@ def dry_run(rep: Report) -> int:
          lambda: (fl.asarray(tr), fl.full((45, 70), np.nan, f32)), last, tr.T, 0.0)
     sm = (rng.standard_normal((5, SM_COLS)) * 4).astype(np.float32)
     e = np.exp(sm - sm.max(1, keepdims=True).astype(np.float64))
-    both("row_softmax", row_softmax, ((5, SM_COLS),),
+    both("row_softmax", row_softmax, (softmax_threads(5),),
          lambda: (fl.asarray(sm), fl.full(sm.shape, np.nan, f32)), last,
          e / e.sum(1, keepdims=True), 2e-5, 1e-7)
     rh = rng.random(20000, np.float32)
