@@ -71,7 +71,7 @@ from examples.prefix_sum import scan
 from examples.row_softmax import COLS as SM_COLS, row_softmax
 from examples.row_softmax import launch_threads as softmax_threads
 from examples.saxpy import saxpy
-from examples.sgemm import sgemm
+from examples.sgemm import launch_shape as sgemm_shape, sgemm
 from examples.transpose import launch_shape, transpose
 from examples.vector_add import vector_add
 
@@ -370,7 +370,7 @@ def bench_sgemm(rep, clock, torch) -> None:
     tc = torch.empty(n, n, device="cuda")
     a, b, c = fl.asarray(ta), fl.asarray(tb), fl.asarray(tc)
     want = (ta.double() @ tb.double()).float()
-    launch = sgemm.prepare((n, n))
+    launch = sgemm.prepare(sgemm_shape(n, n))
     peers = {}
     peer(rep, clock, peers, "torch.matmul (no TF32)", lambda: torch.matmul(ta, tb))
     nb_launch, why = numba_sgemm()
@@ -594,7 +594,7 @@ def dry_run(rep: Report) -> int:
              np.bincount(part, minlength=BINS), 0.0)
     sa = rng.random((40, 24), np.float32) - 0.5
     sb = rng.random((24, 36), np.float32) - 0.5
-    both("sgemm", sgemm, ((40, 36),),
+    both("sgemm", sgemm, (sgemm_shape(40, 36),),
          lambda: (fl.asarray(sa), fl.asarray(sb), fl.full((40, 36), np.nan, f32)), last,
          sa.astype(np.float64) @ sb, 1e-5, 1e-6)
     kern, why = load_hgemm()
