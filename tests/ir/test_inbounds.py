@@ -69,6 +69,15 @@ def per_warp(x: fl.Slice[fl.u8], out: fl.DisjointSlice[f32]):
     out[i] = 0.0
 
 
+@fl.kernel(contract=fl.Contract(dims=2, block=(16, 16)))
+def slot_in_2d_block(x: fl.Slice[f32], out: fl.DisjointArray[f32, 2]):
+    r, c = fl.thread.index_2d()
+    s = fl.shared.array(16, f32)
+    v = s[fl.thread.index_in_block()]  # the linear slot reaches 255 in a 16 x 16 block
+    if r < out.shape[0] and c < out.shape[1]:
+        out[r, c] = v
+
+
 def passes(kernel, types):
     return kernel.inspect("passes", types)
 
@@ -152,3 +161,8 @@ def test_ptx_of_a_proven_kernel_matches_the_unchecked_one():
     body = lambda text: [ln.split()[0] for ln in text.splitlines() if ln.startswith("\t")
                          and not ln.startswith("\t.") and not ln.startswith("\t//")]
     assert len(body(proven)) == len(body(unchecked))
+
+
+def test_the_linear_slot_of_a_2d_block_is_bounded_by_all_its_threads():
+    text = passes(slot_in_2d_block, (T.Array(f32, 1, T.Access.READ, True), MO))
+    assert [a for _, a in loads(text)] == ["checked = True, site = 1"]

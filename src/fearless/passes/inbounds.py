@@ -317,14 +317,8 @@ class _Prover:
             return _UNSIGNED_MAX.get(dt.name) if dt is not None else None
         if op.name == "simt.index_value":
             return self.upper(op.operands[0])
-        if op.name == "simt.thread_index" and op.attrs.get("block") and self.block:
-            space, axis = op.attrs["space"], op.attrs["axis"]
-            along = 0 if space == 1 or axis == 1 else 1  # block is (x, y); 2-d axis 0 is y
-            return self.block[along] - 1 if along < len(self.block) else None
-        if op.name == "simt.special" and op.attrs.get("reg") == "lane":
-            return 31
-        if op.name == "simt.special" and op.attrs.get("reg") == "warp_index" and self.block:
-            return (math.prod(self.block) - 1) // 32
+        if op.name in ("simt.thread_index", "simt.special"):
+            return self._coordinate_upper(op.name, op.attrs)
         if op.name == "arith.add":
             a, b = (self.upper(v) for v in op.operands)
             return None if a is None or b is None else a + b
@@ -360,20 +354,28 @@ class _Prover:
         return const >= 0
 
     def _atom_upper(self, key):
-        """A constant bound ``atom <= bound`` from the contract's exact block, or None."""
+        """``upper`` of an atom, by its key (the block's coordinates only), or None."""
         if key[0] == "index":
             key = key[1]
-        if key[0] == "simt.thread_index" and self.block:
-            attrs = dict(key[1])
-            if not attrs.get("block"):
-                return None
-            if attrs["space"] == 1:
-                return math.prod(self.block) - 1
-            along = 0 if attrs["axis"] == 1 else 1  # block is (x, y); 2-d axis 0 is y
-            return self.block[along] - 1 if along < len(self.block) else 0
-        if key[0] == "simt.special" and dict(key[1]).get("reg") == "lane":
-            return 31
+        if key[0] in ("simt.thread_index", "simt.special"):
+            return self._coordinate_upper(key[0], dict(key[1]))
         return None
+
+    def _coordinate_upper(self, name: str, attrs) -> int | None:
+        """The largest value of a thread coordinate: its position in the contract's exact
+        block (the linear slot up to the block's threads - 1), the lane (31) or the warp."""
+        if name == "simt.special":
+            if attrs.get("reg") == "lane":
+                return 31
+            if attrs.get("reg") == "warp_index" and self.block:
+                return (math.prod(self.block) - 1) // 32
+            return None
+        if not attrs.get("block") or not self.block:
+            return None
+        if attrs["space"] == 1:
+            return math.prod(self.block) - 1
+        along = 0 if attrs["axis"] == 1 else 1  # block is (x, y); 2-d axis 0 is y
+        return self.block[along] - 1 if along < len(self.block) else 0
 
     def _atom_nonneg(self, key) -> bool:
         kind = key[0]
@@ -425,19 +427,24 @@ class _Prover:
         op.attrs["proved"] = True
         self.preconditions |= need
 
-    def _enumerated(self, op, shape) -> bool:
-        """Whether every thread of the contract's block that reaches ``op`` (an access of a
-        static shared array at indices computed from the thread's coordinates, constants and
-        constant-bound loop counters) stays in bounds, by evaluating the indices for each
-        (``passes/owners.py``); an ``ldmatrix`` row also needs its 8 elements inside and a
-        16-byte aligned start."""
+    def _block_points(self, op):
+        """[(thread, index tuple)] of every thread of the contract's block that reaches ``op``
+        (an access of a shared array at indices computed from the thread's coordinates,
+        constants and constant-bound loop counters; ``passes/owners.py``), or None."""
         if not self.block:
-            return False
+            return None
         try:
             points, (blocks, offsets) = owners.Model(self, self.block).access(op)
         except owners.Unproven:
-            return False
-        if blocks or offsets:
+            return None
+        return None if blocks or offsets else points
+
+    def _enumerated(self, op, shape) -> bool:
+        """Whether every thread that reaches ``op`` (``_block_points``) stays inside the static
+        ``shape``; an ``ldmatrix`` row also needs its 8 elements inside and a 16-byte aligned
+        start."""
+        points = self._block_points(op)
+        if points is None:
             return False
         row = 8 if op.name == "warp.ldmatrix" else 1
         strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
@@ -456,16 +463,11 @@ class _Prover:
         the copy then needs no branch around it."""
         dst = op.operands[0]
         shape = self.defs[id(dst)].attrs["shape"] if id(dst) in self.defs else None
-        if shape is None or not self.block:
+        points = self._block_points(op) if shape is not None else None
+        if points is None:
             return
         shape = shape if isinstance(shape, tuple) else (shape,)
         chunk = op.attrs["size"] // dst.type.dtype.itemsize
-        try:
-            points, (blocks, offsets) = owners.Model(self, self.block).access(op)
-        except owners.Unproven:
-            return
-        if blocks or offsets:
-            return
         if all(0 <= e < n for _, element in points for e, n in zip(element[:-1], shape)) and \
                 all(0 <= element[-1] and (element[-1] + 1) * chunk <= shape[-1]
                     for _, element in points):
