@@ -45,19 +45,34 @@ def command(exe: str, script: str, tool: str, args: list[str]) -> list[str]:
             "all", sys.executable, script, *args]
 
 
+def _gpu_env() -> dict:
+    """The scripts' environment: fearless on the GPU."""
+    return {**os.environ, "FEARLESS_BACKEND": "cuda"}
+
+
+def _executable(tools, exe: str | None, skipped: str) -> tuple[str | None, int]:
+    """(the compute-sanitizer to run, 0), or (None, the exit code) after saying why not: an
+    unknown tool (2) or no compute-sanitizer (0, ``skipped`` says what was skipped)."""
+    bad = [t for t in tools if t not in TOOLS]
+    if bad:
+        print(f"error: unknown tool {bad[0]!r}; tools: {', '.join(TOOLS)}", file=sys.stderr)
+        return None, 2
+    exe = exe or find()
+    if exe is None:
+        print(f"compute-sanitizer was not found (install the CUDA toolkit or set CUDA_HOME); "
+              f"skipped{skipped}", file=sys.stderr)
+        return None, 0
+    return exe, 0
+
+
 def run(script: str, tool: str = "memcheck", args: list[str] | None = None,
         exe: str | None = None) -> int:
     """Run ``script`` under the sanitizer; return its exit code (0: clean or skipped)."""
-    if tool not in TOOLS:
-        print(f"error: unknown tool {tool!r}; tools: {', '.join(TOOLS)}", file=sys.stderr)
-        return 2
-    exe = exe or find()
+    exe, stop = _executable((tool,), exe, "")
     if exe is None:
-        print("compute-sanitizer was not found (install the CUDA toolkit or set CUDA_HOME); "
-              "skipped", file=sys.stderr)
-        return 0
-    env = {**os.environ, "FEARLESS_BACKEND": "cuda"}
-    code = subprocess.run(command(exe, script, tool, args or []), env=env, check=False).returncode
+        return stop
+    code = subprocess.run(command(exe, script, tool, args or []), env=_gpu_env(),
+                          check=False).returncode
     if code == FINDING_EXIT:
         print(f"compute-sanitizer {tool} reported errors in {script}", file=sys.stderr)
     return code
@@ -69,19 +84,13 @@ def run_many(scripts: list[str], tools: tuple, args: list[str] | None = None, jo
     ``failed (exit code)`` per run with its log file (under ``log_dir``, default a new
     temporary directory). Returns 0 when every run was clean (or compute-sanitizer is missing:
     skipped), else the first non-zero exit code, ``FINDING_EXIT`` if any run had a finding."""
-    bad = [t for t in tools if t not in TOOLS]
-    if bad:
-        print(f"error: unknown tool {bad[0]!r}; tools: {', '.join(TOOLS)}", file=sys.stderr)
-        return 2
-    exe = exe or find()
+    exe, stop = _executable(tools, exe, f" {len(scripts) * len(tools)} runs: "
+                                        f"{', '.join(scripts)} under {', '.join(tools)}")
     if exe is None:
-        print(f"compute-sanitizer was not found (install the CUDA toolkit or set CUDA_HOME); "
-              f"skipped {len(scripts) * len(tools)} runs: {', '.join(scripts)} under "
-              f"{', '.join(tools)}", file=sys.stderr)
-        return 0
+        return stop
     logs = Path(log_dir or tempfile.mkdtemp(prefix="fearless-sanitize-"))
     logs.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "FEARLESS_BACKEND": "cuda"}
+    env = _gpu_env()
 
     def one(pair):
         script, tool = pair

@@ -23,6 +23,7 @@ every launch with that block. Other guards (``if i < len(out):``) are ignored: a
 """
 from __future__ import annotations
 
+import math
 from itertools import product
 
 from fearless.ir.core import Operation
@@ -113,7 +114,7 @@ def _coverage(forms, accesses, blocks: dict):
         if scale != len(values):
             return None
         extents.append((grid_axis, scale))
-    return tuple(extents) if len(reached) == _prod(e for _, e in extents) else None
+    return tuple(extents) if len(reached) == math.prod(e for _, e in extents) else None
 
 
 def _check_blocks(uniform: tuple, dims: int) -> None:
@@ -166,7 +167,7 @@ class Model:
         loops = sorted({c for _, own in thread_forms for atom, _ in own
                         for c in self.counters(atom)}, key=repr)
         ranges = [self.loop_range(c) for c in loops]
-        count = len(self.threads) * _prod(len(r) for r in ranges)
+        count = len(self.threads) * math.prod(len(r) for r in ranges)
         if count > MAX_POINTS:
             raise Unproven(f"{len(self.threads)} threads x {count // len(self.threads)} "
                            f"loop-counter values = {count} cases to enumerate, more than "
@@ -365,10 +366,3 @@ def _describe(atom) -> str:
     if kind == "param":
         return "a scalar parameter"
     return "a value"
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out

@@ -94,35 +94,35 @@ class _Checker:
     def __init__(self, fn: Function, block):
         self.fn = fn
         self.guards = inbounds.guard_facts(fn)
-        self.owned, self.unowned = self.prove_owners(fn, block)
-        # arrays written at computed slots: another thread may write a thread's own slot t, so
-        # a read of s[t] is a read of another thread's slot there
-        self.computed = {id(op.operands[0]) for op in fn.walk()
-                         if id(op) in self.owned and not own_slot(op, op.operands[0])}
+        # computed: arrays written at proved computed slots, where another thread may write a
+        # thread's own slot t, so a read of s[t] is a read of another thread's slot
+        self.owned, self.computed, self.unowned = self.prove_owners(fn, block)
         self.varying = barriers.varying(fn)
         self.async_targets = {id(op.operands[0]): op for op in fn.walk()
                               if op.name == "mem.async_copy"}
         self.loops: list[list] = []   # per loop: [break states, continue states]
 
     def prove_owners(self, fn: Function, block):
-        """(ids of stores proven to reach slots no other thread of the block writes, {array
-        id: why not}) for arrays written at computed slots (``passes/owners.py``)."""
+        """(ids of stores proven to reach slots no other thread of the block writes, ids of
+        their arrays, {array id: why not}) for arrays written at computed slots
+        (``passes/owners.py``)."""
         stores: dict[int, list] = {}
         for op in fn.walk():
             if op.name == "mem.store" and op.operands[0].type.access is Access.SHARED and \
                     not op.attrs.get("unsafe"):
                 stores.setdefault(id(op.operands[0]), []).append(op)
-        owned, unowned = set(), {}
+        owned, computed, unowned = set(), set(), {}
         for key, ops in stores.items():
             if all(own_slot(op, op.operands[0]) for op in ops):
                 continue
             try:
                 owners.prove(self.guards, ops, block, shared=True)
                 owned.update(id(op) for op in ops)
+                computed.add(key)
             except owners.Unproven as why:
                 if not isinstance(why, owners.NoBlock):
                     unowned[key] = str(why)
-        return owned, unowned
+        return owned, computed, unowned
 
     def fail(self, op: Operation, array, reason: str, help: str):
         spans = op.attrs.get("index_spans")
