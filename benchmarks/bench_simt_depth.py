@@ -61,7 +61,7 @@ import numpy as np
 import fearless as fl
 from fearless import f32, u32
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run_log, beside this script
-from run_log import RunLog  # noqa: E402
+from run_log import EventClock, RunLog  # noqa: E402
 from examples.block_reduce import block_reduce, launch_threads, make_block_reduce
 from examples.histogram import BINS, histogram, threads as hist_threads
 from examples.image_filter import photograph, sobel
@@ -92,20 +92,8 @@ def tiled_photo(tiles=HIST_TILES) -> np.ndarray:
 
 # -- timing ---------------------------------------------------------------------------------------
 
-class Clock:
+class Clock(EventClock):
     """Device milliseconds per call from CUDA events, host enqueue cost hidden behind a sleep."""
-
-    def __init__(self, torch):
-        self.torch = torch
-        s, e = self._event(), self._event()
-        s.record()
-        torch.cuda._sleep(20_000_000)
-        e.record()
-        e.synchronize()
-        self.cycles_per_ms = 20_000_000 / max(s.elapsed_time(e), 1e-3)
-
-    def _event(self):
-        return self.torch.cuda.Event(enable_timing=True)
 
     def __call__(self, fn) -> dict:
         """{"ms": median device ms per call, "n": calls per repetition, "host_bound": bool}."""

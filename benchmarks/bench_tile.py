@@ -60,7 +60,7 @@ from examples.tile_softmax import softmax
 from examples.tile_vector_add import add
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tile_peers, beside this script
-from run_log import RunLog  # noqa: E402
+from run_log import EventClock, RunLog  # noqa: E402
 from tile_peers import cutile_matmul, triton  # noqa: E402 - the Triton/cuTile peers
 if triton is not None:
     from tile_peers import tr_add, tr_layernorm, tr_matmul, tr_softmax
@@ -135,20 +135,8 @@ def run_once(make, part) -> np.ndarray:
 
 # -- timing --------------------------------------------------------------------------------------
 
-class Clock:
+class Clock(EventClock):
     """CUDA events on the legacy default stream, where torch and fearless both enqueue."""
-
-    def __init__(self, torch):
-        self.torch = torch
-        s, e = self._event(), self._event()
-        s.record()
-        torch.cuda._sleep(20_000_000)
-        e.record()
-        e.synchronize()
-        self.cycles_per_ms = 20_000_000 / max(s.elapsed_time(e), 1e-3)
-
-    def _event(self):
-        return self.torch.cuda.Event(enable_timing=True)
 
     def calls(self, call, n: int, reps: int | None = None) -> float:
         """Median ms per ``call()`` over repetitions of n calls (host cost included)."""

@@ -1,5 +1,6 @@
 """What the benchmark scripts share: a log that goes to the terminal and ``$OUT``, failures
-recorded with their tracebacks, and everything saved as one JSON file at the end."""
+recorded with their tracebacks, and everything saved as one JSON file at the end; and the base
+of their CUDA-event clocks."""
 from __future__ import annotations
 
 import json
@@ -36,3 +37,21 @@ class RunLog:
         if self.out_dir is not None:
             (self.out_dir / f"{self.name}.json").write_text(
                 json.dumps({**self.data, **self.extra()}, indent=1, default=str))
+
+
+class EventClock:
+    """CUDA events on the legacy default stream, where torch and fearless both enqueue, and
+    ``cycles_per_ms`` for ``torch.cuda._sleep``, which holds the GPU while the host enqueues a
+    repetition (so that host launch cost stays out of device times)."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        s, e = self._event(), self._event()
+        s.record()
+        torch.cuda._sleep(20_000_000)
+        e.record()
+        e.synchronize()
+        self.cycles_per_ms = 20_000_000 / max(s.elapsed_time(e), 1e-3)
+
+    def _event(self):
+        return self.torch.cuda.Event(enable_timing=True)
