@@ -9,8 +9,10 @@ kernel (``fl.f32(x)``); called on the host they return a NumPy scalar of that ty
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import Enum
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
@@ -137,3 +139,30 @@ def coerce(value):
     if value is bool:
         return bool_
     return from_numpy(value)
+
+
+def round_to(value, d: DType) -> float:
+    """The float of dtype ``d`` nearest the Python int or float ``value``: one rounding of the
+    exact value, ties to even, subnormals kept, ±inf past the largest finite; NaN and ±inf stay.
+
+    Going through NumPy would round twice for some inputs (a huge int through f64, f64 through
+    f32 for bfloat16 in ml_dtypes), so compile-time constants are rounded here, exactly.
+    Raises ValueError when ``d`` is not a float type.
+    """
+    if not d.is_float:
+        raise ValueError(f"round_to needs a float dtype, not {d}")
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    exact = Fraction(value)
+    if exact == 0:
+        return math.copysign(0.0, float(value))
+    info = ml_dtypes.finfo(d.numpy)
+    magnitude = abs(exact)
+    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    if Fraction(2) ** exponent > magnitude:
+        exponent -= 1  # now 2**exponent <= |value| < 2**(exponent + 1)
+    quantum = Fraction(2) ** (max(exponent, info.minexp) - info.nmant)
+    rounded = round(exact / quantum) * quantum  # round() of a Fraction: ties to even
+    if abs(rounded) > Fraction(float(info.max)):
+        return math.copysign(math.inf, rounded)
+    return float(rounded)

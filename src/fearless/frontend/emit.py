@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from fearless import dtypes
 from fearless.dtypes import DType
-from fearless.frontend.infer import (Const, Static, TupleValue, TypingError, const_fits, fold,
-                                     implicit_conversion_error, promote, promote_weak, weak_marker)
+from fearless.frontend.infer import (Const, Static, TupleValue, TypingError, const_fits,
+                                     constant_value, fold, implicit_conversion_error, promote,
+                                     promote_weak, weak_marker)
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Value
 
@@ -44,13 +45,8 @@ class Emitter:
     # values ---------------------------------------------------------------------------------
 
     def constant(self, value, dtype: DType) -> Value:
-        if dtype.is_bool:
-            value = bool(value)
-        elif dtype.is_int:
-            value = int(value)
-        else:
-            value = float(value)
-        return self.b.create("arith.constant", [], [T.Scalar(dtype)], {"value": value}).result
+        return self.b.create("arith.constant", [], [T.Scalar(dtype)],
+                             {"value": constant_value(value, dtype)}).result
 
     def dtype_of(self, fv):
         """The DType of a scalar operand, or a weak marker for a weak Const."""

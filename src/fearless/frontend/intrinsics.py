@@ -18,7 +18,7 @@ import numpy as np
 from fearless import dtypes
 from fearless.frontend import mma, prints, warps
 from fearless.frontend.emit import describe
-from fearless.frontend.infer import Const, Static, TupleValue, TypingError
+from fearless.frontend.infer import Const, Static, TupleValue, TypingError, cast_const
 from fearless.ir import types as T
 from fearless.ir.core import Value
 from fearless.simt import safety, shared, thread
@@ -191,7 +191,7 @@ def _cast(gen, dtype, args, node):
     _arity(gen, args, node, 1)
     (x,) = args
     if isinstance(x, Const):
-        return Const(dtype.numpy.type(x.value).item(), dtype)
+        return cast_const(x, dtype)
     return gen.emit.scalar(x, dtype)
 
 
@@ -344,8 +344,11 @@ def _python_cast(dtype):
         _arity(gen, args, node, 1)
         if dtype.is_bool:
             return gen.emit.truth(args[0])
-        if isinstance(args[0], Const):  # Python's own int()/float() of a literal
-            return Const((int if dtype.is_int else float)(args[0].value))
+        if isinstance(args[0], Const):  # Python's own int()/float() of a literal: weak
+            value = args[0].value
+            if dtype.is_int and not math.isfinite(value):
+                raise TypingError(f"int({value!r}) has no value", help="Python raises here too")
+            return Const((int if dtype.is_int else float)(value))
         return gen.emit.scalar(args[0], dtype)
     return handler
 
@@ -353,8 +356,9 @@ def _python_cast(dtype):
 def _where(gen, args, node):
     _arity(gen, args, node, 3)
     cond = gen.emit.truth(args[0])
-    if isinstance(cond, Const):
-        return args[1] if cond.value else args[2]
+    if isinstance(cond, Const):  # NumPy's result type still: both choices promoted
+        return gen.emit.scalar(args[1] if cond.value else args[2],
+                               gen.emit.common(args[1], args[2], "select"))
     return gen.emit.select(cond, args[1], args[2])
 
 
