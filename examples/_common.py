@@ -74,7 +74,7 @@ def sizes(gpu: int, cpu: int) -> int:
 
 
 def _ahead() -> bool:
-    from fearless.tile_kernel import compiling_ahead
+    from fearless.runtime.ahead import compiling_ahead
     return compiling_ahead()
 
 

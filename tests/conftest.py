@@ -2,7 +2,9 @@
 
 Plain tests run on the cpu backend (so CI and a GPU machine test the same thing); tests marked
 ``gpu`` run on the cuda backend and are skipped when no usable GPU is present. The cpu backend's
-race detector is on (``FEARLESS_RACECHECK=1``) unless the environment says otherwise.
+race detector is on (``FEARLESS_RACECHECK=1``) unless the environment says otherwise. With
+``FEARLESS_CROSS_COMPILE=sm_80,sm_90`` (as ``.ci/run`` sets) every kernel a test launches on the
+cpu backend is also compiled for those GPUs, and a failure fails that test.
 """
 from __future__ import annotations
 
@@ -14,10 +16,16 @@ import pytest
 
 os.environ.setdefault("FEARLESS_RACECHECK", "1")  # the race detector watches every cpu test
 
-from fearless.runtime import device  # noqa: E402 (after the environment is set)
+from fearless.config import CONFIG  # noqa: E402 (after the environment is set)
+from fearless.runtime import device  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # `import examples.<name>` from a source checkout
+
+
+def pytest_report_header(config):
+    archs = ", ".join(CONFIG.cross_compile) or "none (FEARLESS_CROSS_COMPILE)"
+    return f"fearless: cpu-backend kernels also compile for: {archs}"
 
 
 @pytest.fixture(autouse=True)

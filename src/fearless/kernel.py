@@ -32,7 +32,7 @@ from fearless.frontend.capture import MISSING, Captured, capture
 from fearless.frontend.spans import Span
 from fearless.ir import types as T
 from fearless.passes import PassOptions
-from fearless.runtime import cache, device, dispatch, launch as contracts
+from fearless.runtime import ahead, cache, device, dispatch, launch as contracts
 from fearless.runtime.contract import Contract
 from fearless.runtime.lazy import DeviceOperation
 from fearless.passes.shared import pooled_bytes
@@ -212,7 +212,8 @@ class Kernel:
                 ptx, cubin, meta = hit
                 return Compiled(self.name, types, ptx=ptx, cubin=cubin, meta=_load_meta(meta))
             compiled = compile_simt(self.captured, params, self._options(prove), arch, "cubin",
-                                    self.contract)
+                                    self.contract, resume=self._compiled.get((types, "cpu", None,
+                                                                              prove)))
             disk.put(key, compiled.ptx, compiled.cubin, _dump_meta(compiled.meta))
             return compiled
         except FearlessError as exc:
@@ -342,7 +343,12 @@ class Kernel:
         types = specialize(self.name, kinds, infos)
         names = [n for n, _ in kinds]
         if backend == "cpu":
-            return _Entry(types, names, self.compile_for(types, "cpu", None, prove), None)
+            compiled = self.compile_for(types, "cpu", None, prove)
+            for arch in ahead.archs():  # FEARLESS_CROSS_COMPILE, `fearless compile`
+                with ahead.compiling(self.name, types, arch):
+                    made = self.compile_for(types, "cuda", arch, prove)
+                ahead.record(self, types, {}, arch, made)
+            return _Entry(types, names, compiled, None)
         compiled = self.compile_for(types, "cuda", device.cuda_arch(), prove)
         loaded = load(self.name, compiled.cubin, compiled.ptx)
         loaded.pooled_shared = pooled_bytes(compiled.meta["shared"])
@@ -404,6 +410,8 @@ class Kernel:
         contracts.check_shared(self.name, launch, entry.compiled.meta.get("shared", ()),
                                self.contract)
         if backend == "cpu":
+            if ahead.compiling_ahead():
+                return (lambda stream: None), entry, tensors  # `fearless compile`: no run
             return (lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch,
                                                        entry.types, values, tensors, sites,
                                                        stream)), entry, tensors

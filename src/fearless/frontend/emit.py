@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from fearless import dtypes
 from fearless.dtypes import DType
-from fearless.frontend.infer import (Const, Static, TupleValue, TypingError, const_fits,
-                                     constant_value, fold, implicit_conversion_error, promote,
-                                     promote_weak, weak_marker)
+from fearless.frontend.infer import (Const, Static, TupleValue, TypingError, cast_const,
+                                     const_fits, constant_value, fold, implicit_conversion_error,
+                                     promote, promote_weak, weak_marker)
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Value
 
@@ -68,11 +68,7 @@ class Emitter:
                 if why:  # NumPy 2 (NEP 50) refuses a Python int its partner's type cannot hold
                     raise TypingError(why, help="cast the other operand to a wider type, "
                                                 "for example fl.i64(x)")
-            if target.is_bool and not isinstance(fv.value, bool):
-                return self.constant(fv.value != 0, target)
-            if target.is_int and isinstance(fv.value, float):
-                return self.constant(int(fv.value), target)
-            return self.constant(fv.value, target)
+            return self.constant(cast_const(fv, target).value, target)
         if isinstance(fv, Value) and isinstance(fv.type, T.ThreadIndex):
             fv = self.b.create("simt.index_value", [fv], [T.INDEX]).result
         if not (isinstance(fv, Value) and isinstance(fv.type, T.Scalar)):
@@ -98,7 +94,7 @@ class Emitter:
                 fv.dtype, target.dtype)
             if why:
                 raise TypingError(f"cannot assign {fv.value!r} to {what} ({target}): {why}")
-            return self.constant(fv.value, target.dtype)
+            return self.constant(cast_const(fv, target.dtype).value, target.dtype)
         v = self.scalar(fv)
         why = implicit_conversion_error(v.type.dtype, target.dtype)
         if why:

@@ -148,7 +148,8 @@ def call(gen: "FunctionGen", func, node):
     if getattr(obj, "__fearless_kernel__", False):
         raise gen.error(node.func, "a kernel cannot call another kernel",
                         help="decorate the callee with @fearless.func to inline it")
-    dtype = as_dtype(func)
+    # int(), float() and bool() are Python's (HANDLERS): of a literal they give a weak number
+    dtype = None if any(obj is t for t in (int, float, bool)) else as_dtype(func)
     if dtype is not None:
         return _cast(gen, dtype, args, node)
     handler = _handler(obj)
