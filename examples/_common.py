@@ -46,7 +46,7 @@ def check(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol=0.0) -
     ``|got - want| > atol + rtol * |want|``, else returns the worst error as a fraction of that
     bound (0 = exact, 1 = at the limit). ``atol`` may be an array (a per-element bound, for sums
     whose terms cancel)."""
-    if _ahead():
+    if compiling_ahead():
         return 0.0  # `fearless compile`: the kernels did not run, there is nothing to check
     got64, want64 = got.astype(np.float64), want.astype(np.float64)
     if got.shape != want.shape:
@@ -70,12 +70,13 @@ def sizes(gpu: int, cpu: int) -> int:
     which slows kernels down by orders of magnitude."""
     if os.environ.get("FEARLESS_EXAMPLE_SIZES") == "small":
         return cpu
-    return gpu if fl.current_backend() == "cuda" or _ahead() else cpu
+    return gpu if fl.current_backend() == "cuda" or compiling_ahead() else cpu
 
 
-def _ahead() -> bool:
-    from fearless.runtime.ahead import compiling_ahead
-    return compiling_ahead()
+def compiling_ahead() -> bool:
+    """True under ``fearless compile``: kernels compile for the GPU and run nothing."""
+    from fearless.runtime import ahead
+    return ahead.compiling_ahead()
 
 
 def timed_op(step, owned, repeat: int):
@@ -85,7 +86,7 @@ def timed_op(step, owned, repeat: int):
     t0 = time.perf_counter()
     owned = step(owned)
     first = (time.perf_counter() - t0) * 1e3
-    if _ahead():
+    if compiling_ahead():
         return owned, first, first  # `fearless compile`: one call compiles everything
     t0 = time.perf_counter()
     for _ in range(repeat):

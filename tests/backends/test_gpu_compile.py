@@ -95,7 +95,7 @@ def minmax_of_literals(x: fl.Slice[fl.f32], out: fl.DisjointSlice[fl.f32]):
 def where_with_constant_condition(y: fl.Slice[fl.u8], out: fl.DisjointSlice[fl.f64]):
     i = fl.thread.index_1d()
     if i < len(out):
-        out[i] = np.where(True, y[i], 2.5) * 2  # f64, as NumPy's: no u8 wrap-around
+        out[i] = np.where(True, y[i], 2.5) * 3  # f64, as NumPy's: no u8 wrap-around
 
 
 @fl.kernel
@@ -144,7 +144,7 @@ CASES = {
         python_casts_of_literals, (fl.i8, fl.f16), fl.f32,
         lambda x, h: (x + int(100.7)).astype(np.float32) + (h * float(3)).astype(np.float32)),
     "where_with_constant_condition": Case(where_with_constant_condition, (fl.u8,), fl.f64,
-                                          lambda y: np.where(True, y, 2.5) * 2),
+                                          lambda y: np.where(True, y, 2.5) * 3),
 }
 
 
