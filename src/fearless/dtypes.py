@@ -141,6 +141,12 @@ def coerce(value):
     return from_numpy(value)
 
 
+def int_range(d: DType) -> tuple[int, int]:
+    """The smallest and largest value of the integer dtype ``d``."""
+    info = np.iinfo(d.numpy)
+    return int(info.min), int(info.max)
+
+
 def round_to(value, d: DType) -> float:
     """The float of dtype ``d`` nearest the Python int or float ``value``: one rounding of the
     exact value, ties to even, subnormals kept, ±inf past the largest finite; NaN and ±inf stay.

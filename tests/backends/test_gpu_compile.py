@@ -1,10 +1,13 @@
 """Kernels the cpu backend ran while the GPU compile path crashed on them (issue 9, item 3).
 
 Each case runs on the cpu backend against an independent NumPy (or plain Python) reference,
-compiles through LLVM -> PTX -> cubin (nvJitLink, no GPU) for sm_80 and sm_90, and, with
-``pytest -m gpu``, runs on the GPU, which must agree with the cpu backend exactly.
+has its LLVM lowering run on this machine's CPU against the same reference (``host_llvm.py``:
+the values the GPU code computes, before the NVPTX backend), compiles through LLVM -> PTX ->
+cubin (nvJitLink, no GPU) for sm_80 and sm_90, and, with ``pytest -m gpu``, runs on the GPU,
+which must agree with the cpu backend exactly.
 Crash classes: a bool cast to an 8-bit integer stayed an ``i1`` ("Operands must be the same
-type, got (i8, i1)", "cannot store i1 to i8*", a select's assertion, invalid LLVM IR); float
+type, got (i8, i1)", "cannot store i1 to i8*", a select's assertion, invalid LLVM IR; and,
+where the types happened to meet, silently wrong values: i1 sums wrap, an i1 sign-extends); float
 constants that were not values of their dtype (``float too large to pack with e format``, bf16
 constants rounded twice); ``fl.i8(...)`` of a literal, ``min``/``max`` of two literals and
 ``int(inf)`` failing inside the frontend; ``int()``/``float()`` of a literal typed as a strong
@@ -26,6 +29,7 @@ import fearless as fl
 from fearless import dtypes
 from fearless.errors import CompileError
 from fearless.ir import types as T
+from tests.backends import host_llvm
 from tests.support import import_source, random_array
 
 N = 1000  # several blocks, and a partial last one
@@ -51,6 +55,20 @@ def bool_cast_selected(x: fl.Slice[fl.f32], y: fl.Slice[fl.u8], out: fl.Disjoint
     i = fl.thread.index_1d()
     if i < len(out):
         out[i] = np.where(x[i] > 1.0, fl.u8(x[i] < 3.0), y[i])
+
+
+@fl.kernel
+def bools_added_as_u8(x: fl.Slice[fl.f32], out: fl.DisjointSlice[fl.i32]):
+    i = fl.thread.index_1d()
+    if i < len(out):  # computed in i1 before the fix: 1 + 1 wrapped to 0
+        out[i] = fl.i32(fl.u8(x[i] > 0.0) + fl.u8(x[i] > -1.0)) * 64 + 1
+
+
+@fl.kernel
+def bool_through_i8_to_f32(x: fl.Slice[fl.f32], out: fl.DisjointSlice[fl.f32]):
+    i = fl.thread.index_1d()
+    if i < len(out):  # an i1 taken for a signed i8 converted True to -1.0 before the fix
+        out[i] = fl.f32(fl.i8(x[i] > 0.0))
 
 
 @fl.kernel
@@ -126,6 +144,12 @@ CASES = {
                                lambda x, y: np.where(x > 0.0, y, np.int8(0))),
     "bool_cast_selected": Case(bool_cast_selected, (fl.f32, fl.u8), fl.u8,
                                lambda x, y: np.where(x > 1.0, (x < 3.0).astype(np.uint8), y)),
+    "bools_added_as_u8": Case(
+        bools_added_as_u8, (fl.f32,), fl.i32,
+        lambda x: ((x > 0).astype(np.uint8) + (x > -1).astype(np.uint8)).astype(np.int32) * 64
+        + 1),
+    "bool_through_i8_to_f32": Case(bool_through_i8_to_f32, (fl.f32,), fl.f32,
+                                   lambda x: (x > 0).astype(np.int8).astype(np.float32)),
     "huge_int_against_f16": Case(huge_int_against_f16, (fl.f16,), fl.f32,
                                  lambda x: (1099511627776 >= x).astype(np.float32)),
     "bf16_times_overflowing_literal": Case(
@@ -172,6 +196,21 @@ def test_cpu_backend_matches_numpy(name):
         want = np.asarray(case.reference(*hosts)).astype(case.out.numpy)
     got = _run(case, hosts)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_llvm_lowering_run_on_this_cpu_matches_numpy(name):
+    case = CASES[name]
+    hosts = _inputs(case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = np.asarray(case.reference(*hosts)).astype(case.out.numpy)
+    out = np.full(N, 99 if not case.out.is_float else np.nan, case.out.numpy)
+    try:
+        host_llvm.run(case.kernel, _types(case), [*hosts, out], N)
+    except host_llvm.Unsupported as exc:
+        pytest.skip(str(exc))
+    np.testing.assert_array_equal(out, want)
 
 
 def _nvjitlink():

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fearless import dtypes
-from fearless.dtypes import DType, Kind
+from fearless.dtypes import DType, Kind, int_range
 from fearless.ir import types as T
 
 
@@ -166,8 +166,7 @@ def const_fits(c: Const, dst: DType) -> str | None:
     if dst.is_int:
         if isinstance(v, float):
             return f"{v!r} is not an integer; {dst} needs one"
-        lo, hi = ((-(1 << (dst.bits - 1)), (1 << (dst.bits - 1)) - 1) if dst.is_signed
-                  else (0, (1 << dst.bits) - 1))
+        lo, hi = int_range(dst)
         return None if lo <= int(v) <= hi else f"{v} does not fit in {dst}"
     return None
 
@@ -183,11 +182,6 @@ def constant_value(value, d: DType):
     return dtypes.round_to(value, d)
 
 
-def _int_range(d: DType) -> tuple[int, int]:
-    return ((-(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1) if d.is_signed
-            else (0, (1 << d.bits) - 1))
-
-
 def cast_const(c: Const, d: DType) -> Const:
     """``fl.<d>(c)`` of a compile-time number, folded with the semantics of ``arith.cast`` so
     that folding never changes a result: to bool, ``!= 0``; to a float, rounded once; a typed
@@ -199,7 +193,7 @@ def cast_const(c: Const, d: DType) -> Const:
         return Const(v != 0, d)
     if d.is_float:
         return Const(dtypes.round_to(v, d), d)
-    lo, hi = _int_range(d)
+    lo, hi = int_range(d)
     if isinstance(v, float) and not math.isfinite(v):
         if c.weak:
             raise TypingError(f"{v!r} has no {d} value",
