@@ -64,13 +64,17 @@ def check(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol=0.0) -
 def sizes(gpu: int, cpu: int) -> int:
     """The problem size for the current backend: GPUs get big enough to measure bandwidth.
 
-    ``fearless compile`` (kernels compile for the GPU but do not run) takes the GPU sizes, so
-    that the cubins it caches are the ones the GPU run asks for. ``FEARLESS_EXAMPLE_SIZES=small``
-    in the environment gives the CPU sizes on every backend: for runs under compute-sanitizer,
-    which slows kernels down by orders of magnitude."""
+    ``fearless compile`` (kernels compile for the GPU but do not run) compiles the cubins the GPU
+    run asks for: those depend on a size only through its divisibility by powers of two up to
+    16 (a tile kernel's layout facts; a SIMT kernel's not at all), so it takes the CPU size when
+    that has the same divisibility, else the GPU size. ``FEARLESS_EXAMPLE_SIZES=small`` in the
+    environment gives the CPU sizes on every backend: for runs under compute-sanitizer, which
+    slows kernels down by orders of magnitude."""
     if os.environ.get("FEARLESS_EXAMPLE_SIZES") == "small":
         return cpu
-    return gpu if fl.current_backend() == "cuda" or compiling_ahead() else cpu
+    if compiling_ahead():
+        return cpu if min(cpu & -cpu, 16) == min(gpu & -gpu, 16) else gpu
+    return gpu if fl.current_backend() == "cuda" else cpu
 
 
 def compiling_ahead() -> bool:
