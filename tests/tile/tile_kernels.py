@@ -135,3 +135,24 @@ def rmsnorm_rope(out: ft.Out[f16], x: ft.In[f16], w: ft.In[f16], cos: ft.In[f32]
     col = ft.reshape(ft.arange(bn), (1, bn))
     rotated = ft.where(col < half, x1 * c - x2 * s, x2 * c + x1 * s)
     out.store(ft.where(col < 2 * half, rotated.astype(f16), out.load()))
+
+
+# sums of 16-bit floats -----------------------------------------------------------------------
+
+@ft.kernel
+def row_sum(out: ft.Out, x: ft.In, n: ft.Const[int] = 1024):
+    t = ft.load(x, (out.tile_index[0], 0), (out.tile_shape[0], n))
+    out.store(ft.sum(t, 1, keepdims=True))
+
+
+@ft.kernel
+def row_sum_own_dtype(out: ft.Out, x: ft.In, n: ft.Const[int] = 1024):
+    t = ft.load(x, (out.tile_index[0], 0), (out.tile_shape[0], n))
+    out.store(t.sum(1, keepdims=True, acc_dtype=x.dtype))
+
+
+@ft.kernel
+def masked_row_max(out: ft.Out[f32], x: ft.In[f32], n: ft.Const[int] = 64):
+    t = ft.load(x, (out.tile_index[0], 0), (out.tile_shape[0], n))
+    keep = ft.reshape(ft.arange(n), (1, n)) % 3 != 0
+    out.store(ft.max(ft.where(keep, t, -float("inf")), 1, keepdims=True))
