@@ -245,7 +245,8 @@ def _branch(xh, flip):
 def test_store_and_load_back_in_both_branches(backend):
     xh = rand(300, 3)
     x = xh.astype(np.float64)
-    # negation, x + x and halving are exact in f32
+    # negation, x + x, * 4 and halving are exact in f32
+    np.testing.assert_array_equal(_branch(xh, 2), -x * 2)
     np.testing.assert_array_equal(_branch(xh, 1), -x * 0.5)
     np.testing.assert_array_equal(_branch(xh, 0), x)
 

@@ -108,6 +108,8 @@ def store_load_in_branch(out: ft.Out[f32], x: ft.In[f32], flip: int):
         out.store(-out.load())
     else:
         out.store(out.load() + t)
+    if flip > 1:  # a branch without else: its tokens leave through the if's results too
+        out.store(out.load() * 4.0)
     out.store(out.load() * 0.5)
 
 

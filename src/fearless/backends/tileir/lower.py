@@ -379,10 +379,10 @@ def _dim(low: Lowering, op):
 
 # Memory order. Tile IR orders two memory operations only through tokens ("the ordering between
 # any pair of memory operations is undefined unless connected by tokens", the Tile IR spec's
-# memory operations section). The launcher refuses an Out that overlaps any other argument or itself
-# (runtime/launch.check_arguments), so each Out tensor is its own alias set, and In tensors are
-# never written: their loads take the entry token and stay free to move. Per Out tensor two token
-# slots, as cuTile Python keeps per alias set (its _passes/token_order.py):
+# memory operations section). The launcher refuses an Out that overlaps itself or any other
+# argument (runtime/launch.check_arguments), so each Out tensor is its own alias set, and In
+# tensors are never written: their loads take the entry token and stay free to move. Per Out
+# tensor two token slots, as cuTile Python keeps per alias set (its _passes/token_order.py):
 #   (_LAST_STORE, t): the last store to t; a load waits for it (read after write);
 #   (_LAST_OP, t):    that store joined with every load of t since; a store waits for it (write
 #                     after read, write after write).
