@@ -566,7 +566,21 @@ class FunctionGen(ast.NodeVisitor):
 
     def visit_Call(self, node):
         func = self.visit(node.func)
+        if isinstance(func, Static) and func.obj is float and len(node.args) == 1 \
+                and not node.keywords and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            return self.float_of_text(node.args[0])
         return self.ctx.dialect.call(self, func, node)
+
+    def float_of_text(self, node):
+        """``float("inf")``, ``float("-inf")``, ``float("nan")``: a constant, as Python parses it
+        (the only place a kernel takes a string)."""
+        try:
+            return Const(float(node.value))
+        except ValueError:
+            raise self.error(node, f"float() of {node.value!r} is not a number",
+                             help='write float("inf"), float("-inf"), float("nan") or a number'
+                             ) from None
 
     def visit_Subscript(self, node):
         value = self.visit(node.value)
