@@ -25,6 +25,7 @@ from fearless.errors import AliasError, ArgumentTypeError, MovedError
 from fearless.runtime import interop, memory, ownership, stream
 from fearless.runtime.device import current_backend, cuda_device
 from fearless.runtime.partition import Partition, tile_shape_of
+from fearless.tracebacks import user_facing
 
 
 class Tensor:
@@ -135,6 +136,7 @@ class Tensor:
         return all(n == 1 or s == e for n, s, e in zip(self.shape, self.strides, expected))
 
     # -- host access -------------------------------------------------------------------------
+    @user_facing
     def numpy(self) -> np.ndarray:
         """A new C-contiguous host array with this shape and dtype (bf16: ml_dtypes.bfloat16).
 
@@ -155,6 +157,7 @@ class Tensor:
                           strides=self._byte_strides())
         return np.asarray(view, order="C")  # copies only a strided view; host is ours alone
 
+    @user_facing
     def host_view(self) -> np.ndarray:
         """cpu only: a NumPy view sharing this tensor's memory and strides (read-only when the
         wrapped array was, or while a pending operation reads this memory).
@@ -182,6 +185,7 @@ class Tensor:
         return tuple(s * self.itemsize for s in self.strides)
 
     # -- views -------------------------------------------------------------------------------
+    @user_facing
     def __getitem__(self, key) -> "Tensor":
         """Basic indexing (ints, slices with any nonzero step, one Ellipsis): a view, no copy.
 
@@ -219,6 +223,7 @@ class Tensor:
                       readonly=self.readonly, storage=self._storage)
 
     # -- ownership ---------------------------------------------------------------------------
+    @user_facing
     def partition(self, tile_shape) -> Partition:
         """Move this tensor into a Partition with tiles of ``tile_shape`` (an int or a tuple,
         one dimension >= 1 per axis, rank 1 to 3) for exclusive use as a kernel output.
@@ -287,6 +292,7 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor(shape={self.shape}, dtype={self.dtype}, backend={self.backend})"
 
+    @user_facing
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         """NumPy's conversion hook: ``numpy()`` (cast to ``dtype`` when given).
 
