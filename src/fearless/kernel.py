@@ -480,8 +480,11 @@ def _key_of(value) -> str:
     """How a value a kernel refers to enters the cache key."""
     if isinstance(value, (bool, int, float, tuple, np.generic, dtypes.DType)) or value is None:
         return f"{type(value).__name__}:{value!r}"
-    if isinstance(value, DeviceFunction):
-        return f"func:{value.captured.source}"
+    if isinstance(value, DeviceFunction):  # its defaults were evaluated when the def ran
+        fn = value.fn
+        defaults = [_key_of(d) for d in fn.__defaults__ or ()]
+        defaults += [f"{k}={_key_of(d)}" for k, d in (fn.__kwdefaults__ or {}).items()]
+        return f"func:{value.captured.source}:{','.join(defaults)}"
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     module = getattr(value, "__module__", None) or ""
     return f"{type(value).__name__}:{module}.{name}" if name else f"object:{type(value).__qualname__}"
@@ -493,8 +496,7 @@ def _llvm_version() -> str:
 
 
 def _dump_meta(meta: dict) -> dict:
-    sites = [(name, [s.filename, s.line, s.col, s.end_col, s.text]) for name, s in
-             meta["bounds_sites"]]
+    sites = [(name, s.to_json()) for name, s in meta["bounds_sites"]]
     return {"index_space": meta["index_space"], "bounds_sites": sites,
             "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())],
             "warp_full": meta.get("warp_full", False),
@@ -504,7 +506,7 @@ def _dump_meta(meta: dict) -> dict:
 
 
 def _load_meta(meta: dict) -> dict:
-    sites = tuple((name, Span(*span)) for name, span in meta["bounds_sites"])
+    sites = tuple((name, Span.from_json(span)) for name, span in meta["bounds_sites"])
     shared = tuple((n, tuple(shape) if shape is not None else None, d)
                    for n, shape, d in meta.get("shared", ()))
     return {"index_space": meta["index_space"], "bounds_sites": sites,
