@@ -55,13 +55,15 @@ run()
 """
 
 
-def run_script(tmp_path, source: str, **env) -> subprocess.CompletedProcess:
+def run_script(tmp_path, source: str, *args: str, **env) -> subprocess.CompletedProcess:
+    """``python user_script.py ARGS`` on the cpu backend, with this checkout's fearless."""
     script = tmp_path / "user_script.py"
     script.write_text(textwrap.dedent(source))
     environ = {k: v for k, v in os.environ.items() if not k.startswith("FEARLESS_")}
     environ.update(FEARLESS_BACKEND="cpu", PYTHONPATH=os.pathsep.join(
-        [SRC, environ.get("PYTHONPATH", "")]), **env)
-    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+        [SRC, environ.get("PYTHONPATH", "")]))
+    environ.update(env)
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
                           env=environ, timeout=300)
 
 
@@ -195,3 +197,50 @@ def test_an_internal_error_keeps_its_frames(monkeypatch):
     text = "".join(traceback.format_exception(info.value))
     assert any(f[0].endswith("kernel.py") and f[2] == "_compile" for f in fearless_frames(text))
     assert "KeyError: 'a bug in the compiler'" in text  # the cause, with its own frames
+
+
+# an error never synchronised, reported at exit --------------------------------------------------
+
+UNSYNCED = """\
+import sys
+import fearless as fl
+
+@fl.kernel
+def ahead(x: fl.Slice[fl.f32], out: fl.DisjointSlice[fl.f32]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = x[i + 1]
+
+ahead[ahead.prepare(8)](fl.ones(8), fl.zeros(8))
+print("the script's own output", flush=False)
+if sys.argv[1:] == ["raise"]:
+    raise RuntimeError("the script failed on its own")
+if sys.argv[1:] == ["exit"]:
+    sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize("how", ["end", "exit"])
+def test_an_error_reported_at_exit_makes_the_exit_status_non_zero(tmp_path, how):
+    proc = run_script(tmp_path, UNSYNCED, how)
+    assert proc.returncode == 1
+    assert proc.stdout == "the script's own output\n"  # flushed before the process ends
+    assert proc.stderr.startswith(
+        "fearless: at exit, an error from a kernel that was never synchronised:\n"
+        "KernelBoundsError: kernel 'ahead', parameter 'x': read out of bounds: index 8")
+
+
+@pytest.mark.gpu
+def test_an_error_reported_at_exit_on_the_gpu_makes_the_exit_status_non_zero(tmp_path):
+    proc = run_script(tmp_path, UNSYNCED, "end", FEARLESS_BACKEND="cuda")
+    assert proc.returncode == 1
+    assert "KernelBoundsError: kernel 'ahead', parameter 'x': read out of bounds: index 8" \
+        in proc.stderr
+
+
+def test_a_script_that_failed_keeps_its_own_traceback_and_status(tmp_path):
+    proc = run_script(tmp_path, UNSYNCED, "raise")
+    assert proc.returncode == 1
+    assert "RuntimeError: the script failed on its own" in proc.stderr
+    assert "fearless: at exit, an error from a kernel" in proc.stderr
+
