@@ -29,8 +29,10 @@ _STDLIB = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", 
 
 def _is_internal(frame) -> bool:
     """A frame of code in the fearless package (also code it generated, such as a dataclass
-    ``__init__``, whose globals are the package module's)."""
+    ``__init__``, whose globals are the package module's, and a module run with ``-m``)."""
     name = frame.f_globals.get("__name__") or ""
+    if name == "__main__":  # `python -m fearless.cli`
+        name = getattr(frame.f_globals.get("__spec__"), "name", "")
     return name == "fearless" or name.startswith("fearless.")
 
 
@@ -51,8 +53,13 @@ def hide_internal_frames(exc: BaseException) -> None:
     if not isinstance(exc, FearlessError) or isinstance(exc, InternalError) \
             or CONFIG.full_traceback:
         return
+    exc.__traceback__ = user_frames(exc.__traceback__)
+
+
+def user_frames(tb):
+    """Traceback ``tb`` relinked without fearless's frames (and the standard library's frames
+    that fearless called); for any exception (the CLI shows a user's script failing with it)."""
     kept, inside = [], False
-    tb = exc.__traceback__
     while tb is not None:
         if _is_internal(tb.tb_frame):
             inside = True
@@ -64,7 +71,7 @@ def hide_internal_frames(exc: BaseException) -> None:
     for tb in reversed(kept):
         tb.tb_next = trimmed
         trimmed = tb
-    exc.__traceback__ = trimmed
+    return trimmed
 
 
 def user_facing(fn):
