@@ -75,7 +75,14 @@ def user_frames(tb):
 
 
 def user_facing(fn):
-    """Decorator for a public entry point: user errors leave it without fearless's frames."""
+    """Decorator for a public entry point: user errors leave it without fearless's frames.
+
+    On a class it wraps ``__init__`` (a dataclass's generated one too: it validates in
+    ``__post_init__``)."""
+    if isinstance(fn, type):
+        fn.__init__ = user_facing(fn.__init__)
+        return fn
+
     @functools.wraps(fn)
     def boundary(*args, **kwargs):
         try:
