@@ -164,6 +164,10 @@ CASES = {
     "argument by keyword": (lambda: copy[copy.prepare(10)](fl.zeros(10), output=fl.zeros(10)),
                             ArgumentTypeError),
     "aliasing": (lambda: (lambda x: copy[copy.prepare(10)](x, x))(fl.zeros(10)), AliasError),
+    "a launch of another kernel": (lambda: bk.copy[bk.uses_2d.prepare((2, 5))](
+        fl.zeros(10), fl.zeros(10)), ContractError),
+    "a launch without a PreparedLaunch": (lambda: copy[10](fl.zeros(10), fl.zeros(10)),
+                                          LaunchError),
     "kernel called directly": (lambda: copy(fl.zeros(10), fl.zeros(10)), LaunchError),
     "raw launch outside unsafe": (lambda: copy.launch_raw(1, 10, fl.zeros(10), fl.zeros(10)),
                                   LaunchError),
