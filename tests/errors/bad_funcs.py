@@ -1,7 +1,7 @@
 """Kernels whose mistakes are inside device functions or in calls of them (for golden tests:
 line numbers matter, append new cases at the end)."""
 import fearless as fl
-from fearless import f32
+from fearless import f32, tile as ft
 
 
 @fl.func
@@ -103,3 +103,13 @@ def varargs(*vs):
 def star_parameter(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
     i = fl.thread.index_1d()
     out[i] = varargs(x[i])
+
+
+@fl.func
+def tile_plus_text(t):
+    return t + "text"
+
+
+@ft.kernel
+def tile_calls_bad(z: ft.Out[f32], x: ft.In[f32]):
+    z.store(tile_plus_text(ft.load_like(x, z)))

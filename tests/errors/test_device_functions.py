@@ -168,6 +168,14 @@ kernel 'unknown_keyword': 'leaky' has no parameter 'slop'
 54 |     out[i] = leaky(x[i], slop=0.2)
    |                          ^^^^^^^^
 help: did you mean 'slope'? (the signature is leaky(v, slope=0.1, *, bias=0.0))"""),
+    "tile_calls_bad": (CompileError, """\
+kernel 'tile_calls_bad': str constants are not supported in kernels
+   --> bad_funcs.py:110:16
+    |
+110 |     return t + "text"
+    |                ^^^^^^
+    = note: in device function 'tile_plus_text' (bad_funcs.py:109),
+            called from kernel 'tile_calls_bad' (bad_funcs.py:115)"""),
     "two_values": (CompileError, """\
 kernel 'two_values': 'leaky' got two values for parameter 'slope'
   --> bad_funcs.py:60:31
@@ -228,7 +236,10 @@ def test_diagnostics_in_and_around_device_functions(name):
     kernel = getattr(bf, name)
     cls, golden = GOLDEN[name]
     with pytest.raises(FearlessError) as info:
-        kernel[kernel.prepare(10)](fl.zeros(10), fl.zeros(10))
+        if isinstance(kernel, ft.TileKernel):
+            kernel(fl.zeros(1024).partition(256), fl.zeros(1024))
+        else:
+            kernel[kernel.prepare(10)](fl.zeros(10), fl.zeros(10))
     assert type(info.value) is cls
     assert text(info.value) == golden
     assert not INTERNAL.search(str(info.value))
