@@ -19,11 +19,14 @@ from __future__ import annotations
 import functools
 import os
 import sysconfig
+from collections.abc import Callable
+from typing import TypeVar, cast
 
 from fearless.config import CONFIG
 from fearless.errors import FearlessError, InternalError
 
 
+F = TypeVar("F", bound=Callable)
 _STDLIB = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib")})
 
 
@@ -74,7 +77,7 @@ def user_frames(tb):
     return trimmed
 
 
-def user_facing(fn):
+def user_facing(fn: F) -> F:
     """Decorator for a public entry point: user errors leave it without fearless's frames.
 
     On a class it wraps ``__init__`` (a dataclass's generated one too: it validates in
@@ -90,4 +93,4 @@ def user_facing(fn):
         except FearlessError as exc:
             hide_internal_frames(exc)
             raise
-    return boundary
+    return cast(F, boundary)

@@ -191,6 +191,20 @@ def test_the_traceback_object_holds_only_user_frames(name):
     assert frames(text)[0][0] == __file__  # this test's own frame leads
 
 
+def test_a_callback_fearless_calls_keeps_its_frame():
+    def callback(result):
+        x, out = result
+        copy[copy.prepare(10)](x, out)  # an eager launch inside a running operation
+
+    op = copy.op(copy.prepare(10), fl.zeros(10), fl.zeros(10)).then(callback)
+    with pytest.raises(LaunchError, match="inside a running") as info:
+        op.sync()
+    text = "".join(traceback.format_exception(info.value))
+    assert fearless_frames(text) == []
+    assert [f[2] for f in frames(text)] == [
+        "test_a_callback_fearless_calls_keeps_its_frame", "callback"]
+
+
 def test_an_internal_error_keeps_its_frames(monkeypatch):
     kernel_module = importlib.import_module("fearless.kernel")  # fl.kernel is the decorator
 

@@ -137,7 +137,7 @@ def _default_value(callee: "FunctionGen", param: str, value):
         a = cap.tree.args
         nodes = dict(zip([p.arg for p in a.posonlyargs + a.args][::-1], a.defaults[::-1]))
         nodes.update((p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None)
-        raise callee.error(nodes.get(param, cap.tree), f"the default of parameter '{param}' of "
-                                                   f"'{cap.name}': {exc}",
-                       help="a default is evaluated once, when the def runs: use a number, a "
-                            "tuple, a dtype or a function") from None
+        raise callee.error(nodes.get(param, cap.tree),
+                           f"the default of parameter '{param}' of '{cap.name}': {exc}",
+                           help="a default is evaluated once, when the def runs: use a number, "
+                                "a tuple, a dtype or a function") from None
