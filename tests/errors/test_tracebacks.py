@@ -17,9 +17,9 @@ import pytest
 import fearless as fl
 import fearless.tile as ft
 from fearless import f32
-from fearless.errors import (AliasError, ArgumentTypeError, CompileError, ContractError,
-                             FearlessError, InternalError, KernelBoundsError, LaunchError,
-                             MovedError, SafetyError)
+from fearless.errors import (AliasError, ArgumentTypeError, BackendError, CompileError,
+                             ContractError, FearlessError, InternalError, KernelBoundsError,
+                             LaunchError, MovedError, SafetyError)
 from fearless.ir import types as T
 from tests.errors import bad_kernels as bk
 
@@ -189,6 +189,16 @@ def test_the_traceback_object_holds_only_user_frames(name):
     text = "".join(traceback.format_exception(info.value))
     assert fearless_frames(text) == []
     assert frames(text)[0][0] == __file__  # this test's own frame leads
+
+
+def test_a_backend_error_shows_the_users_frame():
+    from fearless.runtime import device
+    if device.cuda_probe()[0]:
+        pytest.skip("a usable GPU: the cuda backend is not refused")
+    with pytest.raises(BackendError) as info:
+        fl.set_backend("cuda")
+    text = "".join(traceback.format_exception(info.value))
+    assert fearless_frames(text) == [] and frames(text)[0][0] == __file__
 
 
 def test_a_callback_fearless_calls_keeps_its_frame():

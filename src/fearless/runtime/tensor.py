@@ -467,6 +467,7 @@ def as_tensor(obj) -> Tensor | None:
     return _over(f.ptr, f.shape, f.strides, f.dtype, backend, f.owner, f.readonly)
 
 
+@user_facing
 def asarray(obj, dtype=None) -> Tensor:
     """``obj`` as a Tensor on the current backend, copying only when it must.
 
@@ -492,6 +493,7 @@ def asarray(obj, dtype=None) -> Tensor:
     return _from_host(np.asarray(obj, dtype=None if dt is None else dt.numpy), backend)
 
 
+@user_facing
 def empty(shape, dtype=dtypes.f32) -> Tensor:
     """An uninitialised tensor of ``shape`` (int or tuple) and ``dtype`` on the current backend."""
     dims, dt = _normalize_shape(shape), dtypes.coerce(dtype)
@@ -500,6 +502,7 @@ def empty(shape, dtype=dtypes.f32) -> Tensor:
     return _alloc(dims, dt)
 
 
+@user_facing
 def full(shape, value, dtype) -> Tensor:
     """A tensor of ``shape`` filled with ``value`` converted to ``dtype`` (NumPy's rules).
 
@@ -516,11 +519,13 @@ def full(shape, value, dtype) -> Tensor:
     return t
 
 
+@user_facing
 def zeros(shape, dtype=dtypes.f32) -> Tensor:
     """A tensor of ``shape`` filled with 0 of ``dtype`` on the current backend."""
     return full(shape, 0, dtype)
 
 
+@user_facing
 def ones(shape, dtype=dtypes.f32) -> Tensor:
     """A tensor of ``shape`` filled with 1 of ``dtype`` on the current backend."""
     return full(shape, 1, dtype)
