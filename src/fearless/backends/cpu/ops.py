@@ -63,14 +63,16 @@ def _erfc(x):
 def minimum_number(a, b):
     """IEEE 754-2019 minimumNumber: a NaN operand is ignored (NaN only when both are), and -0.0
     is below +0.0. NumPy's fmin returns either zero, by operand order and SIMD path."""
-    out = np.fmin(a, b)
+    with np.errstate(invalid="ignore"):  # ml_dtypes' bf16 fmin warns on NaN
+        out = np.fmin(a, b)
     zeros = (a == 0) & (b == 0)
     return np.where(zeros, np.where(np.signbit(a), a, b), out).astype(out.dtype)
 
 
 def maximum_number(a, b):
     """IEEE 754-2019 maximumNumber (see ``minimum_number``): +0.0 is above -0.0."""
-    out = np.fmax(a, b)
+    with np.errstate(invalid="ignore"):
+        out = np.fmax(a, b)
     zeros = (a == 0) & (b == 0)
     return np.where(zeros, np.where(np.signbit(a), b, a), out).astype(out.dtype)
 
