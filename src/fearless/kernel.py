@@ -447,8 +447,9 @@ class Kernel:
                                         kernel=self.name, param=name,
                                         help="convert it on the host, e.g. int(x), or declare "
                                              "the parameter as a float")
-            try:
-                out.append(ty.dtype.numpy.type(arg))
+            try:  # floats round once (dtypes.cast); an int that does not fit is refused
+                out.append(dtypes.cast(arg, ty.dtype) if ty.dtype.is_float
+                           else ty.dtype.numpy.type(arg))
             except (OverflowError, ValueError, TypeError) as exc:
                 raise ArgumentTypeError(f"{arg!r} does not fit {ty.dtype}: {exc}",
                                         kernel=self.name, param=name) from None

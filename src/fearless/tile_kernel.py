@@ -394,8 +394,8 @@ def _scalar_value(kernel: str, p: ScalarParam, arg, dt):
     if not dt.is_float and isinstance(arg, (float, np.floating)):
         raise ArgumentTypeError(f"got the float {arg!r} for a {dt} parameter", kernel=kernel,
                                 param=p.name)
-    try:
-        return dt.numpy.type(arg)
+    try:  # floats round once (dtypes.cast); an int that does not fit is refused
+        return dtypes.cast(arg, dt) if dt.is_float else dt.numpy.type(arg)
     except (OverflowError, ValueError, TypeError) as exc:
         raise ArgumentTypeError(f"{arg!r} does not fit {dt}: {exc}", kernel=kernel,
                                 param=p.name) from None

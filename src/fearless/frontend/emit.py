@@ -35,6 +35,17 @@ def describe(fv) -> str:
     return f"{type(obj).__name__} {name or ''}".strip()
 
 
+def constant_value(value, dtype: DType):
+    """The attribute of an ``arith.constant`` of ``dtype`` for a Python number: a bool, an int,
+    or a float already rounded to ``dtype`` (once, by ``dtypes.cast``), so that no backend rounds
+    it again."""
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_int:
+        return int(value)
+    return float(dtypes.cast(value, dtype))
+
+
 class Emitter:
     """Emits typed scalar arithmetic into ``builder``; raises TypingError on a rule violation."""
 
@@ -44,12 +55,7 @@ class Emitter:
     # values ---------------------------------------------------------------------------------
 
     def constant(self, value, dtype: DType) -> Value:
-        if dtype.is_bool:
-            value = bool(value)
-        elif dtype.is_int:
-            value = int(value)
-        else:
-            value = float(value)
+        value = constant_value(value, dtype)
         return self.b.create("arith.constant", [], [T.Scalar(dtype)], {"value": value}).result
 
     def dtype_of(self, fv):

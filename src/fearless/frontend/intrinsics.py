@@ -188,8 +188,8 @@ def _arity(gen, args, node, *counts):
 def _cast(gen, dtype, args, node):
     _arity(gen, args, node, 1)
     (x,) = args
-    if isinstance(x, Const):
-        return Const(dtype.numpy.type(x.value).item(), dtype)
+    if isinstance(x, Const):  # folded by the rules of a cast at run time
+        return Const(dtypes.cast(x.value, dtype).item(), dtype)
     return gen.emit.scalar(x, dtype)
 
 

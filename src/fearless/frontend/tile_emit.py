@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fearless import dtypes
 from fearless.dtypes import DType
-from fearless.frontend.emit import Emitter, describe
+from fearless.frontend.emit import Emitter, constant_value, describe
 from fearless.frontend.infer import Const, TypingError, const_fits, implicit_conversion_error
 from fearless.ir import types as T
 from fearless.ir.core import Value
@@ -162,6 +162,4 @@ class TileEmitter(Emitter):
 
 
 def _pyvalue(c: Const, dtype: DType):
-    if dtype.is_bool:
-        return bool(c.value)
-    return int(c.value) if dtype.is_int else float(c.value)
+    return constant_value(c.value, dtype)

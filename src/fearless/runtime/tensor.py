@@ -429,8 +429,9 @@ def _from_host(arr: np.ndarray, backend: str) -> Tensor:
 
 
 def _convert(t: Tensor, dt: dtypes.DType) -> Tensor:
-    """A copy of ``t`` cast to ``dt`` (NumPy casting rules), on ``t``'s backend."""
-    return _from_host(t.numpy().astype(dt.numpy), t.backend)
+    """A copy of ``t`` cast to ``dt`` (a kernel cast's rules: ``dtypes.convert``), on ``t``'s
+    backend."""
+    return _from_host(dtypes.convert(t.numpy(), dt), t.backend)
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
@@ -490,7 +491,10 @@ def asarray(obj, dtype=None) -> Tensor:
         # Through DLPack rather than NumPy's own conversion, which knows no bf16.
         f = interop.view_foreign(obj, -1)
         obj = _over(f.ptr, f.shape, f.strides, f.dtype, "cpu", f.owner, True).host_view()
-    return _from_host(np.asarray(obj, dtype=None if dt is None else dt.numpy), backend)
+    host = np.asarray(obj)
+    if dt is not None and host.dtype != dt.numpy:  # Python floats round once, even into bf16
+        host = dtypes.convert(host, dt)
+    return _from_host(host, backend)
 
 
 @user_facing

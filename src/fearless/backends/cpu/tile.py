@@ -7,7 +7,8 @@ parameters are NumPy views over the tensors' memory (an Out partition writable, 
 tile inside the tensor, as Tile IR's partition views do.
 
 f16/bf16 ``tile.mma`` multiplies in f32 and accumulates in f32, like the tensor cores; f32
-inputs multiply in f32 here (the GPU uses TF32, so its results may differ by about 1e-3 relative).
+inputs are first rounded to TF32 (10 significand bits, nearest even), as the GPU's tensor cores
+take them, so only the order of the f32 accumulation differs (docs/semantics.md).
 A ``tile.reduce`` sum adds in the dtype of its operand, rounding every partial sum to it (the
 frontend widens f16/bf16 sums to f32 unless ``acc_dtype`` says otherwise); the order of the
 additions is a balanced tree here and tileiras's choice on the GPU, so sums may differ between
@@ -164,8 +165,18 @@ def _tree_sum(x: np.ndarray, axis: int) -> np.ndarray:
 
 def _mma(block, op):
     a, b, acc = (block.value(v) for v in op.operands)
+    if a.dtype == np.float32:
+        a, b = _tf32(a), _tf32(b)
     work = np.float64 if acc.dtype == np.float64 else np.float32
     block.set(op, (a.astype(work) @ b.astype(work) + acc).astype(acc.dtype))
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """f32 values rounded to TF32's 10 significand bits (nearest, ties to even), kept as f32."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    rounded = (bits + np.uint32(0xFFF) + ((bits >> 13) & np.uint32(1))) & np.uint32(0xFFFFE000)
+    special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)  # inf and NaN stay
+    return np.where(special, bits, rounded).view(np.float32)
 
 
 def _for(block, op):
