@@ -14,6 +14,9 @@ compiler checks those, with errors that point at the source line.
 ``fearless/__init__.py`` and ``fearless.simt.params`` give type checkers these names in place
 of the runtime objects (under ``typing.TYPE_CHECKING``); the intrinsics' annotations use them.
 No method here runs: the compiler never calls them, and kernels never receive these objects.
+The price: to a checker ``fl.f16`` is ``float``, so host code reading a dtype's attributes
+(``fl.f16.numpy``, ``.itemsize``) is flagged; ``fearless.dtypes.f16`` (the same object) is typed
+as the DType it is, and ``tensor.dtype`` is one too.
 """
 from __future__ import annotations
 
