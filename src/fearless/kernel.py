@@ -289,14 +289,17 @@ class Kernel:
         return tuple(bound[n] for n in names)
 
     @user_facing
-    def launch_raw(self, grid, block, *args) -> None:
-        """Launch with a raw grid and block, skipping the contract checks. Only in fl.unsafe()."""
+    def launch_raw(self, grid, block, *args, shared: int = 0) -> None:
+        """Launch ``grid`` blocks of ``block`` threads (each an int or a tuple of 1 or 2 ints,
+        x first) with ``shared`` bytes of dynamic shared memory, skipping the contract: the
+        kernel's index space, exact block, coverage of the outputs and ``requires``. Only
+        inside ``with fl.unsafe():`` (LaunchError otherwise). Still checked: the geometry's
+        types and the device's limits (``runtime.launch.plan_raw``; ContractError), the
+        arguments (ArgumentTypeError, AliasError, MovedError) and shared memory."""
         if not in_unsafe():
             raise LaunchError("launch_raw skips the launch checks and needs `with fl.unsafe():`",
                               kernel=self.name, help=f"use {self.name}.prepare(...) instead")
-        grid, block = tuple(np.atleast_1d(grid).tolist()), tuple(np.atleast_1d(block).tolist())
-        size = tuple(g * b for g, b in zip(reversed(grid), reversed(block)))
-        raw = contracts.PreparedLaunch(self, device.current_backend(), size, grid, block)
+        raw = contracts.plan_raw(self, grid, block, device.current_backend(), shared)
         self._launch(raw, args, checked=False)
 
     @user_facing
