@@ -8,8 +8,10 @@ Variables:
     FEARLESS_CACHE_DIR  JIT cache directory; default ``$XDG_CACHE_HOME/fearless`` (``~/.cache``).
     FEARLESS_CACHE      ``0`` disables the on-disk JIT cache (the in-memory one stays).
     FEARLESS_DUMP       comma list of stages to print while compiling: ``ir,llvm,ptx``.
-    FEARLESS_RACECHECK  ``1`` runs the cpu backend's race detector on shared memory, UnsafeSlice
-                        and atomic arrays (raises RaceError); default ``0``.
+    FEARLESS_RACECHECK  ``0`` turns off the cpu backend's race detector, which is on by default:
+                        it watches shared memory, UnsafeSlice and atomic arrays and raises
+                        RaceError. The cpu backend is where kernels are developed, so races
+                        should show there; its cost (COST_PLACEHOLDER).
     FEARLESS_TRACEBACK  ``1`` keeps fearless's own frames in the tracebacks of user errors
                         (``tracebacks.py`` removes them by default).
 """
@@ -26,7 +28,7 @@ class Config:
     cache_dir: Path
     disk_cache: bool
     dump: frozenset[str]
-    racecheck: bool = False
+    racecheck: bool = True
     full_traceback: bool = False
 
     @staticmethod
@@ -40,7 +42,7 @@ class Config:
         dump = frozenset(s.strip() for s in env.get("FEARLESS_DUMP", "").split(",") if s.strip())
         return Config(backend=backend, cache_dir=cache_dir,
                       disk_cache=env.get("FEARLESS_CACHE", "1") != "0", dump=dump,
-                      racecheck=env.get("FEARLESS_RACECHECK", "0") not in ("", "0"),
+                      racecheck=env.get("FEARLESS_RACECHECK", "").strip() != "0",
                       full_traceback=env.get("FEARLESS_TRACEBACK", "0") not in ("", "0"))
 
 
