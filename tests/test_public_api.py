@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import traceback
 import types
 from pathlib import Path
 
@@ -91,8 +92,10 @@ def test_signatures_name_the_keywords_the_compiler_takes():
     (ft.load, "fearless.tile.load() can only be called inside a @fearless.tile.kernel"),
 ])
 def test_an_intrinsic_called_on_the_host_says_where_it_belongs(fn, text):
-    with pytest.raises(CompileError, match=re.escape(text)):
+    with pytest.raises(CompileError, match=re.escape(text)) as info:
         fn(1, 2)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert [f.filename for f in frames] == [__file__]  # the caller's frame only
 
 
 def _user_function(x: fl.Slice[fl.f32], out: fl.DisjointSlice[fl.f32], scale: float):

@@ -11,7 +11,11 @@ Variables:
     FEARLESS_RACECHECK  ``0`` turns off the cpu backend's race detector, which is on by default:
                         it watches shared memory, UnsafeSlice and atomic arrays and raises
                         RaceError. The cpu backend is where kernels are developed, so races
-                        should show there; its cost (COST_PLACEHOLDER).
+                        must show there. Its cost, measured on the examples (steady time per
+                        launch, best of 3, off -> on): nothing measurable for kernels without
+                        such arrays; block_reduce 1.11x, sgemm 1.12x, row_softmax 1.33x,
+                        prefix_sum 1.33x, hgemm 1.59x, transpose 2.9x (every element passes
+                        through a shared tile); the histogram's atomics 1.0x.
     FEARLESS_TRACEBACK  ``1`` keeps fearless's own frames in the tracebacks of user errors
                         (``tracebacks.py`` removes them by default).
 """
