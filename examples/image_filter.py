@@ -56,9 +56,8 @@ def photograph() -> np.ndarray:
     except ImportError as exc:
         raise ImportError(f"the photograph needs matplotlib and Pillow ({exc}): "
                           f"pip install 'fearless[demo]'") from exc
-    with cbook.get_sample_data("grace_hopper.jpg", asfileobj=True) as f:
-        gray = Image.open(f).convert("L")
-    return np.asarray(gray, np.float32) / 255.0
+    with Image.open(cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)) as photo:
+        return np.asarray(photo.convert("L"), np.float32) / 255.0
 
 
 def picture() -> tuple[np.ndarray, str | None]:
