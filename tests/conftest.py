@@ -2,19 +2,17 @@
 
 Plain tests run on the cpu backend (so CI and a GPU machine test the same thing); tests marked
 ``gpu`` run on the cuda backend and are skipped when no usable GPU is present. The cpu backend's
-race detector is on (``FEARLESS_RACECHECK=1``) unless the environment says otherwise.
+race detector is on, as it is by default (``FEARLESS_RACECHECK=0`` in the environment turns it
+off).
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("FEARLESS_RACECHECK", "1")  # the race detector watches every cpu test
-
-from fearless.runtime import device  # noqa: E402 (after the environment is set)
+from fearless.runtime import device
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # `import examples.<name>` from a source checkout

@@ -25,7 +25,6 @@ import argparse
 import importlib
 import importlib.util
 import sys
-import tempfile
 import traceback
 from pathlib import Path
 
@@ -52,9 +51,9 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="check Python, LLVM, libdevice, driver, GPU and cache")
     demo = sub.add_parser("demo", help="run the examples and check them against NumPy")
-    demo.add_argument("--png", default=str(Path(tempfile.gettempdir()) / "fearless" /
-                                           "sobel_grace_hopper.png"),
-                      help="where the image-filter example writes its result")
+    demo.add_argument("--png", default=None,
+                      help="where the image-filter example writes its result (default: "
+                           "$TMPDIR/fearless-demo/sobel_grace_hopper.png)")
     insp = sub.add_parser("inspect", help="print one compile stage of a kernel")
     insp.add_argument("target")
     insp.add_argument("--stage", choices=tuple(dict.fromkeys(STAGE_NAMES + TILE_STAGE_NAMES)),

@@ -8,8 +8,14 @@ Variables:
     FEARLESS_CACHE_DIR  JIT cache directory; default ``$XDG_CACHE_HOME/fearless`` (``~/.cache``).
     FEARLESS_CACHE      ``0`` disables the on-disk JIT cache (the in-memory one stays).
     FEARLESS_DUMP       comma list of stages to print while compiling: ``ir,llvm,ptx``.
-    FEARLESS_RACECHECK  ``1`` runs the cpu backend's race detector on shared memory, UnsafeSlice
-                        and atomic arrays (raises RaceError); default ``0``.
+    FEARLESS_RACECHECK  ``0`` turns off the cpu backend's race detector, which is on by default:
+                        it watches shared memory, UnsafeSlice and atomic arrays and raises
+                        RaceError. The cpu backend is where kernels are developed, so races
+                        must show there. Its cost, measured on the examples (steady time per
+                        launch, best of 3, off -> on): nothing measurable for kernels without
+                        such arrays; block_reduce 1.11x, sgemm 1.12x, row_softmax 1.33x,
+                        prefix_sum 1.33x, hgemm 1.59x, transpose 2.9x (every element passes
+                        through a shared tile); the histogram's atomics 1.0x.
     FEARLESS_TRACEBACK  ``1`` keeps fearless's own frames in the tracebacks of user errors
                         (``tracebacks.py`` removes them by default).
 """
@@ -26,7 +32,7 @@ class Config:
     cache_dir: Path
     disk_cache: bool
     dump: frozenset[str]
-    racecheck: bool = False
+    racecheck: bool = True
     full_traceback: bool = False
 
     @staticmethod
@@ -40,7 +46,7 @@ class Config:
         dump = frozenset(s.strip() for s in env.get("FEARLESS_DUMP", "").split(",") if s.strip())
         return Config(backend=backend, cache_dir=cache_dir,
                       disk_cache=env.get("FEARLESS_CACHE", "1") != "0", dump=dump,
-                      racecheck=env.get("FEARLESS_RACECHECK", "0") not in ("", "0"),
+                      racecheck=env.get("FEARLESS_RACECHECK", "").strip() != "0",
                       full_traceback=env.get("FEARLESS_TRACEBACK", "0") not in ("", "0"))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Union
 
 import ml_dtypes
 import numpy as np
@@ -129,7 +130,12 @@ def of_python_scalar(value) -> DType:
     raise TypeError(f"{type(value).__name__} is not a scalar fearless can pass to a kernel")
 
 
-def coerce(value):
+# What ``coerce`` takes: a DType, a name ("f32"), a Python or NumPy type (``float``,
+# ``np.float32``; also how a type checker sees ``fl.f32``, see fearless.simt.views), a NumPy dtype.
+DTypeLike = Union[DType, str, type, np.dtype]
+
+
+def coerce(value: DTypeLike) -> DType:
     """Turn a user's dtype spec (a DType, a NumPy dtype, ``float``, ``"f32"``...) into a DType."""
     if isinstance(value, DType):
         return value

@@ -119,8 +119,8 @@ class KernelBoundsError(FearlessError):
 class RaceError(FearlessError):
     """Two threads of one launch touched one element, at least one of them writing, with no
     barrier between them (or from different blocks). Found by the cpu backend's race detector
-    (``FEARLESS_RACECHECK=1``) and raised when the launch ends. The message names both source
-    lines and both threads as ``block (x, y), thread (x, y)``."""
+    (on unless ``FEARLESS_RACECHECK=0``) and raised when the launch ends. The message names both
+    source lines and both threads as ``block (x, y), thread (x, y)``."""
 
 
 class BarrierError(RaceError):

@@ -19,6 +19,7 @@ import functools
 import inspect
 import threading
 from dataclasses import dataclass
+from typing import Any, Callable, Generic, ParamSpec, TypeVar, overload
 
 import numpy as np
 
@@ -46,17 +47,26 @@ from fearless.simt.safety import in_unsafe, unsafe  # noqa: F401 (re-exported)
 from fearless.tracebacks import hide_internal_frames, user_facing
 
 VERSION = "0.1.0"
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-class DeviceFunction:
+def present_as(obj, fn) -> None:
+    """Make the kernel or device-function object ``obj`` present itself as the user's ``fn``:
+    ``help()``, ``inspect.signature()``, documentation tools and debuggers see its name,
+    qualified name, module, docstring and signature, and ``__wrapped__`` leads to ``fn``."""
+    functools.update_wrapper(obj, fn)
+    obj.__signature__ = inspect.signature(fn)
+
+
+class DeviceFunction(Generic[P, R]):
     """A ``@fearless.func`` helper: inlined into the kernels that call it, not callable on the host."""
 
     __fearless_func__ = True
 
-    def __init__(self, fn):
+    def __init__(self, fn: Callable[P, R]):
         self.fn = fn
-        self.__name__ = fn.__name__
-        self.__doc__ = fn.__doc__
+        present_as(self, fn)
         self._captured = None
 
     @property
@@ -66,7 +76,7 @@ class DeviceFunction:
         return self._captured
 
     @user_facing
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         raise CompileError(f"@fearless.func '{self.__name__}' runs only inside a kernel",
                            help="call it from a @fearless.kernel body")
 
@@ -122,7 +132,7 @@ class Kernel:
     def __init__(self, fn, *, bounds_checks: bool = True, contract: Contract | None = None):
         self.fn = fn
         self.name = fn.__name__
-        self.__name__, self.__doc__ = fn.__name__, fn.__doc__
+        present_as(self, fn)
         self.bounds_checks = bounds_checks
         if contract is not None and not isinstance(contract, Contract):
             raise ContractError(f"contract= takes a fl.Contract, got {contract!r}",
@@ -245,7 +255,7 @@ class Kernel:
         return contracts.plan(self, self.index_space, size, block, device.current_backend(),
                               shared, self.contract)
 
-    def __getitem__(self, launch):
+    def __getitem__(self, launch: contracts.PreparedLaunch) -> Callable[..., None]:
         try:  # a user-error boundary written inline, as in _call: this is the hot path too
             if not isinstance(launch, contracts.PreparedLaunch):
                 raise LaunchError(f"kernel[...] takes a PreparedLaunch, got {launch!r}",
@@ -279,14 +289,17 @@ class Kernel:
         return tuple(bound[n] for n in names)
 
     @user_facing
-    def launch_raw(self, grid, block, *args) -> None:
-        """Launch with a raw grid and block, skipping the contract checks. Only in fl.unsafe()."""
+    def launch_raw(self, grid, block, *args, shared: int = 0) -> None:
+        """Launch ``grid`` blocks of ``block`` threads (each an int or a tuple of 1 or 2 ints,
+        x first) with ``shared`` bytes of dynamic shared memory, skipping the contract: the
+        kernel's index space, exact block, coverage of the outputs and ``requires``. Only
+        inside ``with fl.unsafe():`` (LaunchError otherwise). Still checked: the geometry's
+        types and the device's limits (``runtime.launch.plan_raw``; ContractError), the
+        arguments (ArgumentTypeError, AliasError, MovedError) and shared memory."""
         if not in_unsafe():
             raise LaunchError("launch_raw skips the launch checks and needs `with fl.unsafe():`",
                               kernel=self.name, help=f"use {self.name}.prepare(...) instead")
-        grid, block = tuple(np.atleast_1d(grid).tolist()), tuple(np.atleast_1d(block).tolist())
-        size = tuple(g * b for g, b in zip(reversed(grid), reversed(block)))
-        raw = contracts.PreparedLaunch(self, device.current_backend(), size, grid, block)
+        raw = contracts.plan_raw(self, grid, block, device.current_backend(), shared)
         self._launch(raw, args, checked=False)
 
     @user_facing
@@ -522,6 +535,16 @@ def _load_meta(meta: dict) -> dict:
                          for k, v in meta.get("coverage", {}).items()}}
 
 
+@overload
+def kernel(fn: Callable[..., Any], *, unchecked: bool = False,
+           contract: Contract | None = None) -> Kernel: ...
+
+
+@overload
+def kernel(fn: None = None, *, unchecked: bool = False,
+           contract: Contract | None = None) -> Callable[[Callable[..., Any]], Kernel]: ...
+
+
 @user_facing
 def kernel(fn=None, *, unchecked: bool = False, contract: Contract | None = None):
     """Decorator: make ``fn`` a fearless SIMT kernel (``unchecked=True``: no read bounds checks;
@@ -531,12 +554,12 @@ def kernel(fn=None, *, unchecked: bool = False, contract: Contract | None = None
     return Kernel(fn, bounds_checks=not unchecked, contract=contract)
 
 
-def func(fn):
+def func(fn: Callable[P, R]) -> DeviceFunction[P, R]:
     """Decorator: a device function, inlined into the kernels that call it."""
     return DeviceFunction(fn)
 
 
-def unchecked(k):
+def unchecked(k: Kernel | Callable[..., Any]) -> Kernel:
     """``fl.unchecked(kernel)`` (or ``@fl.unchecked`` above ``@fl.kernel``): the same kernel with
     read bounds checks turned off. Writes stay confined to the thread's own element."""
     fn = k.fn if isinstance(k, Kernel) else k

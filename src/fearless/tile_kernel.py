@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Callable, TypeVar, overload
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from fearless.frontend.capture import Captured, capture
 from fearless.frontend.tile_params import NO_DEFAULT, ConstParam, ScalarParam, TensorParam, \
     tile_params
 from fearless.ir import types as T
-from fearless.kernel import VERSION, _key_of, _walk_functions
+from fearless.kernel import VERSION, _key_of, _walk_functions, present_as
 from fearless.runtime import cache, device, launch as contracts, tile_launch
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.partition import Partition
@@ -58,7 +58,7 @@ class TileKernel:
     def __init__(self, fn, *, hints: dict | None = None):
         self.fn = fn
         self.name = fn.__name__
-        self.__name__, self.__doc__ = fn.__name__, fn.__doc__
+        present_as(self, fn)
         self.hints = dict(hints or {})
         self._cap: Captured | None = None
         self._params = None
@@ -399,6 +399,15 @@ def _scalar_value(kernel: str, p: ScalarParam, arg, dt):
     except (OverflowError, ValueError, TypeError) as exc:
         raise ArgumentTypeError(f"{arg!r} does not fit {dt}: {exc}", kernel=kernel,
                                 param=p.name) from None
+
+
+@overload
+def kernel(fn: Callable[..., Any], *, hints: dict | None = None) -> TileKernel: ...
+
+
+@overload
+def kernel(fn: None = None, *,
+           hints: dict | None = None) -> Callable[[Callable[..., Any]], TileKernel]: ...
 
 
 @user_facing

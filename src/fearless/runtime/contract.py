@@ -26,6 +26,7 @@ import inspect
 import linecache
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fearless.errors import ContractError
@@ -171,7 +172,7 @@ class Contract:
     max_threads: int | None = None
     dynamic_shared: int | tuple = 0
     min_compute_capability: tuple = (0, 0)
-    requires: tuple = field(default=())
+    requires: tuple | str | Callable[..., bool] = field(default=())  # one, or a tuple
 
     def __post_init__(self):
         if self.dims not in (1, 2, 3) or isinstance(self.dims, bool):

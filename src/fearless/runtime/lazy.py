@@ -52,6 +52,7 @@ import warnings
 
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from fearless.errors import MovedError
 from fearless.runtime import ownership
@@ -204,12 +205,12 @@ class DeviceOperation:
         return value
 
     @user_facing
-    def sync(self):
+    def sync(self) -> Any:
         """Run on the current stream, wait, and return the result (ownership comes back)."""
         return self.sync_on(current_stream())
 
     @user_facing
-    def sync_on(self, stream: Stream):
+    def sync_on(self, stream: Stream) -> Any:
         """Run on ``stream``: enqueue, synchronise, run deferred checks, return the result.
 
         ``stream`` is ordered after the work already on the current stream. Raises MovedError
@@ -237,7 +238,7 @@ class DeviceOperation:
         return value
 
     @user_facing
-    def cancel(self):
+    def cancel(self) -> Any:
         """Give the arguments back without running anything. Returns the result a launcher gave
         (for ``kernel.op``: the arguments), a tuple of those for ``fl.zip``, None for a
         ``.then()`` chain. Raises MovedError when the operation is not pending."""

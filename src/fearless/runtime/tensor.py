@@ -469,7 +469,7 @@ def as_tensor(obj) -> Tensor | None:
 
 
 @user_facing
-def asarray(obj, dtype=None) -> Tensor:
+def asarray(obj, dtype: dtypes.DTypeLike | None = None) -> Tensor:
     """``obj`` as a Tensor on the current backend, copying only when it must.
 
     ``obj``: a Tensor (returned as is, or converted when ``dtype`` differs), anything
@@ -498,7 +498,7 @@ def asarray(obj, dtype=None) -> Tensor:
 
 
 @user_facing
-def empty(shape, dtype=dtypes.f32) -> Tensor:
+def empty(shape, dtype: dtypes.DTypeLike = dtypes.f32) -> Tensor:
     """An uninitialised tensor of ``shape`` (int or tuple) and ``dtype`` on the current backend."""
     dims, dt = _normalize_shape(shape), dtypes.coerce(dtype)
     if current_backend() == "cpu":
@@ -507,7 +507,7 @@ def empty(shape, dtype=dtypes.f32) -> Tensor:
 
 
 @user_facing
-def full(shape, value, dtype) -> Tensor:
+def full(shape, value, dtype: dtypes.DTypeLike) -> Tensor:
     """A tensor of ``shape`` filled with ``value`` converted to ``dtype`` (NumPy's rules).
 
     Raises OverflowError / ValueError when ``value`` does not fit ``dtype``.
@@ -524,12 +524,12 @@ def full(shape, value, dtype) -> Tensor:
 
 
 @user_facing
-def zeros(shape, dtype=dtypes.f32) -> Tensor:
+def zeros(shape, dtype: dtypes.DTypeLike = dtypes.f32) -> Tensor:
     """A tensor of ``shape`` filled with 0 of ``dtype`` on the current backend."""
     return full(shape, 0, dtype)
 
 
 @user_facing
-def ones(shape, dtype=dtypes.f32) -> Tensor:
+def ones(shape, dtype: dtypes.DTypeLike = dtypes.f32) -> Tensor:
     """A tensor of ``shape`` filled with 1 of ``dtype`` on the current backend."""
     return full(shape, 1, dtype)
