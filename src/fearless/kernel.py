@@ -25,7 +25,7 @@ import numpy as np
 
 from fearless import dtypes
 from fearless.compiler import Compiled, compile_simt, show
-from fearless.config import CONFIG
+from fearless.config import CONFIG, Config
 from fearless.errors import ArgumentTypeError, CompileError, ContractError, FearlessError, \
     InternalError, LaunchError
 from fearless.frontend.annotations import ArgInfo, ScalarParam, param_kinds, specialize
@@ -207,8 +207,7 @@ class Kernel:
                                 self.bounds_checks, prove, self._contract_key(),
                                 *self.fingerprint()])
             return cached_compile(
-                cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache), key, self.captured,
-                types, lambda: compile_simt(self.captured, params, self._options(prove), arch,
+                CONFIG, key, self.captured, types, lambda: compile_simt(self.captured, params, self._options(prove), arch,
                                             "passes" if backend == "cpu" else "cubin",
                                             self.contract),
                 f"kernel '{self.name}' ({', '.join(map(str, types))}) for {arch or 'cpu'}",
@@ -477,9 +476,10 @@ def _llvm_version() -> str:
     return llvm_version()
 
 
-def cached_compile(disk: cache.DiskCache, key: str, cap: Captured, types: tuple, run, what: str,
+def cached_compile(config: Config, key: str, cap: Captured, types: tuple, run, what: str,
                    keep_ir: bool, fresh: bool = False, accept=None) -> Compiled:
-    """The Compiled under ``key`` in ``disk``, else ``run()``'s, stored there. Both tracks.
+    """The Compiled under ``key`` in ``config``'s disk cache, else ``run()``'s, stored there.
+    Both tracks use it.
 
     An entry holds the PTX and cubin when there are some, and a pickle of the compile facts
     (``meta``) and, when ``keep_ir`` (the cpu backend, which interprets it), the IR after the
@@ -487,12 +487,13 @@ def cached_compile(disk: cache.DiskCache, key: str, cap: Captured, types: tuple,
     at the source as it is now. ``accept(compiled)``: False rejects a hit (not damage: another
     toolchain built it). ``fresh``: do not read the entry. A compile taking over a second prints
     a line on stderr (``runtime/progress.py``)."""
+    disk = cache.DiskCache(config.cache_dir, config.disk_cache)
     anchors = _anchors(cap)
     if not fresh:
         hit = disk.load(key, lambda sections: _restored(cap.name, types, sections, anchors))
         if hit is not None and (accept is None or accept(hit)):
             return hit
-    with progress.compiling(what, CONFIG.progress):
+    with progress.compiling(what, config.progress):
         compiled = run()
     sections = {}
     if compiled.ptx:

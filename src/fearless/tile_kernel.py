@@ -243,10 +243,9 @@ class TileKernel:
         what = f"tile kernel '{self.name}' ({', '.join(map(str, types))}"
         what += "".join(f", {k}={v!r}" for k, v in sorted(constants.items()))
         what += f") for {arch or 'cpu'}"
-        disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
         try:
             if backend == "cpu":
-                return cached_compile(disk, self.cache_key(types, constants, None),
+                return cached_compile(CONFIG, self.cache_key(types, constants, None),
                                       self.captured, types,
                                       lambda: compile_tile(self.captured, params, constants,
                                                            None, "ir"), what, keep_ir=True)
@@ -260,7 +259,7 @@ class TileKernel:
                 compiled.meta = {"tileiras": built_by}
                 return compiled
 
-            return cached_compile(disk, self.cache_key(types, constants, arch), self.captured,
+            return cached_compile(CONFIG, self.cache_key(types, constants, arch), self.captured,
                                   types, run, what, keep_ir=False, fresh=fresh,
                                   accept=lambda hit: hit.cubin is not None and (
                                       built_by is None or hit.meta.get("tileiras") == built_by))

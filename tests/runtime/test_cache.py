@@ -561,7 +561,7 @@ def _other_arch_cubin(tmp_path, source: str) -> bytes:
         return mod.saxpy.compile_for(TYPES, "cuda", "sm_80").cubin
     from fearless.tile_kernel import compile_only
     with compile_only(["sm_80"]) as made:
-        mod.twice(fl.zeros(100_000).partition(1024), fl.ones(100_000))
+        mod.twice(fl.zeros(100_000).partition(1024), fl.ones(100_000)).sync()
     return made[0][-1].cubin
 
 
