@@ -28,7 +28,7 @@ import fearless as fl
 import fearless.tile_kernel as TILE
 from fearless import f32
 from fearless.config import Config
-from fearless.errors import BackendError, CacheWarning, KernelBoundsError
+from fearless.errors import BackendError, CacheWarning
 from fearless.ir import types as T
 from fearless.runtime import cache, progress
 from fearless.runtime.module import load_rebuilding, nvjitlink_version
