@@ -10,6 +10,8 @@ Variables:
     FEARLESS_DUMP       comma list of stages to print while compiling: ``ir,llvm,ptx``.
     FEARLESS_RACECHECK  ``1`` runs the cpu backend's race detector on shared memory, UnsafeSlice
                         and atomic arrays (raises RaceError); default ``0``.
+    FEARLESS_TRACEBACK  ``1`` keeps fearless's own frames in the tracebacks of user errors
+                        (``tracebacks.py`` removes them by default).
     FEARLESS_PROGRESS   ``0`` silences the line on stderr that a compile taking more than a
                         second prints (``fearless: compiling kernel 'k' ... done in 6.2 s``).
 """
@@ -27,6 +29,7 @@ class Config:
     disk_cache: bool
     dump: frozenset[str]
     racecheck: bool = False
+    full_traceback: bool = False
     progress: bool = True
 
     @staticmethod
@@ -41,6 +44,7 @@ class Config:
         return Config(backend=backend, cache_dir=cache_dir,
                       disk_cache=env.get("FEARLESS_CACHE", "1") != "0", dump=dump,
                       racecheck=env.get("FEARLESS_RACECHECK", "0") not in ("", "0"),
+                      full_traceback=env.get("FEARLESS_TRACEBACK", "0") not in ("", "0"),
                       progress=env.get("FEARLESS_PROGRESS", "1") != "0")
 
 

@@ -44,6 +44,7 @@ from fearless.runtime.stream import current_stream
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.simt import thread
 from fearless.simt.safety import in_unsafe, unsafe  # noqa: F401 (re-exported)
+from fearless.tracebacks import hide_internal_frames, user_facing
 
 VERSION = "0.1.0"
 
@@ -65,6 +66,7 @@ class DeviceFunction:
             self._captured = capture(self.fn)
         return self._captured
 
+    @user_facing
     def __call__(self, *args, **kwargs):
         raise CompileError(f"@fearless.func '{self.__name__}' runs only inside a kernel",
                            help="call it from a @fearless.kernel body")
@@ -223,6 +225,7 @@ class Kernel:
     def _contract_key(self) -> str:
         return self.contract.key() if self.contract is not None else ""
 
+    @user_facing
     def prepare(self, size, block=None, shared: int | None = None) -> contracts.PreparedLaunch:
         """Check a launch over ``size`` (``n`` or ``(rows, cols)``) and return its ticket.
 
@@ -240,16 +243,20 @@ class Kernel:
                               shared, self.contract)
 
     def __getitem__(self, launch):
-        if not isinstance(launch, contracts.PreparedLaunch):
-            raise LaunchError(f"kernel[...] takes a PreparedLaunch, got {launch!r}",
-                              kernel=self.name,
-                              help=f"launch = {self.name}.prepare(n); {self.name}[launch](...)")
-        if launch.kernel is not self:
-            raise contracts.ContractError(f"this PreparedLaunch was made for kernel "
-                                          f"'{launch.kernel.name}'", kernel=self.name,
-                                          help=f"call {self.name}.prepare(...) for this kernel")
-        return lambda *args, **kwargs: self._launch(launch, self._by_name(args, kwargs),
-                                                    checked=True)
+        try:  # a user-error boundary written inline, as in _call: this is the hot path too
+            if not isinstance(launch, contracts.PreparedLaunch):
+                raise LaunchError(f"kernel[...] takes a PreparedLaunch, got {launch!r}",
+                                  kernel=self.name, help=f"launch = {self.name}.prepare(n); "
+                                                         f"{self.name}[launch](...)")
+            if launch.kernel is not self:
+                raise contracts.ContractError(f"this PreparedLaunch was made for kernel "
+                                              f"'{launch.kernel.name}'", kernel=self.name,
+                                              help=f"call {self.name}.prepare(...) for this "
+                                                   f"kernel")
+        except FearlessError as exc:
+            hide_internal_frames(exc)
+            raise
+        return functools.partial(self._call, launch)  # no Python frame of its own: see _call
 
     def _by_name(self, args: tuple, kwargs: dict) -> tuple:
         """Positional arguments with keyword arguments put in their parameters' places."""
@@ -268,6 +275,7 @@ class Kernel:
             raise ArgumentTypeError(f"missing argument '{missing[0]}'", kernel=self.name)
         return tuple(bound[n] for n in names)
 
+    @user_facing
     def launch_raw(self, grid, block, *args) -> None:
         """Launch with a raw grid and block, skipping the contract checks. Only in fl.unsafe()."""
         if not in_unsafe():
@@ -278,6 +286,7 @@ class Kernel:
         raw = contracts.PreparedLaunch(self, device.current_backend(), size, grid, block)
         self._launch(raw, args, checked=False)
 
+    @user_facing
     def __call__(self, *args, **kwargs):
         raise LaunchError("a kernel is launched through a PreparedLaunch",
                           kernel=self.name,
@@ -356,6 +365,7 @@ class Kernel:
                                              compiled.meta["coarsen"] > 1)
         return _Entry(types, names, compiled, loaded)
 
+    @user_facing
     def op(self, launch, *args) -> DeviceOperation:
         """The lazy form of ``kernel[launch](*args)``: every check runs now (a bad launch raises
         here), nothing is enqueued until the returned DeviceOperation's ``.sync()``, which
@@ -368,6 +378,16 @@ class Kernel:
                                                               args, tensors)
         return DeviceOperation(enqueue, args, reads=reads, writes=writes, partitions=partitions,
                                label=f"kernel '{self.name}'")
+
+    def _call(self, launch, *args, **kwargs) -> None:
+        """``kernel[launch](*args)``: the hot path, so ``_launch`` and the user-error boundary
+        are written inline (each call saved is ~70 ns a launch)."""
+        try:
+            refuse_while_executing(f"an eager launch of kernel '{self.name}'")
+            self._checked(launch, self._by_name(args, kwargs), True)[0](current_stream())
+        except FearlessError as exc:
+            hide_internal_frames(exc)
+            raise
 
     def _launch(self, launch, args, checked: bool) -> None:
         refuse_while_executing(f"an eager launch of kernel '{self.name}'")
@@ -436,6 +456,7 @@ class Kernel:
 
     # inspection ------------------------------------------------------------------------------
 
+    @user_facing
     def inspect(self, stage: str, types: tuple, arch: str = "sm_90") -> str:
         """The text of one compile stage (ast, ir, passes, llvm, ptx, cubin, sass) for
         ``types``; sass needs nvdisasm or cuobjdump (``BackendError`` without)."""
@@ -464,8 +485,11 @@ def _key_of(value) -> str:
     """How a value a kernel refers to enters the cache key."""
     if isinstance(value, (bool, int, float, tuple, np.generic, dtypes.DType)) or value is None:
         return f"{type(value).__name__}:{value!r}"
-    if isinstance(value, DeviceFunction):
-        return f"func:{value.captured.source}"
+    if isinstance(value, DeviceFunction):  # its defaults were evaluated when the def ran
+        fn = value.fn
+        defaults = [_key_of(d) for d in fn.__defaults__ or ()]
+        defaults += [f"{k}={_key_of(d)}" for k, d in (fn.__kwdefaults__ or {}).items()]
+        return f"func:{value.captured.source}:{','.join(defaults)}"
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     module = getattr(value, "__module__", None) or ""
     return f"{type(value).__name__}:{module}.{name}" if name else f"object:{type(value).__qualname__}"
@@ -524,6 +548,7 @@ def _anchors(cap: Captured) -> list:
             for c in _walk_functions(cap)]
 
 
+@user_facing
 def kernel(fn=None, *, unchecked: bool = False, contract: Contract | None = None):
     """Decorator: make ``fn`` a fearless SIMT kernel (``unchecked=True``: no read bounds checks;
     ``contract``: a ``fl.Contract`` every launch must keep, see ``runtime/contract.py``)."""

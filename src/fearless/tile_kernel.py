@@ -38,6 +38,7 @@ from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import load_rebuilding
 from fearless.runtime.partition import Partition
 from fearless.runtime.tensor import Tensor, as_tensor
+from fearless.tracebacks import user_facing
 
 _INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
 
@@ -269,6 +270,7 @@ class TileKernel:
             raise InternalError(f"compiling tile kernel '{self.name}' failed inside fearless: "
                                 f"{type(exc).__name__}: {exc}") from exc
 
+    @user_facing
     def inspect(self, stage: str, types: tuple, constants: dict | None = None,
                 arch: str = "sm_90") -> str:
         """The text of one compile stage (ast, ir, tileir, cubin) for ``types``."""
@@ -282,6 +284,7 @@ class TileKernel:
 
     # calling ---------------------------------------------------------------------------------
 
+    @user_facing
     def __call__(self, *args, **kwargs) -> DeviceOperation:
         """Check the arguments and return the lazy operation (see the module docstring)."""
         values = self._bind(args, kwargs)
@@ -409,6 +412,7 @@ def _scalar_value(kernel: str, p: ScalarParam, arg, dt):
                                 param=p.name) from None
 
 
+@user_facing
 def kernel(fn=None, *, hints: dict | None = None):
     """Decorator: make ``fn`` a tile kernel. ``hints``: Tile IR optimisation hints per arch,
     for example ``{"sm_90": {"num_cta_in_cga": 2, "occupancy": 1}}``."""

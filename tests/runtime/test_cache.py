@@ -47,13 +47,21 @@ def scale(v, a):
     return v * a
 
 
+@fl.func
+def next_of(y, i):
+    return y[i + 1]
+
+
 @fl.kernel
 def saxpy(a: f32, x: fl.Slice[f32], y: fl.Slice[f32], out: fl.DisjointSlice[f32]):
     i = fl.thread.index_1d()
     if i < len(out):
-        out[i] = scale(x[i], a) + y[i + 1]
+        out[i] = scale(x[i], a) + next_of(y, i)
 '''
-READ_LINE = SOURCE.splitlines().index("        out[i] = scale(x[i], a) + y[i + 1]") + 1
+LINES = SOURCE.splitlines()
+READ_LINE = LINES.index("    return y[i + 1]") + 1       # reads past the end when len(y) == n
+DEF_LINE = LINES.index("def next_of(y, i):") + 1
+CALL_LINE = LINES.index("        out[i] = scale(x[i], a) + next_of(y, i)") + 1
 TYPES = (T.Scalar(fl.f32), T.Array(f32, 1, T.Access.READ, True),
          T.Array(f32, 1, T.Access.READ, True), T.Array(f32, 1, T.Access.DISJOINT, True))
 
@@ -278,22 +286,39 @@ def _bounds_site(compiled):
     return site
 
 
+def _chain(span) -> list:
+    return [(c.function, c.defined, c.caller, c.at) for c in span.inlined]
+
+
 @needs_nvjitlink
 def test_cached_bounds_sites_point_at_the_current_source(tmp_path, cache_dir):
     path = tmp_path / "k.py"
     first = _bounds_site(_kernel(path).compile_for(TYPES, "cuda", "sm_90", prove=False))
     assert (first.filename, first.line) == (str(path), READ_LINE)
+    assert _chain(first) == [("next_of", f"{path}:{DEF_LINE}", "kernel 'saxpy'",
+                              f"{path}:{CALL_LINE}")]
     moved = "# two lines inserted\n# above the kernel\n" + SOURCE
     hit = _kernel(path, moved).compile_for(TYPES, "cuda", "sm_90", prove=False)
     assert hit.from_cache
     site = _bounds_site(hit)
-    assert site.line == READ_LINE + 2 and site.text == "        out[i] = scale(x[i], a) + y[i + 1]"
+    assert site.line == READ_LINE + 2 and site.text == "    return y[i + 1]"
     assert site.text[site.col:site.end_col] == "y[i + 1]"
+    assert _chain(site) == [("next_of", f"{path}:{DEF_LINE + 2}", "kernel 'saxpy'",
+                             f"{path}:{CALL_LINE + 2}")]
     head, functions = SOURCE.split("\n\n\n", 1)  # the same functions, indented by 4
     indented = f"{head}\n\nif True:\n{textwrap.indent(functions, '    ')}"
     hit = _kernel(path, indented).compile_for(TYPES, "cuda", "sm_90", prove=False)
     site = _bounds_site(hit)
     assert hit.from_cache and site.text[site.col:site.end_col] == "y[i + 1]"
+
+
+def test_a_span_outside_the_kernel_is_not_stored(tmp_path):
+    from fearless.frontend.spans import Span
+    anchors = [cache.Anchor(str(tmp_path / "k.py"), 3, 9, 4, 0)]
+    with pytest.raises(cache.Unplaceable):
+        cache.dumps(Span(str(tmp_path / "other.py"), 5, 0, 1, "x"), anchors)
+    with pytest.raises(cache.Unplaceable):
+        cache.dumps(Span(str(tmp_path / "k.py"), 12, 0, 1, "x"), anchors)
 
 
 BOUNDS_SCRIPT = '''\
@@ -312,8 +337,8 @@ try:
     print(json.dumps({"error": None}))
 except KernelBoundsError as exc:
     cached = sorted(c.from_cache for c in k._compiled.values())
-    print(json.dumps({"error": str(exc), "line": exc.span.line, "text": exc.span.text,
-                      "cached": cached}))
+    print(json.dumps({"error": str(exc).replace(sys.argv[1], "k.py"), "line": exc.span.line,
+                      "text": exc.span.text, "cached": cached}))
 '''
 
 
@@ -331,12 +356,13 @@ def _bounds_run(tmp_path, cache_dir, backend: str, source: str) -> dict:
 
 def _check_bounds_follow_the_source(tmp_path, backend: str):
     cache_dir = tmp_path / "cache"
-    before = _bounds_run(tmp_path, cache_dir, backend, SOURCE)
-    assert before["line"] == READ_LINE and f"k.py:{READ_LINE}:" in before["error"]
-    after = _bounds_run(tmp_path, cache_dir, backend, "# one\n# two\n" + SOURCE)
-    assert after["cached"] and all(after["cached"]), "the fresh process read the disk cache"
-    assert after["line"] == READ_LINE + 2 and f"k.py:{READ_LINE + 2}:" in after["error"]
-    assert after["text"] == SOURCE.splitlines()[READ_LINE - 1]
+    for shift in (0, 2):  # then two lines inserted above, in a fresh process
+        got = _bounds_run(tmp_path, cache_dir, backend, "# inserted\n" * shift + SOURCE)
+        assert got["line"] == READ_LINE + shift and got["text"] == "    return y[i + 1]"
+        assert f"k.py:{READ_LINE + shift}:12\n" in got["error"]
+        assert f"in device function 'next_of' (k.py:{DEF_LINE + shift})" in got["error"]
+        assert f"called from kernel 'saxpy' (k.py:{CALL_LINE + shift})" in got["error"]
+        assert all(got["cached"]) == bool(shift), "the second process read the disk cache"
 
 
 def test_a_bounds_error_from_a_cached_cpu_kernel_names_the_current_line(tmp_path):

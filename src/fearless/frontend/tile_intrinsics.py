@@ -371,7 +371,8 @@ def _math(name):
 
 def _reduce(kind):
     def handler(c: _Call):
-        t, axis, keepdims = c.take("t", "axis", "keepdims", required=2)
+        names = ("t", "axis", "keepdims") + (("acc_dtype",) if kind == "sum" else ())
+        t, axis, keepdims, acc = (*c.take(*names, required=2), None)[:4]
         t = c.tile(t, "t")
         rank = len(t.type.shape)
         axis = c.axis(axis, rank)
@@ -381,17 +382,39 @@ def _reduce(kind):
         shape = t.type.shape[:axis] + t.type.shape[axis + 1:]
         d = t.type.dtype
         if kind == "sum" and (d.is_bool or (d.is_int and d.bits < 32)):
-            t, d = c.emit.cast(t, dtypes.i32), dtypes.i32
+            d = dtypes.i32
         if kind == "argmax":
-            r = c.b.create("tile.argmax", [t], [T.Tile(dtypes.i32, shape)], {"axis": axis})
+            out = c.b.create("tile.argmax", [t], [T.Tile(dtypes.i32, shape)],
+                             {"axis": axis}).result
+        elif kind == "sum" and d.is_float:
+            work = _sum_dtype(c, d, acc)
+            total = c.b.create("tile.reduce", [c.emit.cast(t, work)], [T.Tile(work, shape)],
+                               {"kind": kind, "axis": axis}).result
+            out = c.emit.cast(total, d)  # one rounding of the sum to the tile's dtype
         else:
-            r = c.b.create("tile.reduce", [t], [T.Tile(d, shape)], {"kind": kind, "axis": axis})
-        out = r.result
+            if acc is not None:
+                raise c.error(f"acc_dtype applies to sums of float tiles, not {t.type.dtype}",
+                              help="integer tiles sum exactly, wrapping at the width of the "
+                                   "result (i32 for narrower integers)")
+            out = c.b.create("tile.reduce", [c.emit.cast(t, d)], [T.Tile(d, shape)],
+                             {"kind": kind, "axis": axis}).result
         if keepdims is not None and keepdims.value:
             kept = t.type.shape[:axis] + (1,) + t.type.shape[axis + 1:]
             out = c.b.create("tile.reshape", [out], [T.Tile(out.type.dtype, kept)]).result
         return out
     return handler
+
+
+def _sum_dtype(c: _Call, d: dtypes.DType, acc) -> dtypes.DType:
+    """The dtype a float sum accumulates in: ``acc_dtype`` if given (the tile's dtype or a wider
+    float), else f32 for f16 and bf16 tiles and the tile's own dtype otherwise."""
+    if acc is None:
+        return dtypes.f32 if d.bits < 32 else d
+    work = c.dtype(acc, "acc_dtype")
+    if not (work is d or (work.is_float and work.bits > d.bits)):
+        raise c.error(f"acc_dtype {work} cannot accumulate a sum of {d}",
+                      help=f"use {d} itself or a wider float (f32, f64)")
+    return work
 
 
 def _mma(c: _Call):

@@ -16,9 +16,10 @@ whole entry (the last rename wins; they are equal). An entry that is short, alte
 decode is deleted with one ``CacheWarning`` and the kernel is compiled again: damaged code is
 never run. A folder that cannot be written costs a recompile in each process and one warning.
 
-Source positions in an entry (the spans that errors print) are stored relative to the start of
-the function they point into, with no file name, and rebased on load onto where the kernel's
-functions are now (``Anchor``): the key covers a kernel's text, not where it sits in its file.
+Source positions in an entry (the spans that errors print, and their chains of device-function
+calls) are stored relative to the ``def`` line of the function they point into, with no file name,
+and rebased on load onto where the kernel's functions are now (``Anchor``): the key covers a
+kernel's text, not where it sits in its file.
 
 The cache directory is trusted like Python's own ``__pycache__``: ``loads`` accepts only fearless
 classes and NumPy scalars, which keeps a damaged pickle from calling anything else, but it is not
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fearless.errors import CacheWarning
-from fearless.frontend.spans import Span
+from fearless.frontend.spans import CallSite, Span
 
 FORMAT = "v2"
 MAGIC = b"fearless cache entry 2\n"
@@ -191,18 +192,41 @@ class Unplaceable(pickle.PicklingError):
     """A span outside every anchor: it could not be rebased, so the entry is not written."""
 
 
-def _relative(span: Span, anchors) -> tuple:
+def _anchor_of(filename: str, line: int, anchors) -> int:
     for k, a in enumerate(anchors):
-        if a.filename == span.filename and a.first <= span.line <= a.last:
-            return k, span.line - a.line, span.col - a.indent, span.end_col - a.indent
-    raise Unplaceable(f"a span at {span.location()} is outside the kernel's functions")
+        if a.filename == filename and a.first <= line <= a.last:
+            return k
+    raise Unplaceable(f"{filename}:{line} is outside the kernel's functions")
 
 
-def _rebased(k: int, line: int, col: int, end_col: int, anchors) -> Span:
+def _relative(span: Span, anchors) -> tuple:
+    """``(anchor, line, col, end_col, chain)`` relative to the anchor; the call chain's
+    ``file:line`` strings likewise as ``(anchor, line)``."""
+    k = _anchor_of(span.filename, span.line, anchors)
+    a = anchors[k]
+    chain = tuple((c.function, _relative_line(c.defined, anchors), c.caller,
+                   _relative_line(c.at, anchors)) for c in span.inlined)
+    return k, span.line - a.line, span.col - a.indent, span.end_col - a.indent, chain
+
+
+def _relative_line(where: str, anchors) -> tuple:
+    filename, _, line = where.rpartition(":")
+    k = _anchor_of(filename, int(line), anchors)
+    return k, int(line) - anchors[k].line
+
+
+def _rebased(k: int, line: int, col: int, end_col: int, chain: tuple, anchors) -> Span:
     a = anchors[k]
     line += a.line
     text = linecache.getline(a.filename, line).rstrip("\n")
-    return Span(a.filename, line, col + a.indent, end_col + a.indent, text)
+    inlined = tuple(CallSite(function, _rebased_line(*defined, anchors), caller,
+                             _rebased_line(*at, anchors))
+                    for function, defined, caller, at in chain)
+    return Span(a.filename, line, col + a.indent, end_col + a.indent, text, inlined)
+
+
+def _rebased_line(k: int, line: int, anchors) -> str:
+    return f"{anchors[k].filename}:{anchors[k].line + line}"
 
 
 class _Pickler(pickle.Pickler):

@@ -29,6 +29,7 @@ import operator
 from dataclasses import dataclass, field
 
 from fearless.errors import ContractError
+from fearless.tracebacks import user_facing
 
 MAX_THREADS = 1024
 _CMP = {ast.Eq: ("==", operator.eq), ast.NotEq: ("!=", operator.ne), ast.Lt: ("<", operator.lt),
@@ -160,6 +161,7 @@ def _ints(what: str, value, count: int | None = None) -> tuple:
     return items
 
 
+@user_facing
 @dataclass(frozen=True)
 class Contract:
     """A kernel's launch contract; see the module docstring."""

@@ -56,6 +56,7 @@ from collections.abc import Callable
 from fearless.errors import MovedError
 from fearless.runtime import ownership
 from fearless.runtime.stream import Stream, current_stream
+from fearless.tracebacks import user_facing
 
 PENDING, CONSUMED, DONE, CANCELLED, FAILED = "pending", "consumed", "done", "cancelled", "failed"
 _LEAF, _THEN, _ZIP = "leaf", "then", "zip"
@@ -202,10 +203,12 @@ class DeviceOperation:
             value = nxt
         return value
 
+    @user_facing
     def sync(self):
         """Run on the current stream, wait, and return the result (ownership comes back)."""
         return self.sync_on(current_stream())
 
+    @user_facing
     def sync_on(self, stream: Stream):
         """Run on ``stream``: enqueue, synchronise, run deferred checks, return the result.
 
@@ -233,6 +236,7 @@ class DeviceOperation:
                 ex.release_all(self)
         return value
 
+    @user_facing
     def cancel(self):
         """Give the arguments back without running anything. Returns the result a launcher gave
         (for ``kernel.op``: the arguments), a tuple of those for ``fl.zip``, None for a
@@ -257,6 +261,7 @@ class DeviceOperation:
         return value if node is self else None
 
     # -- combinators -------------------------------------------------------------------------
+    @user_facing
     def then(self, f: Callable) -> DeviceOperation:
         """An operation that runs this one, calls ``f(result)`` and runs the DeviceOperation
         ``f`` returns on the same stream, after it; its result is that operation's result (or
@@ -274,6 +279,7 @@ class DeviceOperation:
         return self.then(lambda result: result[-1])
 
 
+@user_facing
 def zip(*ops: DeviceOperation) -> DeviceOperation:
     """One operation running ``ops`` in order on one stream; its result is the tuple of their
     results. Each is moved in; MovedError when one is not pending or appears twice."""

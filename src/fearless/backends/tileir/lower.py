@@ -12,6 +12,10 @@ Our IR keeps Python variables in slots (``local.*``); Tile IR is pure SSA, so th
 each slot's current value and turns the slots written inside a ``for`` body into the loop's
 carried values and those written inside an ``if`` into its results. ``break``, ``continue``,
 ``while`` and a ``return`` before the end of the kernel are refused for now (CompileError).
+
+Memory order: Tile IR leaves two memory operations unordered unless a token connects them, so
+every load and store of an Out tensor waits for the token of the last conflicting operation on it
+(the memory-token slots, below); they travel through ``for`` and ``if`` like the variables' slots.
 """
 from __future__ import annotations
 
@@ -152,6 +156,10 @@ class Lowering:
             elif op.name in ("tile.load_own", "tile.store"):
                 self.partition(op.operands[0], op.operands[0].type.tile_shape)
         self.token = b.make_token()
+        for p in self.fn.params:
+            if isinstance(p.type, T.TensorView) and _ordered(p.value):
+                self.slots[_LAST_OP, id(p.value)] = self.slots[_LAST_STORE, id(p.value)] = \
+                    self.token
         self.block_ids = b.get_tile_block_id()
         out = grouped_output(self.fn)
         if out is not None:
@@ -209,12 +217,18 @@ class Lowering:
     _tail_of_inline = False
 
     def written_slots(self, region: Region) -> list:
-        out: dict[int, object] = {}
+        """The keys of the slots that ``region`` may change and that live outside it: the local
+        slots it stores to and the memory tokens of the Out tensors it loads or stores."""
+        out: dict = {}
         for op in region.ops:
             for inner in op.walk():
                 if inner.name == "local.store":
-                    out.setdefault(id(inner.operands[0]), inner.operands[0])
-        return [ref for key, ref in out.items() if key in self.slots]
+                    out[id(inner.operands[0])] = None
+                elif inner.name in _MEMORY and _ordered(inner.operands[0]):
+                    out[_LAST_OP, id(inner.operands[0])] = None
+                    if inner.name == "tile.store":
+                        out[_LAST_STORE, id(inner.operands[0])] = None
+        return [key for key in out if key in self.slots]
 
 
 def _elementwise(float_op, int_op, bool_op=None):
@@ -363,14 +377,44 @@ def _dim(low: Lowering, op):
     low.set(op, wide)
 
 
+# Memory order. Tile IR orders two memory operations only through tokens ("the ordering between
+# any pair of memory operations is undefined unless connected by tokens", the Tile IR spec's
+# memory operations section). The launcher refuses an Out that overlaps itself or any other
+# argument (runtime/launch.check_arguments), so each Out tensor is its own alias set, and In
+# tensors are never written: their loads take the entry token and stay free to move. Per Out
+# tensor two token slots, as cuTile Python keeps per alias set (its _passes/token_order.py):
+#   (_LAST_STORE, t): the last store to t; a load waits for it (read after write);
+#   (_LAST_OP, t):    that store joined with every load of t since; a store waits for it (write
+#                     after read, write after write).
+
+_LAST_OP, _LAST_STORE = "last op", "last store"
+_MEMORY = ("tile.load", "tile.load_own", "tile.store")
+
+
+def _ordered(tensor) -> bool:
+    return tensor.type.role is T.Role.OUT
+
+
+def _ordered_load(low: Lowering, tensor, view, index, hints=None):
+    """Load ``view[index]`` of ``tensor`` in order with its stores; returns the tile."""
+    if not _ordered(tensor):
+        return low.b.load_view_tko(view, index, token=low.token, hints=hints)[0]
+    last_store = low.slots[_LAST_STORE, id(tensor)]
+    tile, done = low.b.load_view_tko(view, index, token=last_store, hints=hints)
+    last = low.slots[_LAST_OP, id(tensor)]
+    # a load made after the last store already follows it: no join with it alone
+    low.slots[_LAST_OP, id(tensor)] = done if last is last_store else \
+        low.b.join_tokens([last, done])
+    return tile
+
+
 def _load(low: Lowering, op):
     tensor, *coords = op.operands
     pv = low.partition(tensor, op.attrs["shape"])
     index = [_index_i32(low, c) for c in coords]
     hints = op.attrs.get("hints")
-    tile, _ = low.b.load_view_tko(pv, index, token=low.token,
-                                  hints={low.arch or "default": hints} if hints else None)
-    low.set(op, tile)
+    low.set(op, _ordered_load(low, tensor, pv, index,
+                              {low.arch or "default": hints} if hints else None))
 
 
 def _own_index(low: Lowering, ty: T.TensorView):
@@ -380,16 +424,17 @@ def _own_index(low: Lowering, ty: T.TensorView):
 def _load_own(low: Lowering, op):
     (out,) = op.operands
     pv = low.partition(out, out.type.tile_shape)
-    tile, _ = low.b.load_view_tko(pv, _own_index(low, out.type), token=low.token)
-    low.set(op, tile)
+    low.set(op, _ordered_load(low, out, pv, _own_index(low, out.type)))
 
 
 def _store(low: Lowering, op):
     out, value = op.operands
     pv = low.partition(out, out.type.tile_shape)
     hints = op.attrs.get("hints")
-    low.b.store_view_tko(low.v(value), pv, _own_index(low, out.type), token=low.token,
-                         hints={low.arch or "default": hints} if hints else None)
+    done = low.b.store_view_tko(low.v(value), pv, _own_index(low, out.type),
+                                token=low.slots[_LAST_OP, id(out)],
+                                hints={low.arch or "default": hints} if hints else None)
+    low.slots[_LAST_OP, id(out)] = low.slots[_LAST_STORE, id(out)] = done
 
 
 def _splat(low: Lowering, op):
@@ -474,31 +519,30 @@ def _for(low: Lowering, op):
     (body,) = op.regions
     carried = low.written_slots(body)
     lo, hi, step = (low.v(x) for x in op.operands)
-    with low.b.for_(lo, hi, step, [low.slots[id(r)] for r in carried]) as loop:
+    with low.b.for_(lo, hi, step, [low.slots[key] for key in carried]) as loop:
         low.env[id(body.args[0])] = loop.iv
-        for ref, arg in zip(carried, loop.args):
-            low.slots[id(ref)] = arg
+        for key, arg in zip(carried, loop.args):
+            low.slots[key] = arg
         low.region(body)
-        low.b.continue_([low.slots[id(r)] for r in carried])
-    for ref, result in zip(carried, loop.results):
-        low.slots[id(ref)] = result
+        low.b.continue_([low.slots[key] for key in carried])
+    for key, result in zip(carried, loop.results):
+        low.slots[key] = result
 
 
 def _if(low: Lowering, op):
     then, other = op.regions
-    written = low.written_slots(then) + low.written_slots(other)
-    carried = list({id(r): r for r in written}.values())
-    before = {id(r): low.slots[id(r)] for r in carried}
-    branch = low.b.if_(low.v(op.operands[0]), [before[id(r)].type for r in carried])
+    carried = list(dict.fromkeys(low.written_slots(then) + low.written_slots(other)))
+    before = {key: low.slots[key] for key in carried}
+    branch = low.b.if_(low.v(op.operands[0]), [before[key].type for key in carried])
     for region, enter in ((then, branch.then_), (other, branch.else_)):
         if region is other and not region.ops and not carried:
             continue  # the builder gave the result-less if an else holding only `yield`
         with enter():
             low.region(region)
-            low.b.yield_([low.slots[id(r)] for r in carried])
+            low.b.yield_([low.slots[key] for key in carried])
         low.slots.update(before)
-    for ref, result in zip(carried, branch.results):
-        low.slots[id(ref)] = result
+    for key, result in zip(carried, branch.results):
+        low.slots[key] = result
 
 
 def _inline(low: Lowering, op):
