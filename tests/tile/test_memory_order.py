@@ -33,11 +33,13 @@ IN1 = T.TensorView(f32, 1, T.Role.IN)
 ROPE = (T.TensorView(f16, 2, T.Role.OUT, (16, 64)), T.TensorView(f16, 2, T.Role.IN),
         T.TensorView(f16, 2, T.Role.IN), T.TensorView(f32, 2, T.Role.IN),
         T.TensorView(f32, 2, T.Role.IN))
+OUT2, IN2 = T.TensorView(f32, 2, T.Role.OUT, (16, 32)), T.TensorView(f32, 2, T.Role.IN)
 KERNELS = {  # name: (kernel, IR parameter types, constants)
     "store_load_store": (K.store_load_store, (OUT1, IN1), {}),
     "store_load_in_loop": (K.store_load_in_loop, (OUT1, IN1, T.Scalar(i64)), {}),
     "store_load_in_branch": (K.store_load_in_branch, (OUT1, IN1, T.Scalar(i64)), {}),
     "rmsnorm_rope": (K.rmsnorm_rope, ROPE, {"half": 16}),
+    "read_own_tile": (K.read_own_tile, (OUT2, OUT2, IN2), {}),
 }
 
 
@@ -295,3 +297,23 @@ def test_fused_rmsnorm_and_partial_rope_stores_twice(backend):
     assert np.all(np.abs(got - want) <= bound), np.max(np.abs(got - want) - bound)
     if backend == "cuda":
         assert np.all(np.abs(got - on_cpu(lambda: _rope(*inputs))) <= 2 * bound)
+
+
+def _read_own_tile(xh):
+    shape = xh.shape
+    out, aux, _ = K.read_own_tile(poisoned(shape).partition((16, 32)),
+                                  poisoned(shape).partition((16, 32)), fl.asarray(xh)).sync()
+    return out.unpartition().numpy(), aux.unpartition().numpy()
+
+
+@pytest.mark.parametrize("backend", BOTH, indirect=True)
+def test_every_allowed_read_of_an_output_gives_the_blocks_own_tile(backend):
+    """out.load(), ft.load at out.tile_index (in the kernel and in a helper) and ft.load_like of
+    an Out all read back what this block stored: x + x + 4 x + 8 aux + 16 aux with aux = 2 x + 1,
+    on a 3 x 3 grid with partial edge tiles (grouped tile order on the GPU). Random integers keep
+    every step exact."""
+    xh = np.random.default_rng(6).integers(-1000, 1000, (40, 70)).astype(np.float32)
+    out, aux = _read_own_tile(xh)
+    x = xh.astype(np.float64)
+    np.testing.assert_array_equal(aux, 2 * x + 1)
+    np.testing.assert_array_equal(out, x + x + 4 * x + 8 * (2 * x + 1) + 16 * (2 * x + 1))

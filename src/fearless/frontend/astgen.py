@@ -75,6 +75,8 @@ class GenContext:
     inline_count: int = 0
     call_stack: list = field(default_factory=list)
     dialect: Dialect = SIMT
+    block_index: dict = field(default_factory=dict)      # tile kernels: axis -> this block's
+    #                                                      coordinate, made once, at entry
 
     def slot(self, key: str, first) -> Value:
         ref = self.slots.get(key)

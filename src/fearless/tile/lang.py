@@ -99,10 +99,14 @@ load = _stub("load", "load(x, index, shape, latency=None, allow_tma=None): the t
                      "``shape`` at tile coordinates ``index`` of the grid of ``shape`` tiles "
                      "over tensor ``x``; elements past the edge read as 0. ``shape`` must be "
                      "constants (powers of two on the GPU). ``latency`` (1-10) and "
-                     "``allow_tma`` are Tile IR scheduling hints for tileiras.")
+                     "``allow_tma`` are Tile IR scheduling hints for tileiras. An Out is read "
+                     "only at the block's own tile (index ``out.tile_index``, shape "
+                     "``out.tile_shape``; simpler: ``out.load()``); any other read of an Out "
+                     "is a SafetyError.")
 load_like = _stub("load_like", "load_like(x, out, latency=None, allow_tma=None): the tile of "
                                "``x`` at the position and shape of ``out``'s own tile (zero "
-                               "past the edge); hints as for ``load``.")
+                               "past the edge); hints as for ``load``. ``x`` may be an Out "
+                               "only with ``out``'s tile shape (then it is its own tile).")
 zeros = _stub("zeros", "zeros(shape, dtype): a tile of zeros.")
 full = _stub("full", "full(shape, value, dtype): a tile filled with ``value``.")
 arange = _stub("arange", "arange(n): the 1-d i32 tile 0, 1, ..., n-1 (n a constant).")
