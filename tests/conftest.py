@@ -3,16 +3,26 @@
 Plain tests run on the cpu backend (so CI and a GPU machine test the same thing); tests marked
 ``gpu`` run on the cuda backend and are skipped when no usable GPU is present. The cpu backend's
 race detector is on, as it is by default (``FEARLESS_RACECHECK=0`` in the environment turns it
-off).
+off); the JIT cache is a fresh folder per session and slow compiles print no progress line, unless
+the environment sets ``FEARLESS_CACHE_DIR`` / ``FEARLESS_PROGRESS``.
 """
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from fearless.runtime import device
+os.environ.setdefault("FEARLESS_PROGRESS", "0")  # compile times vary: keep stderr deterministic
+if "FEARLESS_CACHE_DIR" not in os.environ:  # a session's own JIT cache: no hits from old runs
+    os.environ["FEARLESS_CACHE_DIR"] = tempfile.mkdtemp(prefix="fearless-tests-")
+    atexit.register(shutil.rmtree, os.environ["FEARLESS_CACHE_DIR"], ignore_errors=True)
+
+from fearless.runtime import device  # noqa: E402 (after the environment is set)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # `import examples.<name>` from a source checkout

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import pickle
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, ParamSpec, TypeVar, overload
@@ -25,19 +26,19 @@ import numpy as np
 
 from fearless import dtypes
 from fearless.compiler import Compiled, compile_simt, show
-from fearless.config import CONFIG
+from fearless.config import CONFIG, Config
 from fearless.errors import ArgumentTypeError, CompileError, ContractError, FearlessError, \
     InternalError, LaunchError
 from fearless.frontend.annotations import ArgInfo, ScalarParam, param_kinds, specialize
 from fearless.frontend.capture import MISSING, Captured, capture
-from fearless.frontend.spans import Span
 from fearless.ir import types as T
 from fearless.passes import PassOptions
-from fearless.runtime import cache, device, dispatch, launch as contracts
+from fearless.runtime import cache, device, dispatch, launch as contracts, progress
 from fearless.runtime.contract import Contract
 from fearless.runtime.lazy import DeviceOperation
 from fearless.passes.shared import pooled_bytes
-from fearless.runtime.module import allow_dynamic_shared, load, nvjitlink_version
+from fearless.runtime.module import allow_dynamic_shared, load, load_rebuilding, \
+    nvjitlink_version
 from fearless.runtime.ownership import refuse_while_executing
 from fearless.runtime.partition import Partition
 from fearless.runtime.stream import current_stream
@@ -195,38 +196,34 @@ class Kernel:
         return PassOptions(bounds_checks=self.bounds_checks, prove_bounds=prove, block=block)
 
     def compile_for(self, types: tuple, backend: str, arch: str | None = None,
-                    prove: bool = True) -> Compiled:
+                    prove: bool = True, fresh: bool = False) -> Compiled:
         """The compiled specialisation for parameter ``types`` (cached in memory and on disk).
         ``prove=False``: the variant with every read checked, run when one of the first one's
-        ``bounds_preconditions`` fails at a launch (see passes/inbounds.py)."""
+        ``bounds_preconditions`` fails at a launch (see passes/inbounds.py). ``fresh``: compile
+        again without reading either cache (the driver refused what the disk cache held)."""
         key = (types, backend, arch, prove)
-        compiled = self._compiled.get(key)
+        compiled = None if fresh else self._compiled.get(key)
         if compiled is None:
             with self._lock:
-                compiled = self._compiled.get(key)
+                compiled = None if fresh else self._compiled.get(key)
                 if compiled is None:
-                    compiled = self._compiled[key] = self._compile(types, backend, arch, prove)
+                    compiled = self._compiled[key] = self._compile(types, backend, arch, prove,
+                                                                   fresh)
         return compiled
 
-    def _compile(self, types, backend, arch, prove: bool = True) -> Compiled:
+    def _compile(self, types, backend, arch, prove: bool = True, fresh: bool = False) -> Compiled:
         params = [(name, t) for (name, _), t in zip(self.params, types)]
+        tools = ["cpu"] if backend == "cpu" else [_llvm_version(), nvjitlink_version(), arch]
         try:
-            if backend == "cpu":
-                return compile_simt(self.captured, params, self._options(prove), None,
-                                    "passes", self.contract)
-            disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
-            key = cache.digest([VERSION, cache.compiler_fingerprint(), _llvm_version(),
-                                nvjitlink_version(), arch,
-                                repr(types), self.bounds_checks, prove, self._contract_key(),
+            key = cache.digest([VERSION, cache.compiler_fingerprint(), *tools, repr(types),
+                                self.bounds_checks, prove, self._contract_key(),
                                 *self.fingerprint()])
-            hit = disk.get(key)
-            if hit is not None:
-                ptx, cubin, meta = hit
-                return Compiled(self.name, types, ptx=ptx, cubin=cubin, meta=_load_meta(meta))
-            compiled = compile_simt(self.captured, params, self._options(prove), arch, "cubin",
-                                    self.contract)
-            disk.put(key, compiled.ptx, compiled.cubin, _dump_meta(compiled.meta))
-            return compiled
+            return cached_compile(
+                CONFIG, key, self.captured, types, lambda: compile_simt(self.captured, params, self._options(prove), arch,
+                                            "passes" if backend == "cpu" else "cubin",
+                                            self.contract),
+                f"kernel '{self.name}' ({', '.join(map(str, types))}) for {arch or 'cpu'}",
+                keep_ir=backend == "cpu", fresh=fresh)
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None
         except Exception as exc:
@@ -365,8 +362,11 @@ class Kernel:
         names = [n for n, _ in kinds]
         if backend == "cpu":
             return _Entry(types, names, self.compile_for(types, "cpu", None, prove), None)
-        compiled = self.compile_for(types, "cuda", device.cuda_arch(), prove)
-        loaded = load(self.name, compiled.cubin, compiled.ptx)
+        arch = device.cuda_arch()
+        compiled, loaded = load_rebuilding(
+            self.name, self.compile_for(types, "cuda", arch, prove),
+            lambda: self.compile_for(types, "cuda", arch, prove, fresh=True),
+            lambda c: load(self.name, c.cubin, c.ptx))
         loaded.pooled_shared = pooled_bytes(compiled.meta["shared"])
         if loaded.pooled_shared:  # static arrays over 48 KB live in dynamic shared memory
             allow_dynamic_shared(loaded, contracts.device_limits("cuda").max_shared_optin
@@ -514,25 +514,52 @@ def _llvm_version() -> str:
     return llvm_version()
 
 
-def _dump_meta(meta: dict) -> dict:
-    sites = [(name, s.to_json()) for name, s in meta["bounds_sites"]]
-    return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())],
-            "warp_full": meta.get("warp_full", False),
-            "bounds_preconditions": [list(p) for p in meta.get("bounds_preconditions", ())],
-            "coverage": {k: v and [list(e) for e in v]
-                         for k, v in meta.get("coverage", {}).items()}}
+def cached_compile(config: Config, key: str, cap: Captured, types: tuple, run, what: str,
+                   keep_ir: bool, fresh: bool = False, accept=None) -> Compiled:
+    """The Compiled under ``key`` in ``config``'s disk cache, else ``run()``'s, stored there.
+    Both tracks use it.
+
+    An entry holds the PTX and cubin when there are some, and a pickle of the compile facts
+    (``meta``) and, when ``keep_ir`` (the cpu backend, which interprets it), the IR after the
+    passes. Spans are stored relative to ``cap``'s functions and rebased on load, so errors point
+    at the source as it is now. ``accept(compiled)``: False rejects a hit (not damage: another
+    toolchain built it). ``fresh``: do not read the entry. A compile taking over a second prints
+    a line on stderr (``runtime/progress.py``)."""
+    disk = cache.DiskCache(config.cache_dir, config.disk_cache)
+    anchors = _anchors(cap)
+    if not fresh:
+        hit = disk.load(key, lambda sections: _restored(cap.name, types, sections, anchors))
+        if hit is not None and (accept is None or accept(hit)):
+            return hit
+    with progress.compiling(what, config.progress):
+        compiled = run()
+    sections = {}
+    if compiled.ptx:
+        sections["ptx"] = compiled.ptx.encode()
+    if compiled.cubin is not None:
+        sections["cubin"] = compiled.cubin
+    try:
+        sections["pickle"] = cache.dumps((compiled.fn if keep_ir else None, compiled.meta),
+                                         anchors)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return compiled  # something that cannot be stored: compiled in every process instead
+    disk.put(key, sections)
+    return compiled
 
 
-def _load_meta(meta: dict) -> dict:
-    sites = tuple((name, Span.from_json(span)) for name, span in meta["bounds_sites"])
-    shared = tuple((n, tuple(shape) if shape is not None else None, d)
-                   for n, shape, d in meta.get("shared", ()))
-    return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"], "shared": shared, "warp_full": meta.get("warp_full", False),
-            "bounds_preconditions": tuple(tuple(p) for p in meta.get("bounds_preconditions", ())),
-            "coverage": {k: v and tuple(tuple(e) for e in v)
-                         for k, v in meta.get("coverage", {}).items()}}
+def _restored(name: str, types: tuple, sections: dict, anchors) -> Compiled:
+    fn, meta = cache.loads(sections["pickle"], anchors)
+    ptx = sections["ptx"].decode() if "ptx" in sections else None
+    return Compiled(name, types, fn=fn, ptx=ptx, cubin=sections.get("cubin"), meta=meta,
+                    from_cache=True)
+
+
+def _anchors(cap: Captured) -> list:
+    """Where the kernel's functions are now: what cached spans are relative to."""
+    return [cache.Anchor(c.filename, min([c.tree.lineno, *(d.lineno for d in
+                                                          c.tree.decorator_list)]),
+                         c.tree.end_lineno, c.tree.lineno, c.indent)
+            for c in _walk_functions(cap)]
 
 
 @overload

@@ -260,12 +260,3 @@ kernel 'reads_past_end', parameter 'x': read out of bounds: index 10, but the le
            called from kernel 'reads_past_end' (bad_funcs.py:43)
 help: guard the read (if i < len(x): ...) or launch with a size that fits the inputs; this read \
 was skipped and gave 0"""
-
-
-def test_the_call_chain_survives_the_disk_cache():
-    from fearless.frontend.spans import CallSite, Span
-    span = Span("f.py", 3, 4, 9, "    x[i + 1]",
-                (CallSite("g", "f.py:2", "device function 'h'", "f.py:7"),
-                 CallSite("h", "f.py:6", "kernel 'k'", "f.py:12")))
-    assert Span.from_json(span.to_json()) == span
-    assert Span.from_json(span.to_json()[:5]) == Span("f.py", 3, 4, 9, "    x[i + 1]")

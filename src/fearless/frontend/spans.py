@@ -59,13 +59,3 @@ class Span:
             steps += [f"called from {c.caller} ({c.at})" for c in self.inlined]
             text += f"\n{gutter} = note: " + f",\n{gutter}         ".join(steps)
         return text
-
-    def to_json(self) -> list:
-        """The span as JSON-able lists (for the disk cache); ``from_json`` reads it back."""
-        return [self.filename, self.line, self.col, self.end_col, self.text,
-                [[c.function, c.defined, c.caller, c.at] for c in self.inlined]]
-
-    @staticmethod
-    def from_json(data: list) -> "Span":
-        *fields, inlined = data if len(data) == 6 else (*data, [])
-        return Span(*fields, tuple(CallSite(*c) for c in inlined))
