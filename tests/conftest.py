@@ -2,19 +2,27 @@
 
 Plain tests run on the cpu backend (so CI and a GPU machine test the same thing); tests marked
 ``gpu`` run on the cuda backend and are skipped when no usable GPU is present. The cpu backend's
-race detector is on (``FEARLESS_RACECHECK=1``) unless the environment says otherwise. With
+race detector is on, as it is by default (``FEARLESS_RACECHECK=0`` in the environment turns it
+off); the JIT cache is a fresh folder per session and slow compiles print no progress line, unless
+the environment sets ``FEARLESS_CACHE_DIR`` / ``FEARLESS_PROGRESS``. With
 ``FEARLESS_CROSS_COMPILE=sm_80,sm_90`` (as ``.ci/run`` sets) every kernel a test launches on the
 cpu backend is also compiled for those GPUs, and a failure fails that test.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("FEARLESS_RACECHECK", "1")  # the race detector watches every cpu test
+os.environ.setdefault("FEARLESS_PROGRESS", "0")  # compile times vary: keep stderr deterministic
+if "FEARLESS_CACHE_DIR" not in os.environ:  # a session's own JIT cache: no hits from old runs
+    os.environ["FEARLESS_CACHE_DIR"] = tempfile.mkdtemp(prefix="fearless-tests-")
+    atexit.register(shutil.rmtree, os.environ["FEARLESS_CACHE_DIR"], ignore_errors=True)
 
 from fearless.config import CONFIG  # noqa: E402 (after the environment is set)
 from fearless.runtime import device  # noqa: E402

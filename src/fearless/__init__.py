@@ -2,12 +2,15 @@
 
 Public surface only; see ``fearless.kernel`` (SIMT kernels), ``fearless.runtime.tensor`` (tensors),
 ``fearless.runtime.lazy`` (DeviceOperation, ``zip``), ``fearless.runtime.graph`` (CUDA graphs)
-and ``fearless.errors`` (the error hierarchy). ``fl.zip`` combines operations; it shadows the
-built-in only as ``fl.zip``.
+and ``fearless.errors`` (the error hierarchy). ``fl.zip`` combines operations; it keeps the
+builtin's name only as ``fl.zip``: no name in ``__all__`` is a builtin's, so ``from fearless
+import *`` replaces none. To a type checker the dtypes are Python number types (``fl.f32`` is
+``float``; see ``fearless.simt.views``), so annotations such as ``a: fl.f32`` check.
 """
+from typing import TYPE_CHECKING
+
 from fearless import errors
-from fearless.dtypes import (bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32,
-                             u64, DType)
+from fearless.dtypes import DType
 from fearless.kernel import DeviceFunction, Kernel, func, kernel, unchecked, unsafe
 from fearless.runtime.contract import Contract
 from fearless.runtime.device import current_backend, multiprocessor_count, set_backend
@@ -24,6 +27,13 @@ from fearless.simt.params import (Array, AtomicSlice, DisjointArray, DisjointSli
                                   UnsafeSlice)
 from fearless.simt.thread import sync_threads
 
+if TYPE_CHECKING:
+    from fearless.simt.views import (bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16,
+                                     u32, u64)
+else:
+    from fearless.dtypes import (bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32,
+                                 u64)
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -33,7 +43,7 @@ __all__ = [
     "async_wait", "static_range", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
-    "DeviceOperation", "zip", "graph", "Graph",
+    "DeviceOperation", "graph", "Graph",
     "Stream", "current_stream", "synchronize", "current_backend", "set_backend",
     "multiprocessor_count",
     "errors", "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",

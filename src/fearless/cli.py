@@ -15,6 +15,10 @@
         no tileiras, and fails on any kernel that does not compile
     fearless sanitize SCRIPT... [--tool T|all ...] [--jobs N] [-- ARGS]
         the scripts under compute-sanitizer; several runs go in parallel, with a summary
+
+Exit status: 0, 1 when fearless refuses or fails (the error's message, without a traceback), 2
+for a mistake on the command line (a missing file or kernel, a bad --signature or --const: one
+line), 1 when a script given raises (its traceback, without fearless's frames).
 """
 from __future__ import annotations
 
@@ -22,13 +26,25 @@ import argparse
 import importlib
 import importlib.util
 import sys
-import tempfile
+import traceback
 from pathlib import Path
 
 from fearless import dtypes
 from fearless.compiler import STAGE_NAMES, TILE_STAGE_NAMES
+from fearless.config import CONFIG
 from fearless.errors import FearlessError
 from fearless.ir import types as T
+from fearless.tracebacks import user_frames
+
+_SIGNATURE_FORM = "name=dtype[:ndim][/tile], e.g. x=f32, out=f32:2 or z=f16:2/64x64"
+
+
+class UsageError(Exception):
+    """A mistake on the command line: printed as one line, exit status 2."""
+
+
+class ScriptError(Exception):
+    """The user's script raised while it was loaded or run (its exception is the cause)."""
 
 
 def main(argv=None) -> int:
@@ -36,9 +52,9 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="check Python, LLVM, libdevice, driver, GPU and cache")
     demo = sub.add_parser("demo", help="run the examples and check them against NumPy")
-    demo.add_argument("--png", default=str(Path(tempfile.gettempdir()) / "fearless" /
-                                           "sobel_grace_hopper.png"),
-                      help="where the image-filter example writes its result")
+    demo.add_argument("--png", default=None,
+                      help="where the image-filter example writes its result (default: "
+                           "$TMPDIR/fearless-demo/sobel_grace_hopper.png)")
     insp = sub.add_parser("inspect", help="print one compile stage of a kernel")
     insp.add_argument("target")
     insp.add_argument("--stage", choices=tuple(dict.fromkeys(STAGE_NAMES + TILE_STAGE_NAMES)),
@@ -81,26 +97,55 @@ def main(argv=None) -> int:
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
         return inspect(args.target, args.stage, args.signature, args.arch, args.const)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except FearlessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ScriptError as exc:
+        cause = exc.__cause__
+        tb = cause.__traceback__ if CONFIG.full_traceback else user_frames(cause.__traceback__)
+        print("".join(traceback.format_exception(type(cause), cause, tb)).rstrip(),
+              file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
 
+def _script(spec: str) -> Path:
+    path = Path(spec).resolve()
+    if not path.is_file():
+        raise UsageError(f"{spec}: no such file" if not path.exists() else
+                         f"{spec} is not a file")
+    return path
+
+
 def _load_module(spec: str):
     if spec.endswith(".py") or "/" in spec:
-        path = Path(spec).resolve()
+        path = _script(spec)
         sys.path.insert(0, str(path.parent))
         mod_spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(mod_spec)
         sys.modules[path.stem] = module
-        mod_spec.loader.exec_module(module)
+        try:
+            mod_spec.loader.exec_module(module)
+        except FearlessError:
+            raise
+        except Exception as exc:
+            raise ScriptError(f"loading {spec} raised {type(exc).__name__}") from exc
         return module
     sys.path.insert(0, str(Path.cwd()))  # like `python -c "import spec"` run here
     try:
         return importlib.import_module(spec)
-    except ImportError as exc:
-        raise SystemExit(f"error: cannot import {spec!r} ({exc}); give module:function of an "
+    except ModuleNotFoundError as exc:
+        if exc.name != spec.split(".")[0] and not spec.startswith(f"{exc.name}."):
+            raise ScriptError(f"importing {spec} raised ModuleNotFoundError") from exc
+        raise UsageError(f"cannot import {spec!r} ({exc}); give module:function of an "
                          f"importable module, or path/to/file.py:function") from None
+    except FearlessError:
+        raise
+    except Exception as exc:
+        raise ScriptError(f"importing {spec} raised {type(exc).__name__}") from exc
 
 
 def _kernels(target: str):
@@ -108,27 +153,83 @@ def _kernels(target: str):
     from fearless.tile_kernel import TileKernel
     module_spec, _, name = target.rpartition(":") if ":" in target else (target, "", "")
     module = _load_module(module_spec)
+    found = {n: v for n, v in vars(module).items() if isinstance(v, (Kernel, TileKernel))}
+    listing = f"its kernels: {', '.join(found)}" if found else "it defines no kernel"
     if name:
         k = getattr(module, name, None)
+        if k is None:
+            raise UsageError(f"{module_spec} has no '{name}'; {listing}")
         if not isinstance(k, (Kernel, TileKernel)):
-            raise SystemExit(f"error: {target} is not a @fearless.kernel or tile kernel")
+            raise UsageError(f"'{name}' in {module_spec} is a {type(k).__name__}, not a "
+                             f"@fearless.kernel or tile kernel; {listing}")
         return [k]
-    found = [v for v in vars(module).values() if isinstance(v, (Kernel, TileKernel))]
     if not found:
-        raise SystemExit(f"error: no @fearless.kernel in {module_spec}")
-    return found
+        raise UsageError(f"no @fearless.kernel or tile kernel in {module_spec}")
+    return list(found.values())
 
 
 def _parse_signature(text: str) -> dict:
-    """``x=f32,out=f32:2/64x64`` -> {name: (dtype, ndim or None, tile shape or None)}."""
+    """``x=f32,out=f32:2/64x64`` -> {name: (dtype, ndim or None, tile shape or None)}.
+    Raises UsageError."""
     out = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
-        name, _, spec = item.partition("=")
+        name, eq, spec = (s.strip() for s in item.partition("="))
+        if not eq or not name.isidentifier() or not spec:
+            raise UsageError(f"--signature {item!r}: expected {_SIGNATURE_FORM}")
         spec, _, tile = spec.partition("/")
         dtype, _, ndim = spec.partition(":")
-        shape = tuple(int(n) for n in tile.split("x")) if tile else None
-        out[name.strip()] = (dtypes.coerce(dtype.strip()), int(ndim) if ndim else None, shape)
+        try:
+            dt = dtypes.coerce(dtype.strip())
+        except TypeError:
+            raise UsageError(f"--signature {item!r}: {dtype.strip()!r} is not a dtype; one of "
+                             f"{', '.join(d.name for d in dtypes.ALL)}") from None
+        if ndim and not (ndim.strip().isdigit() and int(ndim) > 0):
+            raise UsageError(f"--signature {item!r}: the rank {ndim!r} is not a positive "
+                             f"integer")
+        extents = tile.split("x") if tile else []
+        if not all(n.strip().isdigit() and int(n) > 0 for n in extents):
+            raise UsageError(f"--signature {item!r}: the tile shape {tile!r} is not positive "
+                             f"extents joined by x, such as 64x64")
+        out[name] = (dt, int(ndim) if ndim else None,
+                     tuple(int(n) for n in extents) if extents else None)
     return out
+
+
+def _parse_consts(text: str) -> dict:
+    """``bk=64,alpha=0.5`` -> {name: int or float}. Raises UsageError."""
+    out = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, eq, value = (s.strip() for s in item.partition("="))
+        if not eq or not name.isidentifier():
+            raise UsageError(f"--const {item!r}: expected name=value, e.g. bk=64")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            try:
+                out[name] = float(value)
+            except ValueError:
+                raise UsageError(f"--const {item!r}: {value!r} is not a number") from None
+    return out
+
+
+def _names(kernel, constants: bool) -> list[str]:
+    """The names of ``kernel``'s runtime parameters, or of its compile-time constants."""
+    from fearless.frontend.tile_params import ConstParam
+    from fearless.tile_kernel import TileKernel
+    if not isinstance(kernel, TileKernel):
+        return [] if constants else [n for n, _ in kernel.params]
+    return [p.name for p in kernel.params if isinstance(p, ConstParam) == constants]
+
+
+def _check_names(kernels, given: dict, option: str, constants: bool) -> None:
+    """Refuse a name in ``given`` that is a parameter (constant) of none of ``kernels``."""
+    known = list(dict.fromkeys(n for k in kernels for n in _names(k, constants)))
+    unknown = [n for n in given if n not in known]
+    if unknown:
+        which = ", ".join(f"'{k.name}'" for k in kernels)
+        raise UsageError(f"{option} names '{unknown[0]}', which is not a "
+                         f"{'constant' if constants else 'parameter'} of {which} "
+                         f"(those are: {', '.join(known) or 'none'})")
 
 
 def tile_param_types(kernel, signature: dict) -> tuple:
@@ -141,15 +242,14 @@ def tile_param_types(kernel, signature: dict) -> tuple:
             continue
         dt, ndim, tile = signature.get(p.name, (p.dtype, None, None))
         if dt is None or not isinstance(dt, dtypes.DType):
-            raise SystemExit(f"error: parameter '{p.name}' is generic; give --signature "
-                             f"{p.name}=f32")
+            raise UsageError(f"parameter '{p.name}' is generic; give --signature {p.name}=f32")
         if not isinstance(p, TensorParam):
             types.append(T.Scalar(dt))
             continue
         tile = tile or p.tile_shape
         ndim = ndim or (len(tile) if tile else 1)
         if p.role == "out" and not tile:
-            raise SystemExit(f"error: give the rank and tile shape of '{p.name}': --signature "
+            raise UsageError(f"give the rank and tile shape of '{p.name}': --signature "
                              f"{p.name}={dt.name}:NDIM/TILE, e.g. {p.name}={dt.name}:2/64x64 "
                              f"for a 2-d output in 64x64 tiles")
         layout = T.Layout(16, (16,) * ndim, (16,) * (ndim - 1) + (1,), True)
@@ -172,14 +272,14 @@ def param_types(kernel, signature: dict) -> tuple:
             ndim = kind.kind.ndim
         elif isinstance(kind, AnyParam):
             if not given:
-                raise SystemExit(f"error: parameter '{name}' has no annotation; "
-                                 f"give --signature {name}=f32 (or f32:1 for an array)")
+                raise UsageError(f"parameter '{name}' has no annotation; give --signature "
+                                 f"{name}=f32 (or f32:1 for an array)")
             dt, ndim = given
             access = T.Access.READ
         else:
             dt, ndim = (given[0] if given else kind.dtype), None
         if dt is None or isinstance(dt, TypeVar):
-            raise SystemExit(f"error: parameter '{name}' is generic; give --signature {name}=f32")
+            raise UsageError(f"parameter '{name}' is generic; give --signature {name}=f32")
         types.append(T.Scalar(dt) if ndim is None else T.Array(dt, ndim, access, True))
     return tuple(types)
 
@@ -187,20 +287,24 @@ def param_types(kernel, signature: dict) -> tuple:
 def inspect(target: str, stage: str, signature: str, arch: str, consts: str = "") -> int:
     from fearless.frontend.tile_params import NO_DEFAULT, ConstParam
     from fearless.tile_kernel import TileKernel
-    sig = _parse_signature(signature)
-    given = {k.strip(): int(v) if v.strip().lstrip("-").isdigit() else float(v)
-             for k, _, v in (c.partition("=") for c in consts.split(",") if c.strip())}
-    for k in _kernels(target):
-        print(f"// kernel {k.name}, stage {stage}")
+    sig, given = _parse_signature(signature), _parse_consts(consts)
+    kernels = _kernels(target)
+    _check_names(kernels, sig, "--signature", False)
+    _check_names(kernels, given, "--const", True)
+    for k in kernels:
         if isinstance(k, TileKernel):
             values = {p.name: given.get(p.name, p.default) for p in k.params
                       if isinstance(p, ConstParam)}
             missing = [n for n, v in values.items() if v is NO_DEFAULT]
             if missing:
-                raise SystemExit(f"error: give --const {missing[0]}=...")
-            print(k.inspect(stage, tile_param_types(k, sig), values, arch), end="")
+                raise UsageError(f"give --const {missing[0]}=... for kernel '{k.name}'")
+            types = tile_param_types(k, sig)
+            print(f"// kernel {k.name}, stage {stage}")
+            print(k.inspect(stage, types, values, arch), end="")
         else:
-            print(k.inspect(stage, param_types(k, sig), arch), end="")
+            types = param_types(k, sig)
+            print(f"// kernel {k.name}, stage {stage}")
+            print(k.inspect(stage, types, arch), end="")
     return 0
 
 
@@ -212,14 +316,19 @@ def compile_ahead(scripts: list[str], archs: list[str]) -> int:
     import fearless as fl
     from fearless.runtime.ahead import compile_only
 
+    paths = [_script(s) for s in scripts]
     fl.set_backend("cpu")
     total = 0
-    for script in scripts:
-        path = Path(script).resolve()
+    for script, path in zip(scripts, paths):
         sys.path.insert(0, str(path.parent))
         t0 = time.perf_counter()
         with compile_only(archs) as made:
-            runpy.run_path(str(path), run_name="__main__")
+            try:
+                runpy.run_path(str(path), run_name="__main__")
+            except (FearlessError, SystemExit):
+                raise
+            except Exception as exc:
+                raise ScriptError(f"running {script} raised {type(exc).__name__}") from exc
         for kernel, types, constants, arch, compiled in made:
             shapes = ", ".join(f"{t}" for t in types)
             consts = "".join(f", {k}={v}" for k, v in sorted(constants.items()))

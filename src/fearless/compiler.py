@@ -60,6 +60,7 @@ class Compiled:
     sass: str | None = None
     tileir: bytes | None = None         # tile kernels: the Tile IR bytecode
     meta: dict = field(default_factory=dict)  # index_space, bounds_sites
+    from_cache: bool = False            # read from the disk cache, not compiled here
 
 
 @dataclass

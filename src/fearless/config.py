@@ -8,8 +8,18 @@ Variables:
     FEARLESS_CACHE_DIR  JIT cache directory; default ``$XDG_CACHE_HOME/fearless`` (``~/.cache``).
     FEARLESS_CACHE      ``0`` disables the on-disk JIT cache (the in-memory one stays).
     FEARLESS_DUMP       comma list of stages to print while compiling: ``ir,llvm,ptx``.
-    FEARLESS_RACECHECK  ``1`` runs the cpu backend's race detector on shared memory, UnsafeSlice
-                        and atomic arrays (raises RaceError); default ``0``.
+    FEARLESS_RACECHECK  ``0`` turns off the cpu backend's race detector, which is on by default:
+                        it watches shared memory, UnsafeSlice and atomic arrays and raises
+                        RaceError. The cpu backend is where kernels are developed, so races
+                        must show there. Its cost, measured on the examples (steady time per
+                        launch, best of 3, off -> on): nothing measurable for kernels without
+                        such arrays; block_reduce 1.11x, sgemm 1.12x, row_softmax 1.33x,
+                        prefix_sum 1.33x, hgemm 1.59x, transpose 2.9x (every element passes
+                        through a shared tile); the histogram's atomics 1.0x.
+    FEARLESS_TRACEBACK  ``1`` keeps fearless's own frames in the tracebacks of user errors
+                        (``tracebacks.py`` removes them by default).
+    FEARLESS_PROGRESS   ``0`` silences the line on stderr that a compile taking more than a
+                        second prints (``fearless: compiling kernel 'k' ... done in 6.2 s``).
     FEARLESS_CROSS_COMPILE  comma list of GPU archs (``sm_80,sm_90``): every kernel specialisation
                         the cpu backend compiles is also compiled to a cubin for each, and a
                         failure raises at that launch (``runtime/ahead.py``; CI sets it, no
@@ -29,7 +39,9 @@ class Config:
     cache_dir: Path
     disk_cache: bool
     dump: frozenset[str]
-    racecheck: bool = False
+    racecheck: bool = True
+    full_traceback: bool = False
+    progress: bool = True
     cross_compile: tuple[str, ...] = ()
 
     @staticmethod
@@ -49,8 +61,9 @@ class Config:
                              f"{bad[0]!r} is not a GPU arch such as 'sm_90'")
         return Config(backend=backend, cache_dir=cache_dir,
                       disk_cache=env.get("FEARLESS_CACHE", "1") != "0", dump=dump,
-                      racecheck=env.get("FEARLESS_RACECHECK", "0") not in ("", "0"),
-                      cross_compile=archs)
+                      racecheck=env.get("FEARLESS_RACECHECK", "").strip() != "0",
+                      full_traceback=env.get("FEARLESS_TRACEBACK", "0") not in ("", "0"),
+                      progress=env.get("FEARLESS_PROGRESS", "1") != "0", cross_compile=archs)
 
 
 CONFIG = Config.from_env()

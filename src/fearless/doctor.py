@@ -1,4 +1,8 @@
-"""``fearless doctor``: one line per requirement, each OK or what to do about it."""
+"""``fearless doctor``: one line per requirement, each OK or what to do about it.
+
+The last line is the backend kernels will run on. Exit status 1 when something the cpu backend
+needs is missing, or when the backend asked for (``FEARLESS_BACKEND=cuda``) cannot run kernels.
+"""
 from __future__ import annotations
 
 import platform
@@ -51,18 +55,39 @@ def _tileiras():
     return True, f"tile kernels: {tc.fingerprint()} at {tc.tileiras} (bytecode {versions})"
 
 
+def _cuda_asked_for() -> bool:
+    """Whether ``FEARLESS_BACKEND=cuda`` chose the backend (auto-selection picks cuda only
+    when it is usable)."""
+    return CONFIG.backend == "cuda"
+
+
 def _driver():
     from fearless.runtime.device import driver_version
     version = driver_version()
     if version is None:
-        return False, "no NVIDIA driver answered; the cpu backend will be used"
+        return False, "no NVIDIA driver answered" + \
+            ("" if _cuda_asked_for() else "; the cpu backend will be used")
     return True, f"NVIDIA driver, CUDA {version[0]}.{version[1]}"
 
 
 def _gpu():
     from fearless.runtime.device import cuda_probe
     ok, detail = cuda_probe()
-    return ok, (f"GPU: {detail}" if ok else f"GPU: {detail}; kernels run on the cpu backend")
+    if ok or _cuda_asked_for():
+        return ok, f"GPU: {detail}"
+    return ok, f"GPU: {detail}; kernels run on the cpu backend"
+
+
+def _backend():
+    from fearless.runtime.device import cuda_probe, current_backend
+    usable, _ = cuda_probe()
+    if _cuda_asked_for() and not usable:
+        return False, ("backend: FEARLESS_BACKEND=cuda asks for the GPU, which cannot run "
+                       "kernels (see above): every launch will fail; unset FEARLESS_BACKEND "
+                       "or set it to cpu")
+    backend = current_backend()
+    why = " (FEARLESS_BACKEND)" if CONFIG.backend else ("" if usable else " (no usable GPU)")
+    return True, f"backend: {backend}{why}"
 
 
 def _cache():
@@ -81,16 +106,14 @@ def _cache():
 CHECKS = (("python", _python, True), ("llvm", _llvm, True), ("libdevice", _libdevice, True),
           ("nvjitlink", _nvjitlink, False), ("tileiras", _tileiras, False),
           ("driver", _driver, False), ("gpu", _gpu, False),
-          ("cache", _cache, True))
+          ("cache", _cache, True), ("backend", _backend, True))
 
 
 def run() -> int:
-    """Print the checks; exit status 1 when a check the cpu backend needs failed."""
+    """Print the checks; exit status 1 when a required check failed (see the module)."""
     failed = False
     for _, check, required in CHECKS:
         ok, line = check()
         print(f"{'OK  ' if ok else ('FAIL' if required else 'warn')}  {line}")
         failed |= required and not ok
-    from fearless.runtime.device import current_backend
-    print(f"backend: {current_backend()}")
     return 1 if failed else 0

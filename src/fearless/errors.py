@@ -15,6 +15,7 @@
     |   +-- BarrierError        a barrier was reached by only some threads of a block
     +-- BackendError            the GPU, driver or toolchain is missing or failed
     +-- InternalError           a bug in fearless; keeps its traceback
+CacheWarning (a UserWarning)    a damaged or unwritable JIT cache entry, recompiled instead
 
 Messages read like a compiler's: ``kernel 'k', parameter 'p': what went wrong``, then the source
 location with a caret under the expression, then a ``help:`` line. Argument count, dtype and rank
@@ -119,8 +120,8 @@ class KernelBoundsError(FearlessError):
 class RaceError(FearlessError):
     """Two threads of one launch touched one element, at least one of them writing, with no
     barrier between them (or from different blocks). Found by the cpu backend's race detector
-    (``FEARLESS_RACECHECK=1``) and raised when the launch ends. The message names both source
-    lines and both threads as ``block (x, y), thread (x, y)``."""
+    (on unless ``FEARLESS_RACECHECK=0``) and raised when the launch ends. The message names both
+    source lines and both threads as ``block (x, y), thread (x, y)``."""
 
 
 class BarrierError(RaceError):
@@ -134,3 +135,9 @@ class BackendError(FearlessError):
 
 class InternalError(FearlessError):
     """A bug in fearless itself. Raised ``from`` the original exception so its traceback stays."""
+
+
+class CacheWarning(UserWarning):
+    """A JIT cache entry was damaged (and is compiled again), the GPU driver refused cached code
+    (compiled again), or the cache folder cannot be written. Never a wrong result: filter it with
+    ``warnings.filterwarnings("ignore", category=fearless.errors.CacheWarning)``."""

@@ -17,45 +17,57 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import pickle
 import threading
 from dataclasses import dataclass
+from typing import Any, Callable, Generic, ParamSpec, TypeVar, overload
 
 import numpy as np
 
 from fearless import dtypes
 from fearless.compiler import Compiled, compile_simt, show
-from fearless.config import CONFIG
+from fearless.config import CONFIG, Config
 from fearless.errors import ArgumentTypeError, CompileError, ContractError, FearlessError, \
     InternalError, LaunchError
 from fearless.frontend.annotations import ArgInfo, ScalarParam, param_kinds, specialize
 from fearless.frontend.capture import MISSING, Captured, capture
-from fearless.frontend.spans import Span
 from fearless.ir import types as T
 from fearless.passes import PassOptions
-from fearless.runtime import ahead, cache, device, dispatch, launch as contracts
+from fearless.runtime import ahead, cache, device, dispatch, launch as contracts, progress
 from fearless.runtime.contract import Contract
 from fearless.runtime.lazy import DeviceOperation
 from fearless.passes.shared import pooled_bytes
-from fearless.runtime.module import allow_dynamic_shared, load, nvjitlink_version
+from fearless.runtime.module import allow_dynamic_shared, load, load_rebuilding, \
+    nvjitlink_version
 from fearless.runtime.ownership import refuse_while_executing
 from fearless.runtime.partition import Partition
 from fearless.runtime.stream import current_stream
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.simt import thread
 from fearless.simt.safety import in_unsafe, unsafe  # noqa: F401 (re-exported)
+from fearless.tracebacks import hide_internal_frames, user_facing
 
 VERSION = "0.1.0"
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-class DeviceFunction:
+def present_as(obj, fn) -> None:
+    """Make the kernel or device-function object ``obj`` present itself as the user's ``fn``:
+    ``help()``, ``inspect.signature()``, documentation tools and debuggers see its name,
+    qualified name, module, docstring and signature, and ``__wrapped__`` leads to ``fn``."""
+    functools.update_wrapper(obj, fn)
+    obj.__signature__ = inspect.signature(fn)
+
+
+class DeviceFunction(Generic[P, R]):
     """A ``@fearless.func`` helper: inlined into the kernels that call it, not callable on the host."""
 
     __fearless_func__ = True
 
-    def __init__(self, fn):
+    def __init__(self, fn: Callable[P, R]):
         self.fn = fn
-        self.__name__ = fn.__name__
-        self.__doc__ = fn.__doc__
+        present_as(self, fn)
         self._captured = None
 
     @property
@@ -64,7 +76,8 @@ class DeviceFunction:
             self._captured = capture(self.fn)
         return self._captured
 
-    def __call__(self, *args, **kwargs):
+    @user_facing
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         raise CompileError(f"@fearless.func '{self.__name__}' runs only inside a kernel",
                            help="call it from a @fearless.kernel body")
 
@@ -120,7 +133,7 @@ class Kernel:
     def __init__(self, fn, *, bounds_checks: bool = True, contract: Contract | None = None):
         self.fn = fn
         self.name = fn.__name__
-        self.__name__, self.__doc__ = fn.__name__, fn.__doc__
+        present_as(self, fn)
         self.bounds_checks = bounds_checks
         if contract is not None and not isinstance(contract, Contract):
             raise ContractError(f"contract= takes a fl.Contract, got {contract!r}",
@@ -183,39 +196,37 @@ class Kernel:
         return PassOptions(bounds_checks=self.bounds_checks, prove_bounds=prove, block=block)
 
     def compile_for(self, types: tuple, backend: str, arch: str | None = None,
-                    prove: bool = True) -> Compiled:
+                    prove: bool = True, fresh: bool = False) -> Compiled:
         """The compiled specialisation for parameter ``types`` (cached in memory and on disk).
         ``prove=False``: the variant with every read checked, run when one of the first one's
-        ``bounds_preconditions`` fails at a launch (see passes/inbounds.py)."""
+        ``bounds_preconditions`` fails at a launch (see passes/inbounds.py). ``fresh``: compile
+        again without reading either cache (the driver refused what the disk cache held)."""
         key = (types, backend, arch, prove)
-        compiled = self._compiled.get(key)
+        compiled = None if fresh else self._compiled.get(key)
         if compiled is None:
             with self._lock:
-                compiled = self._compiled.get(key)
+                compiled = None if fresh else self._compiled.get(key)
                 if compiled is None:
-                    compiled = self._compiled[key] = self._compile(types, backend, arch, prove)
+                    compiled = self._compiled[key] = self._compile(types, backend, arch, prove,
+                                                                   fresh)
         return compiled
 
-    def _compile(self, types, backend, arch, prove: bool = True) -> Compiled:
+    def _compile(self, types, backend, arch, prove: bool = True, fresh: bool = False) -> Compiled:
         params = [(name, t) for (name, _), t in zip(self.params, types)]
+        tools = ["cpu"] if backend == "cpu" else [_llvm_version(), nvjitlink_version(), arch]
         try:
-            if backend == "cpu":
-                return compile_simt(self.captured, params, self._options(prove), None,
-                                    "passes", self.contract)
-            disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
-            key = cache.digest([VERSION, cache.compiler_fingerprint(), _llvm_version(),
-                                nvjitlink_version(), arch,
-                                repr(types), self.bounds_checks, prove, self._contract_key(),
+            key = cache.digest([VERSION, cache.compiler_fingerprint(), *tools, repr(types),
+                                self.bounds_checks, prove, self._contract_key(),
                                 *self.fingerprint()])
-            hit = disk.get(key)
-            if hit is not None:
-                ptx, cubin, meta = hit
-                return Compiled(self.name, types, ptx=ptx, cubin=cubin, meta=_load_meta(meta))
-            compiled = compile_simt(self.captured, params, self._options(prove), arch, "cubin",
-                                    self.contract, resume=self._compiled.get((types, "cpu", None,
-                                                                              prove)))
-            disk.put(key, compiled.ptx, compiled.cubin, _dump_meta(compiled.meta))
-            return compiled
+            # a GPU compile continues from the cpu compile's IR when there is one (resume)
+            cpu = self._compiled.get((types, "cpu", None, prove)) if backend != "cpu" else None
+            return cached_compile(
+                CONFIG, key, self.captured, types,
+                lambda: compile_simt(self.captured, params, self._options(prove), arch,
+                                     "passes" if backend == "cpu" else "cubin", self.contract,
+                                     resume=cpu),
+                f"kernel '{self.name}' ({', '.join(map(str, types))}) for {arch or 'cpu'}",
+                keep_ir=backend == "cpu", fresh=fresh)
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None
         except Exception as exc:
@@ -227,6 +238,7 @@ class Kernel:
     def _contract_key(self) -> str:
         return self.contract.key() if self.contract is not None else ""
 
+    @user_facing
     def prepare(self, size, block=None, shared: int | None = None) -> contracts.PreparedLaunch:
         """Check a launch over ``size`` (``n`` or ``(rows, cols)``) and return its ticket.
 
@@ -243,17 +255,21 @@ class Kernel:
         return contracts.plan(self, self.index_space, size, block, device.current_backend(),
                               shared, self.contract)
 
-    def __getitem__(self, launch):
-        if not isinstance(launch, contracts.PreparedLaunch):
-            raise LaunchError(f"kernel[...] takes a PreparedLaunch, got {launch!r}",
-                              kernel=self.name,
-                              help=f"launch = {self.name}.prepare(n); {self.name}[launch](...)")
-        if launch.kernel is not self:
-            raise contracts.ContractError(f"this PreparedLaunch was made for kernel "
-                                          f"'{launch.kernel.name}'", kernel=self.name,
-                                          help=f"call {self.name}.prepare(...) for this kernel")
-        return lambda *args, **kwargs: self._launch(launch, self._by_name(args, kwargs),
-                                                    checked=True)
+    def __getitem__(self, launch: contracts.PreparedLaunch) -> Callable[..., None]:
+        try:  # a user-error boundary written inline, as in _call: this is the hot path too
+            if not isinstance(launch, contracts.PreparedLaunch):
+                raise LaunchError(f"kernel[...] takes a PreparedLaunch, got {launch!r}",
+                                  kernel=self.name, help=f"launch = {self.name}.prepare(n); "
+                                                         f"{self.name}[launch](...)")
+            if launch.kernel is not self:
+                raise contracts.ContractError(f"this PreparedLaunch was made for kernel "
+                                              f"'{launch.kernel.name}'", kernel=self.name,
+                                              help=f"call {self.name}.prepare(...) for this "
+                                                   f"kernel")
+        except FearlessError as exc:
+            hide_internal_frames(exc)
+            raise
+        return functools.partial(self._call, launch)  # no Python frame of its own: see _call
 
     def _by_name(self, args: tuple, kwargs: dict) -> tuple:
         """Positional arguments with keyword arguments put in their parameters' places."""
@@ -272,16 +288,21 @@ class Kernel:
             raise ArgumentTypeError(f"missing argument '{missing[0]}'", kernel=self.name)
         return tuple(bound[n] for n in names)
 
-    def launch_raw(self, grid, block, *args) -> None:
-        """Launch with a raw grid and block, skipping the contract checks. Only in fl.unsafe()."""
+    @user_facing
+    def launch_raw(self, grid, block, *args, shared: int = 0) -> None:
+        """Launch ``grid`` blocks of ``block`` threads (each an int or a tuple of 1 or 2 ints,
+        x first) with ``shared`` bytes of dynamic shared memory, skipping the contract: the
+        kernel's index space, exact block, coverage of the outputs and ``requires``. Only
+        inside ``with fl.unsafe():`` (LaunchError otherwise). Still checked: the geometry's
+        types and the device's limits (``runtime.launch.plan_raw``; ContractError), the
+        arguments (ArgumentTypeError, AliasError, MovedError) and shared memory."""
         if not in_unsafe():
             raise LaunchError("launch_raw skips the launch checks and needs `with fl.unsafe():`",
                               kernel=self.name, help=f"use {self.name}.prepare(...) instead")
-        grid, block = tuple(np.atleast_1d(grid).tolist()), tuple(np.atleast_1d(block).tolist())
-        size = tuple(g * b for g, b in zip(reversed(grid), reversed(block)))
-        raw = contracts.PreparedLaunch(self, device.current_backend(), size, grid, block)
+        raw = contracts.plan_raw(self, grid, block, device.current_backend(), shared)
         self._launch(raw, args, checked=False)
 
+    @user_facing
     def __call__(self, *args, **kwargs):
         raise LaunchError("a kernel is launched through a PreparedLaunch",
                           kernel=self.name,
@@ -349,8 +370,11 @@ class Kernel:
                     made = self.compile_for(types, "cuda", arch, prove)
                 ahead.record(self, types, {}, arch, made)
             return _Entry(types, names, compiled, None)
-        compiled = self.compile_for(types, "cuda", device.cuda_arch(), prove)
-        loaded = load(self.name, compiled.cubin, compiled.ptx)
+        arch = device.cuda_arch()
+        compiled, loaded = load_rebuilding(
+            self.name, self.compile_for(types, "cuda", arch, prove),
+            lambda: self.compile_for(types, "cuda", arch, prove, fresh=True),
+            lambda c: load(self.name, c.cubin, c.ptx))
         loaded.pooled_shared = pooled_bytes(compiled.meta["shared"])
         if loaded.pooled_shared:  # static arrays over 48 KB live in dynamic shared memory
             allow_dynamic_shared(loaded, contracts.device_limits("cuda").max_shared_optin
@@ -362,6 +386,7 @@ class Kernel:
                                              compiled.meta["coarsen"] > 1)
         return _Entry(types, names, compiled, loaded)
 
+    @user_facing
     def op(self, launch, *args) -> DeviceOperation:
         """The lazy form of ``kernel[launch](*args)``: every check runs now (a bad launch raises
         here), nothing is enqueued until the returned DeviceOperation's ``.sync()``, which
@@ -374,6 +399,16 @@ class Kernel:
                                                               args, tensors)
         return DeviceOperation(enqueue, args, reads=reads, writes=writes, partitions=partitions,
                                label=f"kernel '{self.name}'")
+
+    def _call(self, launch, *args, **kwargs) -> None:
+        """``kernel[launch](*args)``: the hot path, so ``_launch`` and the user-error boundary
+        are written inline (each call saved is ~70 ns a launch)."""
+        try:
+            refuse_while_executing(f"an eager launch of kernel '{self.name}'")
+            self._checked(launch, self._by_name(args, kwargs), True)[0](current_stream())
+        except FearlessError as exc:
+            hide_internal_frames(exc)
+            raise
 
     def _launch(self, launch, args, checked: bool) -> None:
         refuse_while_executing(f"an eager launch of kernel '{self.name}'")
@@ -435,8 +470,9 @@ class Kernel:
                                         kernel=self.name, param=name,
                                         help="convert it on the host, e.g. int(x), or declare "
                                              "the parameter as a float")
-            try:
-                out.append(ty.dtype.numpy.type(arg))
+            try:  # floats round once (dtypes.cast); an int that does not fit is refused
+                out.append(dtypes.cast(arg, ty.dtype) if ty.dtype.is_float
+                           else ty.dtype.numpy.type(arg))
             except (OverflowError, ValueError, TypeError) as exc:
                 raise ArgumentTypeError(f"{arg!r} does not fit {ty.dtype}: {exc}",
                                         kernel=self.name, param=name) from None
@@ -444,6 +480,7 @@ class Kernel:
 
     # inspection ------------------------------------------------------------------------------
 
+    @user_facing
     def inspect(self, stage: str, types: tuple, arch: str = "sm_90") -> str:
         """The text of one compile stage (ast, ir, passes, llvm, ptx, cubin, sass) for
         ``types``; sass needs nvdisasm or cuobjdump (``BackendError`` without)."""
@@ -472,8 +509,11 @@ def _key_of(value) -> str:
     """How a value a kernel refers to enters the cache key."""
     if isinstance(value, (bool, int, float, tuple, np.generic, dtypes.DType)) or value is None:
         return f"{type(value).__name__}:{value!r}"
-    if isinstance(value, DeviceFunction):
-        return f"func:{value.captured.source}"
+    if isinstance(value, DeviceFunction):  # its defaults were evaluated when the def ran
+        fn = value.fn
+        defaults = [_key_of(d) for d in fn.__defaults__ or ()]
+        defaults += [f"{k}={_key_of(d)}" for k, d in (fn.__kwdefaults__ or {}).items()]
+        return f"func:{value.captured.source}:{','.join(defaults)}"
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     module = getattr(value, "__module__", None) or ""
     return f"{type(value).__name__}:{module}.{name}" if name else f"object:{type(value).__qualname__}"
@@ -484,28 +524,65 @@ def _llvm_version() -> str:
     return llvm_version()
 
 
-def _dump_meta(meta: dict) -> dict:
-    sites = [(name, [s.filename, s.line, s.col, s.end_col, s.text]) for name, s in
-             meta["bounds_sites"]]
-    return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"], "shared": [list(s) for s in meta.get("shared", ())],
-            "warp_full": meta.get("warp_full", False),
-            "bounds_preconditions": [list(p) for p in meta.get("bounds_preconditions", ())],
-            "coverage": {k: v and [list(e) for e in v]
-                         for k, v in meta.get("coverage", {}).items()}}
+def cached_compile(config: Config, key: str, cap: Captured, types: tuple, run, what: str,
+                   keep_ir: bool, fresh: bool = False, accept=None) -> Compiled:
+    """The Compiled under ``key`` in ``config``'s disk cache, else ``run()``'s, stored there.
+    Both tracks use it.
+
+    An entry holds the PTX and cubin when there are some, and a pickle of the compile facts
+    (``meta``) and, when ``keep_ir`` (the cpu backend, which interprets it), the IR after the
+    passes. Spans are stored relative to ``cap``'s functions and rebased on load, so errors point
+    at the source as it is now. ``accept(compiled)``: False rejects a hit (not damage: another
+    toolchain built it). ``fresh``: do not read the entry. A compile taking over a second prints
+    a line on stderr (``runtime/progress.py``)."""
+    disk = cache.DiskCache(config.cache_dir, config.disk_cache)
+    anchors = _anchors(cap)
+    if not fresh:
+        hit = disk.load(key, lambda sections: _restored(cap.name, types, sections, anchors))
+        if hit is not None and (accept is None or accept(hit)):
+            return hit
+    with progress.compiling(what, config.progress):
+        compiled = run()
+    sections = {}
+    if compiled.ptx:
+        sections["ptx"] = compiled.ptx.encode()
+    if compiled.cubin is not None:
+        sections["cubin"] = compiled.cubin
+    try:
+        sections["pickle"] = cache.dumps((compiled.fn if keep_ir else None, compiled.meta),
+                                         anchors)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return compiled  # something that cannot be stored: compiled in every process instead
+    disk.put(key, sections)
+    return compiled
 
 
-def _load_meta(meta: dict) -> dict:
-    sites = tuple((name, Span(*span)) for name, span in meta["bounds_sites"])
-    shared = tuple((n, tuple(shape) if shape is not None else None, d)
-                   for n, shape, d in meta.get("shared", ()))
-    return {"index_space": meta["index_space"], "bounds_sites": sites,
-            "coarsen": meta["coarsen"], "shared": shared, "warp_full": meta.get("warp_full", False),
-            "bounds_preconditions": tuple(tuple(p) for p in meta.get("bounds_preconditions", ())),
-            "coverage": {k: v and tuple(tuple(e) for e in v)
-                         for k, v in meta.get("coverage", {}).items()}}
+def _restored(name: str, types: tuple, sections: dict, anchors) -> Compiled:
+    fn, meta = cache.loads(sections["pickle"], anchors)
+    ptx = sections["ptx"].decode() if "ptx" in sections else None
+    return Compiled(name, types, fn=fn, ptx=ptx, cubin=sections.get("cubin"), meta=meta,
+                    from_cache=True)
 
 
+def _anchors(cap: Captured) -> list:
+    """Where the kernel's functions are now: what cached spans are relative to."""
+    return [cache.Anchor(c.filename, min([c.tree.lineno, *(d.lineno for d in
+                                                          c.tree.decorator_list)]),
+                         c.tree.end_lineno, c.tree.lineno, c.indent)
+            for c in _walk_functions(cap)]
+
+
+@overload
+def kernel(fn: Callable[..., Any], *, unchecked: bool = False,
+           contract: Contract | None = None) -> Kernel: ...
+
+
+@overload
+def kernel(fn: None = None, *, unchecked: bool = False,
+           contract: Contract | None = None) -> Callable[[Callable[..., Any]], Kernel]: ...
+
+
+@user_facing
 def kernel(fn=None, *, unchecked: bool = False, contract: Contract | None = None):
     """Decorator: make ``fn`` a fearless SIMT kernel (``unchecked=True``: no read bounds checks;
     ``contract``: a ``fl.Contract`` every launch must keep, see ``runtime/contract.py``)."""
@@ -514,12 +591,12 @@ def kernel(fn=None, *, unchecked: bool = False, contract: Contract | None = None
     return Kernel(fn, bounds_checks=not unchecked, contract=contract)
 
 
-def func(fn):
+def func(fn: Callable[P, R]) -> DeviceFunction[P, R]:
     """Decorator: a device function, inlined into the kernels that call it."""
     return DeviceFunction(fn)
 
 
-def unchecked(k):
+def unchecked(k: Kernel | Callable[..., Any]) -> Kernel:
     """``fl.unchecked(kernel)`` (or ``@fl.unchecked`` above ``@fl.kernel``): the same kernel with
     read bounds checks turned off. Writes stay confined to the thread's own element."""
     fn = k.fn if isinstance(k, Kernel) else k

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Callable, TypeVar, overload
 
 import numpy as np
 
@@ -31,11 +31,13 @@ from fearless.frontend.capture import Captured, capture
 from fearless.frontend.tile_params import NO_DEFAULT, ConstParam, ScalarParam, TensorParam, \
     tile_params
 from fearless.ir import types as T
-from fearless.kernel import VERSION, _key_of, _walk_functions
+from fearless.kernel import VERSION, _key_of, _walk_functions, cached_compile, present_as
 from fearless.runtime import ahead, cache, device, launch as contracts, tile_launch
 from fearless.runtime.lazy import DeviceOperation
+from fearless.runtime.module import load_rebuilding
 from fearless.runtime.partition import Partition
 from fearless.runtime.tensor import Tensor, as_tensor
+from fearless.tracebacks import user_facing
 
 _INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
 
@@ -56,7 +58,7 @@ class TileKernel:
     def __init__(self, fn, *, hints: dict | None = None):
         self.fn = fn
         self.name = fn.__name__
-        self.__name__, self.__doc__ = fn.__name__, fn.__doc__
+        present_as(self, fn)
         self.hints = dict(hints or {})
         self._cap: Captured | None = None
         self._params = None
@@ -209,56 +211,65 @@ class TileKernel:
     # compiling -------------------------------------------------------------------------------
 
     def compile_for(self, types: tuple, constants: dict, backend: str,
-                    arch: str | None = None) -> Compiled:
-        """The compiled specialisation (cached in memory, and for the GPU on disk)."""
+                    arch: str | None = None, fresh: bool = False) -> Compiled:
+        """The compiled specialisation (cached in memory and on disk). ``fresh``: compile again
+        without reading either cache (the driver refused what the disk cache held)."""
         key = (types, tuple(sorted(constants.items())), backend, arch)
-        compiled = self._compiled.get(key)
+        compiled = None if fresh else self._compiled.get(key)
         if compiled is None:
             with self._lock:
-                compiled = self._compiled.get(key)
+                compiled = None if fresh else self._compiled.get(key)
                 if compiled is None:
                     compiled = self._compiled[key] = self._compile(types, constants, backend,
-                                                                   arch)
+                                                                   arch, fresh)
         return compiled
 
     def _ir_params(self, types):
         names = [p.name for p in self.params if not isinstance(p, ConstParam)]
         return list(zip(names, types))
 
-    def cache_key(self, types: tuple, constants: dict, arch: str) -> str:
-        """The disk-cache key of one GPU specialisation.
+    def cache_key(self, types: tuple, constants: dict, arch: str | None) -> str:
+        """The disk-cache key of one specialisation (``arch`` None: the cpu backend's IR).
 
         It leaves tileiras out, so that cubins compiled ahead of time on a machine without a GPU
         (``fearless compile``) are found on a GPU machine without tileiras; each entry records
         the tileiras that built it, and a machine with another tileiras recompiles.
         """
-        return cache.digest([VERSION, cache.compiler_fingerprint(), "tile", arch, repr(types),
-                             repr(sorted(constants.items())), *self.fingerprint()])
+        return cache.digest([VERSION, cache.compiler_fingerprint(), "tile", arch or "cpu",
+                             repr(types), repr(sorted(constants.items())), *self.fingerprint()])
 
-    def _compile(self, types, constants, backend, arch) -> Compiled:
+    def _compile(self, types, constants, backend, arch, fresh: bool = False) -> Compiled:
         params = self._ir_params(types)
+        what = f"tile kernel '{self.name}' ({', '.join(map(str, types))}"
+        what += "".join(f", {k}={v!r}" for k, v in sorted(constants.items()))
+        what += f") for {arch or 'cpu'}"
         try:
             if backend == "cpu":
-                return compile_tile(self.captured, params, constants, None, "ir")
+                return cached_compile(CONFIG, self.cache_key(types, constants, None),
+                                      self.captured, types,
+                                      lambda: compile_tile(self.captured, params, constants,
+                                                           None, "ir"), what, keep_ir=True)
             from fearless.backends.tileir import tileiras
             tc = tileiras.find()
             built_by = tc.fingerprint() if tc is not None else None
-            disk = cache.DiskCache(CONFIG.cache_dir, CONFIG.disk_cache)
-            key = self.cache_key(types, constants, arch)
-            hit = disk.get(key)
-            if hit is not None and hit[1] is not None and (built_by is None or
-                                                           hit[2].get("tileiras") == built_by):
-                return Compiled(self.name, types, cubin=hit[1], meta=hit[2])
-            compiled = compile_tile(self.captured, params, constants, arch, "cubin", self.hints)
-            compiled.meta = {"tileiras": built_by}
-            disk.put(key, "", compiled.cubin, compiled.meta)
-            return compiled
+
+            def run():
+                compiled = compile_tile(self.captured, params, constants, arch, "cubin",
+                                        self.hints)
+                compiled.meta = {"tileiras": built_by}
+                return compiled
+
+            return cached_compile(CONFIG, self.cache_key(types, constants, arch), self.captured,
+                                  types, run, what, keep_ir=False, fresh=fresh,
+                                  accept=lambda hit: hit.cubin is not None and (
+                                      built_by is None or hit.meta.get("tileiras") == built_by))
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None
         except Exception as exc:
             raise InternalError(f"compiling tile kernel '{self.name}' failed inside fearless: "
                                 f"{type(exc).__name__}: {exc}") from exc
 
+    @user_facing
     def inspect(self, stage: str, types: tuple, constants: dict | None = None,
                 arch: str = "sm_90") -> str:
         """The text of one compile stage (ast, ir, tileir, cubin) for ``types``."""
@@ -272,6 +283,7 @@ class TileKernel:
 
     # calling ---------------------------------------------------------------------------------
 
+    @user_facing
     def __call__(self, *args, **kwargs) -> DeviceOperation:
         """Check the arguments and return the lazy operation (see the module docstring)."""
         values = self._bind(args, kwargs)
@@ -311,9 +323,11 @@ class TileKernel:
                 entry = _Entry(types, names, self.compile_for(types, constants, "cpu"), None)
             else:
                 arch = device.cuda_arch()
-                compiled = self.compile_for(types, constants, "cuda", arch)
-                entry = _Entry(types, names, compiled,
-                               tile_launch.load_tile(self.name, compiled.cubin, types))
+                compiled, loaded = load_rebuilding(
+                    self.name, self.compile_for(types, constants, "cuda", arch),
+                    lambda: self.compile_for(types, constants, "cuda", arch, fresh=True),
+                    lambda c: tile_launch.load_tile(self.name, c.cubin, types))
+                entry = _Entry(types, names, compiled, loaded)
             self._entries[key] = entry
         return entry
 
@@ -366,13 +380,23 @@ def _scalar_value(kernel: str, p: ScalarParam, arg, dt):
     if not dt.is_float and isinstance(arg, (float, np.floating)):
         raise ArgumentTypeError(f"got the float {arg!r} for a {dt} parameter", kernel=kernel,
                                 param=p.name)
-    try:
-        return dt.numpy.type(arg)
+    try:  # floats round once (dtypes.cast); an int that does not fit is refused
+        return dtypes.cast(arg, dt) if dt.is_float else dt.numpy.type(arg)
     except (OverflowError, ValueError, TypeError) as exc:
         raise ArgumentTypeError(f"{arg!r} does not fit {dt}: {exc}", kernel=kernel,
                                 param=p.name) from None
 
 
+@overload
+def kernel(fn: Callable[..., Any], *, hints: dict | None = None) -> TileKernel: ...
+
+
+@overload
+def kernel(fn: None = None, *,
+           hints: dict | None = None) -> Callable[[Callable[..., Any]], TileKernel]: ...
+
+
+@user_facing
 def kernel(fn=None, *, hints: dict | None = None):
     """Decorator: make ``fn`` a tile kernel. ``hints``: Tile IR optimisation hints per arch,
     for example ``{"sm_90": {"num_cta_in_cga": 2, "occupancy": 1}}``."""

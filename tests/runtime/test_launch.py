@@ -153,7 +153,7 @@ def test_disk_cache_hits_and_editing_a_helper_recompiles(tmp_path, monkeypatch):
     types = (T.Array(f32, 1, T.Access.READ, True), T.Array(f32, 1, T.Access.DISJOINT, True))
     first = _module(tmp_path / "m1.py", "m1", "v * 2.0").k
     compiled = first.compile_for(types, "cuda", "sm_90")
-    entries = lambda: sorted(p.name for p in (tmp_path / "cache").rglob("*.json"))
+    entries = lambda: sorted(p.name for p in (tmp_path / "cache").rglob("*.entry"))
     assert len(entries()) == 1 and compiled.cubin
 
     again = _module(tmp_path / "m1.py", "m1b", "v * 2.0").k  # same source: a disk hit
@@ -178,7 +178,7 @@ def test_a_changed_compiler_does_not_reuse_the_disk_cache(tmp_path, monkeypatch)
     monkeypatch.setattr(kernel_module, "CONFIG", Config(None, tmp_path / "cache", True,
                                                         frozenset()))
     types = (T.Array(f32, 1, T.Access.READ, True), T.Array(f32, 1, T.Access.DISJOINT, True))
-    entries = lambda: sorted(p.name for p in (tmp_path / "cache").rglob("*.json"))  # noqa: E731
+    entries = lambda: sorted(p.name for p in (tmp_path / "cache").rglob("*.entry"))  # noqa: E731
     _module(tmp_path / "f1.py", "f1", "v * 5.0").k.compile_for(types, "cuda", "sm_90")
     monkeypatch.setattr(cache, "compiler_fingerprint", lambda: "another compiler")
     _module(tmp_path / "f1.py", "f1b", "v * 5.0").k.compile_for(types, "cuda", "sm_90")

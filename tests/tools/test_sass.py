@@ -38,7 +38,23 @@ def test_a_clear_error_without_a_disassembler(monkeypatch):
     monkeypatch.setattr(disasm, "find", lambda: None)
     with pytest.raises(BackendError, match="needs nvdisasm or cuobjdump") as info:
         scale.inspect("sass", TYPES)
-    assert "nvidia-cuda-nvcc" in str(info.value)
+    # the wheels that ship the tools (nvidia-cuda-nvcc, installed with the tile extra, has neither)
+    assert "pip install nvidia-cuda-nvdisasm (or nvidia-cuda-cuobjdump)" in str(info.value)
+    assert "nvidia-cuda-nvcc" not in str(info.value)
+
+
+@pytest.mark.parametrize("tool", ["nvdisasm", "cuobjdump"])
+def test_the_tool_is_found_where_its_wheel_installs_it(tmp_path, monkeypatch, tool):
+    # nvidia-cuda-nvdisasm and nvidia-cuda-cuobjdump 13.x install nvidia/cu13/bin/<tool>
+    exe = tmp_path / "nvidia" / "cu13" / "bin" / tool
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(disasm, "_wheel_dirs", lambda: [tmp_path / "nvidia"])
+    assert disasm.find() == (tool, str(exe))
 
 
 @pytest.mark.parametrize("tool, flag", [("nvdisasm", "--print-code"), ("cuobjdump", "-sass")])

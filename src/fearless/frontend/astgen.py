@@ -5,19 +5,20 @@ a function) is kept as that value. Other locals live in typed slots (``local.*``
 type is the join (``infer.join``) of every type assigned to the name over the whole function,
 found by regenerating the function until the types stop changing, so ``acc = 0`` followed by
 ``acc += x[i]`` (f32) makes ``acc`` an f32. Device functions (``@fearless.func``) are inlined at
-each call, with their own slots.
+each call, with their own slots (``funcs.py`` binds the arguments).
 """
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fearless.errors import CompileError
-from fearless.frontend import intrinsics
+from fearless.frontend import funcs, intrinsics
 from fearless.frontend.capture import MISSING, Captured
 from fearless.frontend.emit import Emitter, describe
 from fearless.frontend.infer import (WEAK_FLOAT, Const, Static, TupleValue, TypingError, join,
                                      weak_marker)
+from fearless.frontend.spans import CallSite, Span
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Function, Param, Region, Value
 from fearless.simt.static import static_range
@@ -74,6 +75,8 @@ class GenContext:
     inline_count: int = 0
     call_stack: list = field(default_factory=list)
     dialect: Dialect = SIMT
+    block_index: dict = field(default_factory=dict)      # tile kernels: axis -> this block's
+    #                                                      coordinate, made once, at entry
 
     def slot(self, key: str, first) -> Value:
         ref = self.slots.get(key)
@@ -123,8 +126,10 @@ def _is_static(fv) -> bool:
 class FunctionGen(ast.NodeVisitor):
     """Generates IR for one function body (the kernel, or one inlined call of a device function)."""
 
-    def __init__(self, ctx: GenContext, cap: Captured, prefix: str = "", ret_key: str | None = None):
+    def __init__(self, ctx: GenContext, cap: Captured, prefix: str = "", ret_key: str | None = None,
+                 inlined: tuple[CallSite, ...] = ()):
         self.ctx, self.cap, self.prefix, self.ret_key = ctx, cap, prefix, ret_key
+        self.inlined = inlined  # the calls that inlined this function, innermost first
         self.b = ctx.builder
         self.emit = ctx.dialect.emitter(self.b)
         self.env: dict[str, object] = {}
@@ -136,18 +141,29 @@ class FunctionGen(ast.NodeVisitor):
 
     # diagnostics ----------------------------------------------------------------------------
 
+    def span(self, node) -> Span:
+        """The span of ``node``, with the chain of calls that inlined this function."""
+        span = self.cap.span(node)
+        return replace(span, inlined=self.inlined) if self.inlined else span
+
     def error(self, node, message, help=None, cls=CompileError):
-        return cls(message, kernel=self.ctx.kernel, span=self.cap.span(node), help=help)
+        return cls(message, kernel=self.ctx.kernel, span=self.span(node), help=help)
 
     def visit(self, node):
         saved = self.b.span
-        self.b.span = self.cap.span(node)
+        self.b.span = self.span(node)
         try:
             return super().visit(node)
         except TypingError as exc:
             raise self.error(node, str(exc), exc.help) from None
         finally:
             self.b.span = saved
+
+    def describe_self(self) -> str:
+        """``kernel 'k'`` or ``device function 'f'`` (in call chains)."""
+        if self.inlined:
+            return f"device function '{self.cap.name}'"
+        return f"kernel '{self.ctx.kernel}'"
 
     def generic_visit(self, node):
         raise self.error(node, f"{type(node).__name__} is not supported in kernels",
@@ -376,12 +392,19 @@ class FunctionGen(ast.NodeVisitor):
                                    f"than once", help="give each array or function its own name")
         self.assign_slot(name, value, node)
 
+    def bind_param(self, name: str, value, node):
+        """Bind parameter ``name``: a slot when the body assigns it, else the value itself."""
+        if self.cap.assign_counts[name] > 1:
+            self.assign_slot(name, value, node)
+        else:
+            self.env[name] = Bound(value)
+
     def assign_slot(self, name: str, value, node):
         self.env[name] = self.bind(self.prefix + name, value, node)
 
     def bind(self, key: str, value, node, is_return=False):
         """Store ``value`` into the slot(s) named ``key``; return the env binding."""
-        span = self.cap.span(node)
+        span = self.span(node)
         if isinstance(value, TupleValue):
             return TupleSlot([self.bind(f"{key}[{i}]", v, node, is_return)
                               for i, v in enumerate(value.items)])
@@ -566,7 +589,23 @@ class FunctionGen(ast.NodeVisitor):
 
     def visit_Call(self, node):
         func = self.visit(node.func)
+        if isinstance(func, Static) and func.obj is float and len(node.args) == 1 \
+                and not node.keywords and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            return self.float_of_text(node.args[0])
+        if isinstance(func, Static) and getattr(func.obj, "__fearless_func__", False):
+            return funcs.call(self, func.obj, node)
         return self.ctx.dialect.call(self, func, node)
+
+    def float_of_text(self, node):
+        """``float("inf")``, ``float("-inf")``, ``float("nan")``: a constant, as Python parses it
+        (the only place a kernel takes a string)."""
+        try:
+            return Const(float(node.value))
+        except ValueError:
+            raise self.error(node, f"float() of {node.value!r} is not a number",
+                             help='write float("inf"), float("-inf"), float("nan") or a number'
+                             ) from None
 
     def visit_Subscript(self, node):
         value = self.visit(node.value)
@@ -579,42 +618,6 @@ class FunctionGen(ast.NodeVisitor):
             except IndexError:
                 raise self.error(node.slice, f"tuple index {index.value} out of range") from None
         return self.load(value, self.visit_indices(node.slice), node)
-
-    # device functions -----------------------------------------------------------------------
-
-    def inline(self, func, args: list, node):
-        """Inline a call of the device function ``func`` with frontend values ``args``."""
-        cap = func.captured
-        if func in self.ctx.call_stack:
-            raise self.error(node, f"'{cap.name}' calls itself; recursion is not supported")
-        params = cap.params
-        if len(args) != len(params):
-            raise self.error(node, f"'{cap.name}' takes {len(params)} arguments, got {len(args)}")
-        self.ctx.inline_count += 1
-        prefix = f"{cap.name}#{self.ctx.inline_count}."
-        returns = [n for n in ast.walk(cap.tree) if isinstance(n, ast.Return)]
-        tail = cap.tree.body[-1] if cap.tree.body else None
-        simple = len(returns) == 1 and returns[0] is tail and tail.value is not None
-        callee = FunctionGen(self.ctx, cap, prefix, None if simple else prefix + "<return>")
-        self.ctx.call_stack.append(func)
-        try:
-            for name, arg, pnode in zip(params, args, cap.tree.args.args):
-                if cap.assign_counts[name] > 1:
-                    callee.assign_slot(name, arg, pnode)
-                else:
-                    callee.env[name] = Bound(arg)
-            if simple:  # one trailing `return expr`: no region, the value flows through
-                callee.body(cap.tree.body[:-1])
-                return callee.visit(tail.value)
-            region = Region()
-            self.b.create("scf.inline", [], [], {"name": cap.name}, [region])
-            with self.b.at(region):
-                callee.body(cap.tree.body)
-            if callee.returned is None:
-                return Static(None)
-            return callee.read_binding(callee.returned)
-        finally:
-            self.ctx.call_stack.pop()
 
     # array access ---------------------------------------------------------------------------
 
@@ -642,7 +645,7 @@ class FunctionGen(ast.NodeVisitor):
             out.append(item)
         parts = node.elts if isinstance(node, ast.Tuple) and len(node.elts) == len(out) else \
             [node] * len(out)
-        return out, tuple(self.cap.span(p) for p in parts)
+        return out, tuple(self.span(p) for p in parts)
 
     def index_operands(self, array: Value, indices: list, node) -> list:
         if len(indices) != array.type.ndim:
@@ -734,10 +737,7 @@ def _generate_once(ctx: GenContext, cap: Captured, params, constants) -> Functio
         node = nodes[name]
         value = Value(type_, name)
         ir_params.append(Param(name, type_, value, cap.span(node)))
-        if cap.assign_counts[name] > 1:
-            gen.assign_slot(name, value, node)
-        else:
-            gen.env[name] = Bound(value)
+        gen.bind_param(name, value, node)
     gen.body(cap.tree.body)
     body = ctx.builder.region
     body.ops[:0] = ctx.entry

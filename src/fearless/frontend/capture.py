@@ -42,10 +42,6 @@ class Captured:
             end_col = len(text)
         return Span(self.filename, line, col, end_col, text)
 
-    @property
-    def params(self) -> list[str]:
-        return [a.arg for a in self.tree.args.args]
-
     def resolve(self, name: str):
         """The value ``name`` has in the function's closure, globals or builtins, or _MISSING."""
         fn = self.fn
@@ -86,7 +82,8 @@ def capture(fn) -> Captured:
     tree = next((n for n in module.body if isinstance(n, ast.FunctionDef)), None)
     if tree is None:
         raise CompileError(f"{fn.__name__!r} is not a plain 'def' function")
-    counts: Counter = Counter(a.arg for a in tree.args.args)
+    a = tree.args
+    counts: Counter = Counter(p.arg for p in a.posonlyargs + a.args + a.kwonlyargs)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             counts[node.id] += 1

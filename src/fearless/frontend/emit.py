@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from fearless import dtypes
 from fearless.dtypes import DType
-from fearless.frontend.infer import (Const, Static, TupleValue, TypingError, cast_const,
-                                     const_fits, constant_value, fold, implicit_conversion_error,
-                                     promote, promote_weak, weak_marker)
+from fearless.frontend.infer import (Const, Static, TupleValue, TypingError, const_fits, fold,
+                                     implicit_conversion_error, promote, promote_weak, weak_marker)
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Value
 
@@ -36,6 +35,17 @@ def describe(fv) -> str:
     return f"{type(obj).__name__} {name or ''}".strip()
 
 
+def constant_value(value, dtype: DType):
+    """The attribute of an ``arith.constant`` of ``dtype`` for a Python number: a bool, an int,
+    or a float already rounded to ``dtype`` (once, by ``dtypes.cast``), so that no backend rounds
+    it again."""
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_int:
+        return int(value)
+    return float(dtypes.cast(value, dtype))
+
+
 class Emitter:
     """Emits typed scalar arithmetic into ``builder``; raises TypingError on a rule violation."""
 
@@ -45,8 +55,8 @@ class Emitter:
     # values ---------------------------------------------------------------------------------
 
     def constant(self, value, dtype: DType) -> Value:
-        return self.b.create("arith.constant", [], [T.Scalar(dtype)],
-                             {"value": constant_value(value, dtype)}).result
+        value = constant_value(value, dtype)
+        return self.b.create("arith.constant", [], [T.Scalar(dtype)], {"value": value}).result
 
     def dtype_of(self, fv):
         """The DType of a scalar operand, or a weak marker for a weak Const."""
@@ -68,7 +78,7 @@ class Emitter:
                 if why:  # NumPy 2 (NEP 50) refuses a Python int its partner's type cannot hold
                     raise TypingError(why, help="cast the other operand to a wider type, "
                                                 "for example fl.i64(x)")
-            return self.constant(cast_const(fv, target).value, target)
+            return self.constant(dtypes.cast(fv.value, target).item(), target)  # a cast's rules
         if isinstance(fv, Value) and isinstance(fv.type, T.ThreadIndex):
             fv = self.b.create("simt.index_value", [fv], [T.INDEX]).result
         if not (isinstance(fv, Value) and isinstance(fv.type, T.Scalar)):
@@ -94,7 +104,7 @@ class Emitter:
                 fv.dtype, target.dtype)
             if why:
                 raise TypingError(f"cannot assign {fv.value!r} to {what} ({target}): {why}")
-            return self.constant(cast_const(fv, target.dtype).value, target.dtype)
+            return self.constant(dtypes.cast(fv.value, target.dtype).item(), target.dtype)
         v = self.scalar(fv)
         why = implicit_conversion_error(v.type.dtype, target.dtype)
         if why:

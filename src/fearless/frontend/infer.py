@@ -171,42 +171,6 @@ def const_fits(c: Const, dst: DType) -> str | None:
     return None
 
 
-def constant_value(value, d: DType):
-    """The Python value an ``arith.constant`` of dtype ``d`` holds for the number ``value``:
-    a bool, an int (the caller checked its range), or the ``d`` float nearest ``value`` (one
-    rounding, overflow to ±inf as NumPy's conversion of a Python float does)."""
-    if d.is_bool:
-        return bool(value)
-    if d.is_int:
-        return int(value)
-    return dtypes.round_to(value, d)
-
-
-def cast_const(c: Const, d: DType) -> Const:
-    """``fl.<d>(c)`` of a compile-time number, folded with the semantics of ``arith.cast`` so
-    that folding never changes a result: to bool, ``!= 0``; to a float, rounded once; a typed
-    integer wraps into an integer type and a typed float truncates and saturates (NaN -> 0).
-    A Python literal is converted as NumPy 2's ``np.int8(300)`` is: it must fit once
-    truncated, else TypingError."""
-    v = c.value
-    if d.is_bool:
-        return Const(v != 0, d)
-    if d.is_float:
-        return Const(dtypes.round_to(v, d), d)
-    lo, hi = int_range(d)
-    if isinstance(v, float) and not math.isfinite(v):
-        if c.weak:
-            raise TypingError(f"{v!r} has no {d} value",
-                              help="only finite numbers convert to integers")
-        return Const(0 if v != v else (hi if v > 0 else lo), d)
-    whole = int(v)  # truncates toward zero
-    if c.weak and not lo <= whole <= hi:
-        raise TypingError(f"{v!r} does not fit in {d}", help=f"{d} holds {lo} to {hi}")
-    if isinstance(v, float):
-        return Const(min(max(whole, lo), hi), d)
-    return Const((whole - lo) % (hi - lo + 1) + lo, d)
-
-
 # Constant folding with Python semantics --------------------------------------------------------
 
 _FOLD = {
@@ -222,8 +186,8 @@ _FOLD = {
 def fold(op: str, a: Const, b: Const) -> Const | None:
     """Fold two weak constants (Python semantics); None when folding would raise."""
     minmax = op in ("min", "max")
-    if minmax and any(x != x for x in (a.value, b.value)):
-        return None  # min/max with NaN: the op's rule, not Python's order-dependent one
+    if minmax and (any(x != x for x in (a.value, b.value)) or a.value == b.value == 0):
+        return None  # NaN, or zeros of two signs: the op's rule, not Python's order-dependent one
     try:
         value = _FOLD[op](a.value, b.value)
     except (ZeroDivisionError, OverflowError, ValueError, TypeError):

@@ -2,7 +2,7 @@
 
 ``from_python`` turns a value found in the kernel's namespace (a closure or module global) into a
 frontend value, freezing numbers as constants. ``call`` dispatches a call on its callee: a dtype
-(a cast), a device function (inlined by the generator), or an entry of ``HANDLERS``.
+(a cast) or an entry of ``HANDLERS`` (the generator inlines device functions: ``funcs.py``).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 from fearless import dtypes
 from fearless.frontend import mma, prints, warps
 from fearless.frontend.emit import describe
-from fearless.frontend.infer import Const, Static, TupleValue, TypingError, cast_const
+from fearless.frontend.infer import Const, Static, TupleValue, TypingError
 from fearless.ir import types as T
 from fearless.ir.core import Value
 from fearless.simt import safety, shared, thread
@@ -143,8 +143,6 @@ def call(gen: "FunctionGen", func, node):
     if not isinstance(func, Static):
         raise gen.error(node.func, f"{describe(func)} is not callable")
     obj = func.obj
-    if getattr(obj, "__fearless_func__", False):
-        return gen.inline(obj, args, node)
     if getattr(obj, "__fearless_kernel__", False):
         raise gen.error(node.func, "a kernel cannot call another kernel",
                         help="decorate the callee with @fearless.func to inline it")
@@ -191,8 +189,8 @@ def _arity(gen, args, node, *counts):
 def _cast(gen, dtype, args, node):
     _arity(gen, args, node, 1)
     (x,) = args
-    if isinstance(x, Const):
-        return cast_const(x, dtype)
+    if isinstance(x, Const):  # folded by the rules of a cast at run time
+        return Const(dtypes.cast(x.value, dtype).item(), dtype)
     return gen.emit.scalar(x, dtype)
 
 
@@ -310,7 +308,7 @@ def _atomic(gen, method: ArrayMethod, node):
     index = gen.emit.scalar(args[0], T.INDEX.dtype)
     values = [gen.emit.implicit(v, T.Scalar(d), f"the atomic {method.name}") for v in args[1:]]
     attrs.update(gen.unsafe_attr())
-    attrs["index_spans"] = (gen.cap.span(node.args[0]),)
+    attrs["index_spans"] = (gen.span(node.args[0]),)
     return gen.b.create("mem.atomic", [array, index, *values], [T.Scalar(d)], attrs).result
 
 

@@ -110,7 +110,7 @@ def _ldmatrix(gen, node, obj):
     idx = _indices(gen, args["index"], gen.visit(args["index"]), arr.type.ndim, "ldmatrix")
     op = gen.b.create("warp.ldmatrix", [arr, *idx], [REG] * count,
                       {"count": count, "trans": bool(trans), **_warp_attrs(gen),
-                       "index_spans": (gen.cap.span(args["index"]),)})
+                       "index_spans": (gen.span(args["index"]),)})
     return TupleValue(tuple(op.results))
 
 
@@ -155,7 +155,7 @@ def _async_copy(gen, node, obj):
     index = _indices(gen, args["index"], gen.visit(args["index"]), src.type.ndim, "the index")
     gen.b.create("mem.async_copy", [dst, *slot, src, *index], [],
                  {"size": size, "cache": cache, "ndst": dst.type.ndim, **gen.unsafe_attr(),
-                  "index_spans": (gen.cap.span(args["slot"]), gen.cap.span(args["index"]))})
+                  "index_spans": (gen.span(args["slot"]), gen.span(args["index"]))})
     return Static(None)
 
 

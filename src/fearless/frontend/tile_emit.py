@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from fearless import dtypes
 from fearless.dtypes import DType
-from fearless.frontend.emit import Emitter, describe
-from fearless.frontend.infer import (Const, TypingError, const_fits, constant_value,
-                                     implicit_conversion_error)
+from fearless.frontend.emit import Emitter, constant_value, describe
+from fearless.frontend.infer import Const, TypingError, const_fits, implicit_conversion_error
 from fearless.ir import types as T
 from fearless.ir.core import Value
 
@@ -55,7 +54,7 @@ class TileEmitter(Emitter):
                 if why:
                     raise TypingError(why)
                 return self.b.create("arith.constant", [], [T.Tile(dtype, shape)],
-                                     {"value": constant_value(fv.value, dtype)}).result
+                                     {"value": _pyvalue(fv, dtype)}).result
             return self.b.create("tile.splat", [self.scalar(fv, dtype)],
                                  [T.Tile(dtype, shape)]).result
         v = self.cast(fv, dtype)
@@ -160,3 +159,7 @@ class TileEmitter(Emitter):
         if is_tile(fv):
             raise TypingError(f"{what} holds {target}; it cannot be given {fv.type}")
         return super().implicit(fv, target, what)
+
+
+def _pyvalue(c: Const, dtype: DType):
+    return constant_value(c.value, dtype)

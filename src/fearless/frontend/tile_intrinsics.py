@@ -7,9 +7,14 @@ are ``BoundMethod`` statics, dispatched by ``call``.
 
 The only way to write an Out partition is ``out.store(t)``, with no position: a store to another
 tile block's tile cannot be written, and trying (``out.store(t, (i + 1, j))``) is a SafetyError.
+Reads of an Out are held to the same rule, since another block may be writing the tile it would
+read and Tile IR tokens order only one block's own operations: ``out.load()``, and ``ft.load`` /
+``ft.load_like`` only where the position and shape are provably the block's own tile (the
+coordinates are ``out.tile_index`` itself); any other read of an Out is a SafetyError.
 """
 from __future__ import annotations
 
+import ast
 import builtins
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,7 +28,7 @@ from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static, TupleValue
 from fearless.frontend.tile_emit import is_tile
 from fearless.ir import types as T
-from fearless.ir.core import Value
+from fearless.ir.core import Region, Value
 import fearless.tile.lang as lang
 
 if TYPE_CHECKING:
@@ -93,7 +98,15 @@ def _view_attribute(gen, view: Value, attr: str, node):
 
 
 def _block_index(gen, axis: int) -> Value:
-    return gen.b.create("tile.block_index", [], [T.INDEX], {"axis": axis}).result
+    """This block's coordinate along ``axis``: one value per kernel, made at entry, so that a
+    load of an Out can recognise ``out.tile_index`` by identity."""
+    ctx = gen.ctx
+    if axis not in ctx.block_index:
+        with gen.b.at(Region()) as region:
+            ctx.block_index[axis] = gen.b.create("tile.block_index", [], [T.INDEX],
+                                                 {"axis": axis}).result
+        ctx.entry.extend(region.ops)
+    return ctx.block_index[axis]
 
 
 # calls --------------------------------------------------------------------------------------
@@ -144,6 +157,13 @@ class _Call:
         if missing:
             raise self.error(f"missing argument '{missing[0]}'")
         return [bound.get(n) for n in names]
+
+    def arg_node(self, names: tuple, name: str):
+        """The source node of argument ``name`` (``names``: the parameters in order)."""
+        k = names.index(name)
+        if k < len(self.node.args):
+            return self.node.args[k]
+        return next((kw.value for kw in self.node.keywords if kw.arg == name), self.node)
 
     def tile(self, fv, what="argument") -> Value:
         if not is_tile(fv):
@@ -206,22 +226,34 @@ def _load_attrs(c: _Call, shape, latency, allow_tma) -> dict:
     return {"shape": shape, "hints": hints} if hints else {"shape": shape}
 
 
+_LOAD = ("x", "index", "shape", "latency", "allow_tma")
+_LOAD_LIKE = ("x", "out", "latency", "allow_tma")
+
+
 def _load(c: _Call):
-    x, index, shape, latency, allow_tma = c.take("x", "index", "shape", "latency",
-                                                 "allow_tma", required=3)
+    x, index, shape, latency, allow_tma = c.take(*_LOAD, required=3)
     x = c.view(x, "x")
     shape = c.shape(shape)
     items = index.items if isinstance(index, TupleValue) else (index,)
     if len(items) != x.type.ndim or len(shape) != x.type.ndim:
         raise c.error(f"a {x.type.ndim}-d tensor needs {x.type.ndim} tile coordinates and a "
                       f"{x.type.ndim}-d shape")
+    if x.type.role is T.Role.OUT:
+        expr = ast.unparse(c.arg_node(_LOAD, "x"))
+        own = [_block_index(c.gen, k) for k in range(x.type.ndim)]
+        if any(item is not v for item, v in zip(items, own)):
+            _other_tile(c, x, expr, f"this position is not provably {expr}.tile_index",
+                        c.arg_node(_LOAD, "index"))
+        if shape != x.type.tile_shape:
+            _other_tile(c, x, expr, f"this shape {shape} is not its tile shape "
+                                    f"{x.type.tile_shape}", c.arg_node(_LOAD, "shape"))
     coords = [c.emit.scalar(i, T.INDEX.dtype) for i in items]
     return c.b.create("tile.load", [x, *coords], [T.Tile(x.type.dtype, shape)],
                       _load_attrs(c, shape, latency, allow_tma)).result
 
 
 def _load_like(c: _Call):
-    x, out, latency, allow_tma = c.take("x", "out", "latency", "allow_tma", required=2)
+    x, out, latency, allow_tma = c.take(*_LOAD_LIKE, required=2)
     x, out = c.view(x, "x"), c.view(out, "out")
     if out.type.role is not T.Role.OUT:
         raise c.error("load_like takes the position from an Out partition",
@@ -229,9 +261,25 @@ def _load_like(c: _Call):
     if x.type.ndim != out.type.ndim:
         raise c.error(f"x is {x.type.ndim}-d but the partition is {out.type.ndim}-d")
     shape = out.type.tile_shape
+    if x.type.role is T.Role.OUT and shape != x.type.tile_shape:
+        # every Out gives the same grid, so only an equal tile shape makes this x's own tile
+        _other_tile(c, x, ast.unparse(c.arg_node(_LOAD_LIKE, "x")),
+                    f"this read takes the tile shape {shape} of "
+                    f"'{ast.unparse(c.arg_node(_LOAD_LIKE, 'out'))}', not its own "
+                    f"{x.type.tile_shape}", c.node)
     coords = [_block_index(c.gen, k) for k in range(out.type.ndim)]
     return c.b.create("tile.load", [x, *coords], [T.Tile(x.type.dtype, shape)],
                       _load_attrs(c, shape, latency, allow_tma)).result
+
+
+def _other_tile(c: _Call, x: Value, expr: str, why: str, node):
+    """Refuse a read of Out partition ``x`` (written ``expr``) that may reach another tile
+    block's tile; the caret goes under ``node``."""
+    raise SafetyError(f"an Out partition may be read only at this tile block's own tile, and "
+                      f"{why}", kernel=c.gen.ctx.kernel, param=x.hint,  # a parameter's name
+                      span=c.gen.cap.span(node),
+                      help=f"use {expr}.load() to read this block's own tile; other tiles of an "
+                           f"output belong to other tile blocks")
 
 
 def _store(c: _Call):
@@ -371,7 +419,8 @@ def _math(name):
 
 def _reduce(kind):
     def handler(c: _Call):
-        t, axis, keepdims = c.take("t", "axis", "keepdims", required=2)
+        names = ("t", "axis", "keepdims") + (("acc_dtype",) if kind == "sum" else ())
+        t, axis, keepdims, acc = (*c.take(*names, required=2), None)[:4]
         t = c.tile(t, "t")
         rank = len(t.type.shape)
         axis = c.axis(axis, rank)
@@ -381,17 +430,39 @@ def _reduce(kind):
         shape = t.type.shape[:axis] + t.type.shape[axis + 1:]
         d = t.type.dtype
         if kind == "sum" and (d.is_bool or (d.is_int and d.bits < 32)):
-            t, d = c.emit.cast(t, dtypes.i32), dtypes.i32
+            d = dtypes.i32
         if kind == "argmax":
-            r = c.b.create("tile.argmax", [t], [T.Tile(dtypes.i32, shape)], {"axis": axis})
+            out = c.b.create("tile.argmax", [t], [T.Tile(dtypes.i32, shape)],
+                             {"axis": axis}).result
+        elif kind == "sum" and d.is_float:
+            work = _sum_dtype(c, d, acc)
+            total = c.b.create("tile.reduce", [c.emit.cast(t, work)], [T.Tile(work, shape)],
+                               {"kind": kind, "axis": axis}).result
+            out = c.emit.cast(total, d)  # one rounding of the sum to the tile's dtype
         else:
-            r = c.b.create("tile.reduce", [t], [T.Tile(d, shape)], {"kind": kind, "axis": axis})
-        out = r.result
+            if acc is not None:
+                raise c.error(f"acc_dtype applies to sums of float tiles, not {t.type.dtype}",
+                              help="integer tiles sum exactly, wrapping at the width of the "
+                                   "result (i32 for narrower integers)")
+            out = c.b.create("tile.reduce", [c.emit.cast(t, d)], [T.Tile(d, shape)],
+                             {"kind": kind, "axis": axis}).result
         if keepdims is not None and keepdims.value:
             kept = t.type.shape[:axis] + (1,) + t.type.shape[axis + 1:]
             out = c.b.create("tile.reshape", [out], [T.Tile(out.type.dtype, kept)]).result
         return out
     return handler
+
+
+def _sum_dtype(c: _Call, d: dtypes.DType, acc) -> dtypes.DType:
+    """The dtype a float sum accumulates in: ``acc_dtype`` if given (the tile's dtype or a wider
+    float), else f32 for f16 and bf16 tiles and the tile's own dtype otherwise."""
+    if acc is None:
+        return dtypes.f32 if d.bits < 32 else d
+    work = c.dtype(acc, "acc_dtype")
+    if not (work is d or (work.is_float and work.bits > d.bits)):
+        raise c.error(f"acc_dtype {work} cannot accumulate a sum of {d}",
+                      help=f"use {d} itself or a wider float (f32, f64)")
+    return work
 
 
 def _mma(c: _Call):

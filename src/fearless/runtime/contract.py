@@ -26,9 +26,11 @@ import inspect
 import linecache
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fearless.errors import ContractError
+from fearless.tracebacks import user_facing
 
 MAX_THREADS = 1024
 _CMP = {ast.Eq: ("==", operator.eq), ast.NotEq: ("!=", operator.ne), ast.Lt: ("<", operator.lt),
@@ -160,6 +162,7 @@ def _ints(what: str, value, count: int | None = None) -> tuple:
     return items
 
 
+@user_facing
 @dataclass(frozen=True)
 class Contract:
     """A kernel's launch contract; see the module docstring."""
@@ -169,7 +172,7 @@ class Contract:
     max_threads: int | None = None
     dynamic_shared: int | tuple = 0
     min_compute_capability: tuple = (0, 0)
-    requires: tuple = field(default=())
+    requires: tuple | str | Callable[..., bool] = field(default=())  # one, or a tuple
 
     def __post_init__(self):
         if self.dims not in (1, 2, 3) or isinstance(self.dims, bool):

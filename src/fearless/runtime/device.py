@@ -10,6 +10,7 @@ import functools
 
 from fearless.config import CONFIG
 from fearless.errors import BackendError
+from fearless.tracebacks import user_facing
 
 MIN_COMPUTE_CAPABILITY = (8, 0)
 _BACKENDS = ("cpu", "cuda")
@@ -51,6 +52,7 @@ def current_backend() -> str:
     return _chosen
 
 
+@user_facing
 def set_backend(name: str) -> None:
     """Select ``"cpu"`` or ``"cuda"`` for tensors and launches created from now on.
 

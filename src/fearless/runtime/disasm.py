@@ -2,9 +2,10 @@
 
 Runs NVIDIA's disassembler on the cubin nvJitLink (or tileiras) produced: ``nvdisasm`` (prints the
 code sections) or ``cuobjdump -sass``, whichever is found first, looked up on PATH, under
-``CUDA_HOME`` / ``CUDA_PATH``, then in the pip wheels that ship them (``nvidia-cuda-nvcc``,
-``nvidia-cuda-cuobjdump``: ``site-packages/nvidia/*/bin``). Without either, ``BackendError``
-says what to install. Tool I/O only: no CUDA library is loaded.
+``CUDA_HOME`` / ``CUDA_PATH``, then in the pip wheels that ship them (``nvidia-cuda-nvdisasm``
+and ``nvidia-cuda-cuobjdump``, each a few MB, install into ``site-packages/nvidia/cu13/bin``;
+``nvidia-cuda-nvcc`` has neither). Without either, ``BackendError`` says what to install. Tool
+I/O only: no CUDA library is loaded.
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from pathlib import Path
 from fearless.errors import BackendError
 
 TOOLS = ("nvdisasm", "cuobjdump")
-FIX = ("install the CUDA toolkit, or pip install nvidia-cuda-nvcc (nvdisasm) or "
-       "nvidia-cuda-cuobjdump, or put nvdisasm / cuobjdump on PATH")
+FIX = ("pip install nvidia-cuda-nvdisasm (or nvidia-cuda-cuobjdump), or install the CUDA "
+       "toolkit, or put nvdisasm / cuobjdump on PATH")
 
 
 def _wheel_dirs() -> list[Path]:

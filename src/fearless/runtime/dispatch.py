@@ -248,7 +248,7 @@ def _driver_launch(loaded, grid: tuple, block: tuple, stream: Stream, params: in
 
 def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: Stream):
     """Interpret the kernel now; a bounds error is raised at the next synchronisation, a race
-    (``FEARLESS_RACECHECK=1``) when the launch ends, a barrier error as it happens."""
+    (unless ``FEARLESS_RACECHECK=0``) when the launch ends, a barrier error as it happens."""
     from fearless import config
     from fearless.backends.cpu.simt import run
 

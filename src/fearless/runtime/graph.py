@@ -28,6 +28,7 @@ from fearless.errors import LaunchError, MovedError
 from fearless.runtime import dispatch, ownership
 from fearless.runtime.device import cuda_device, current_backend
 from fearless.runtime.lazy import DeviceOperation, _Execution, unique_tensors
+from fearless.tracebacks import user_facing
 from fearless.runtime.stream import Stream, current_stream
 
 
@@ -140,6 +141,7 @@ class Graph:
             raise MovedError(f"cannot {action}: this Graph was released; its arguments were "
                              "given back", help="capture a new graph with fl.graph(op)")
 
+    @user_facing
     def launch(self) -> DeviceOperation:
         """A DeviceOperation replaying the captured work; its ``.sync()`` returns None. While
         pending it claims the graph's tensors (AliasError when they are in use). Raises
@@ -157,10 +159,12 @@ class Graph:
         self._pending.add(op)
         return op
 
+    @user_facing
     def sync(self) -> None:
         """Replay once on the current stream and wait (``launch().sync()``)."""
         self.launch().sync()
 
+    @user_facing
     def release(self):
         """End the graph and return the captured operation's result (what its ``.sync()`` would
         have returned), its Partitions usable again. Raises LaunchError while a replay is
@@ -191,6 +195,7 @@ def _alias(t):
     return t._view(t.shape, t.strides, t.offset)
 
 
+@user_facing
 def graph(op: DeviceOperation) -> Graph:
     """Capture the pending operation ``op`` into a Graph (see the module docstring). ``op`` is
     moved in; MovedError when it is not pending, LaunchError inside a running operation, and

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from dataclasses import dataclass
 
 from fearless.errors import AliasError, ArgumentTypeError, ContractError
@@ -140,6 +141,60 @@ def plan(kernel, index_space: int, size, block, backend: str, shared: int | None
     if contract is not None:
         _device_contract(name, contract, limits)
     return PreparedLaunch(kernel, backend, size, grid, block, shared)
+
+
+def plan_raw(kernel, grid, block, backend: str, shared: int = 0) -> PreparedLaunch:
+    """The PreparedLaunch of ``kernel.launch_raw(grid, block, ...)``: a raw launch skips the
+    kernel's contract and index space, not the types or the device's limits.
+
+    ``grid`` and ``block``: an int or a tuple of 1 or 2 ints >= 1, x first (a shorter one is
+    padded with 1s, as CUDA does); the block within the device's threads per block and
+    per-axis limits, the grid within its per-axis limits; ``shared``: bytes of dynamic shared
+    memory, an int from 0 to the device's opt-in limit. The cpu backend holds launches to the
+    limits of the sm_80+ GPUs it stands in for (``device_limits``). Raises ContractError.
+    """
+    name = kernel.name
+    grid, block = _raw_dims(name, "grid", grid), _raw_dims(name, "block", block)
+    rank = max(len(grid), len(block))
+    grid, block = grid + (1,) * (rank - len(grid)), block + (1,) * (rank - len(block))
+    limits = device_limits(backend)
+    threads = math.prod(block)
+    if threads > limits.max_threads_per_block:
+        raise ContractError(f"launch_raw: block {block} has {threads} threads; the device allows "
+                            f"at most {limits.max_threads_per_block} threads per block",
+                            kernel=name)
+    for what, dims, most in (("block", block, limits.max_block), ("grid", grid, limits.max_grid)):
+        for axis, (n, m) in enumerate(zip(dims, most)):
+            if n > m:
+                raise ContractError(f"launch_raw: {what} {'xyz'[axis]} = {n} exceeds the device "
+                                    f"limit {m}", kernel=name)
+    if isinstance(shared, bool) or not isinstance(shared, int) or \
+            not 0 <= shared <= limits.max_shared_optin:
+        raise ContractError(f"launch_raw: shared= must be bytes of dynamic shared memory from 0 "
+                            f"to the device's {limits.max_shared_optin}, got {shared!r}",
+                            kernel=name)
+    size = tuple(g * b for g, b in zip(reversed(grid), reversed(block)))
+    return PreparedLaunch(kernel, backend, size, grid, block, shared)
+
+
+def _raw_dims(name: str, what: str, value) -> tuple:
+    """``value`` (an int or a tuple/list of ints, x first) as a tuple of 1 or 2 ints >= 1."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    try:
+        if any(isinstance(v, bool) for v in items):
+            raise TypeError("a bool is not an extent")
+        items = tuple(operator.index(v) for v in items)  # NumPy integers too; floats refused
+    except TypeError:
+        raise ContractError(f"launch_raw: {what} must be an int or a tuple of ints, got "
+                            f"{value!r}", kernel=name) from None
+    if not 1 <= len(items) <= 2:
+        raise ContractError(f"launch_raw: {what} {value!r} must have 1 or 2 axes: kernels have "
+                            f"no z coordinate, so threads along z would repeat the work of "
+                            f"the others", kernel=name)
+    if min(items) < 1:
+        raise ContractError(f"launch_raw: every {what} extent must be at least 1, got {value!r}",
+                            kernel=name)
+    return items
 
 
 def _apply_contract(name: str, contract, dims: int, index_space: int, block, shared):

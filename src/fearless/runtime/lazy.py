@@ -52,10 +52,12 @@ import warnings
 
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from fearless.errors import MovedError
 from fearless.runtime import ownership
 from fearless.runtime.stream import Stream, current_stream
+from fearless.tracebacks import user_facing
 
 PENDING, CONSUMED, DONE, CANCELLED, FAILED = "pending", "consumed", "done", "cancelled", "failed"
 _LEAF, _THEN, _ZIP = "leaf", "then", "zip"
@@ -202,11 +204,13 @@ class DeviceOperation:
             value = nxt
         return value
 
-    def sync(self):
+    @user_facing
+    def sync(self) -> Any:
         """Run on the current stream, wait, and return the result (ownership comes back)."""
         return self.sync_on(current_stream())
 
-    def sync_on(self, stream: Stream):
+    @user_facing
+    def sync_on(self, stream: Stream) -> Any:
         """Run on ``stream``: enqueue, synchronise, run deferred checks, return the result.
 
         ``stream`` is ordered after the work already on the current stream. Raises MovedError
@@ -233,7 +237,8 @@ class DeviceOperation:
                 ex.release_all(self)
         return value
 
-    def cancel(self):
+    @user_facing
+    def cancel(self) -> Any:
         """Give the arguments back without running anything. Returns the result a launcher gave
         (for ``kernel.op``: the arguments), a tuple of those for ``fl.zip``, None for a
         ``.then()`` chain. Raises MovedError when the operation is not pending."""
@@ -257,6 +262,7 @@ class DeviceOperation:
         return value if node is self else None
 
     # -- combinators -------------------------------------------------------------------------
+    @user_facing
     def then(self, f: Callable) -> DeviceOperation:
         """An operation that runs this one, calls ``f(result)`` and runs the DeviceOperation
         ``f`` returns on the same stream, after it; its result is that operation's result (or
@@ -274,6 +280,7 @@ class DeviceOperation:
         return self.then(lambda result: result[-1])
 
 
+@user_facing
 def zip(*ops: DeviceOperation) -> DeviceOperation:
     """One operation running ``ops`` in order on one stream; its result is the tuple of their
     results. Each is moved in; MovedError when one is not pending or appears twice."""

@@ -2,14 +2,16 @@
 
 ``ptx_to_cubin`` uses nvJitLink (``cuda.core.Program(ptx, "ptx")``), which needs no GPU, so cubins
 can be built ahead of time. ``load`` turns a cubin (or, when nvJitLink is missing, the PTX, which
-the driver then compiles) into a ``LoadedKernel`` with the compiled function's resource facts.
+the driver then compiles) into a ``LoadedKernel`` with the compiled function's resource facts;
+``load_rebuilding`` compiles code from the disk cache once more when the driver refuses it.
 """
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 
-from fearless.errors import BackendError
+from fearless.errors import BackendError, CacheWarning
 
 
 def ptx_to_cubin(ptx: str, arch: str, name: str) -> bytes:
@@ -72,6 +74,22 @@ def load(name: str, cubin: bytes | None, ptx: str) -> LoadedKernel:
     except Exception as exc:
         raise BackendError(f"kernel '{name}': loading the compiled module failed: {exc}",
                            help="run `fearless doctor`") from None
+
+
+def load_rebuilding(name: str, compiled, rebuild, load_one):
+    """``(compiled, load_one(compiled))``; when the driver refuses code read from the disk cache
+    (``compiled.from_cache``: built by another toolchain, or for another driver), warn
+    (``CacheWarning``) and load ``rebuild()``, a fresh compile that replaces the entry, instead.
+    Raises the BackendError of fresh code the driver refuses."""
+    try:
+        return compiled, load_one(compiled)
+    except BackendError as exc:
+        if not compiled.from_cache:
+            raise
+        warnings.warn(f"fearless: kernel '{name}': the driver refused the code in the JIT cache "
+                      f"({exc.reason}); compiling it again", CacheWarning, stacklevel=2)
+    fresh = rebuild()
+    return fresh, load_one(fresh)
 
 
 def allow_dynamic_shared(loaded: LoadedKernel, nbytes: int) -> None:

@@ -17,6 +17,7 @@ import operator
 import weakref
 
 from fearless.errors import ArgumentTypeError, MovedError, PartitionError
+from fearless.tracebacks import user_facing
 
 MAX_RANK = 3
 
@@ -92,6 +93,7 @@ class Partition:
         return (f"Partition(shape={self.shape}, dtype={self.dtype}, tile_shape={self.tile_shape}, "
                 f"grid={self.grid}, {state})")
 
+    @user_facing
     def unpartition(self):
         """End the partition and return a fresh usable Tensor over the same buffer.
 

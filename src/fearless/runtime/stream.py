@@ -8,10 +8,13 @@ word of a launch, for example); ``synchronize()`` waits for the device and then 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import os
 import sys
 from typing import Callable
 
 from fearless.runtime import device, ownership
+from fearless.tracebacks import user_facing
 
 
 class Stream:
@@ -47,15 +50,29 @@ _current: dict[str, Stream] = {}
 @atexit.register
 def _report_at_exit() -> None:
     """An error a kernel recorded (an out-of-bounds read) surfaces at the next synchronisation;
-    a program that ends without one would never hear of it, so say it on stderr at exit."""
+    a program that ends without one would never hear of it, so say it on stderr at exit, and
+    end the process with status 1 (the program's results are not to be trusted).
+
+    An atexit hook cannot change the exit status except by ending the process itself, so it
+    calls ``os._exit(1)`` after flushing stdout and stderr: exit hooks registered before
+    fearless was imported and the interpreter's final cleanup do not run then. A program that
+    already ended with an uncaught exception keeps its status and its cleanup.
+    """
+    failed = False
     for stream in list(_current.values()):
         if not stream._deferred:
             continue
         try:
             stream.synchronize()
         except Exception as exc:  # noqa: BLE001 - reported, the process is ending anyway
+            failed = True
             print(f"fearless: at exit, an error from a kernel that was never synchronised:\n"
                   f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    if failed and getattr(sys, "last_value", None) is None:
+        for f in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                f.flush()
+        os._exit(1)
 
 
 def current_stream() -> Stream:
@@ -72,6 +89,7 @@ def current_stream() -> Stream:
     return stream
 
 
+@user_facing
 def synchronize() -> None:
     """Wait for the current stream and raise any deferred kernel error (``KernelBoundsError``).
 

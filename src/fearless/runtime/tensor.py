@@ -25,6 +25,7 @@ from fearless.errors import AliasError, ArgumentTypeError, MovedError
 from fearless.runtime import interop, memory, ownership, stream
 from fearless.runtime.device import current_backend, cuda_device
 from fearless.runtime.partition import Partition, tile_shape_of
+from fearless.tracebacks import user_facing
 
 
 class Tensor:
@@ -135,6 +136,7 @@ class Tensor:
         return all(n == 1 or s == e for n, s, e in zip(self.shape, self.strides, expected))
 
     # -- host access -------------------------------------------------------------------------
+    @user_facing
     def numpy(self) -> np.ndarray:
         """A new C-contiguous host array with this shape and dtype (bf16: ml_dtypes.bfloat16).
 
@@ -155,6 +157,7 @@ class Tensor:
                           strides=self._byte_strides())
         return np.asarray(view, order="C")  # copies only a strided view; host is ours alone
 
+    @user_facing
     def host_view(self) -> np.ndarray:
         """cpu only: a NumPy view sharing this tensor's memory and strides (read-only when the
         wrapped array was, or while a pending operation reads this memory).
@@ -182,6 +185,7 @@ class Tensor:
         return tuple(s * self.itemsize for s in self.strides)
 
     # -- views -------------------------------------------------------------------------------
+    @user_facing
     def __getitem__(self, key) -> "Tensor":
         """Basic indexing (ints, slices with any nonzero step, one Ellipsis): a view, no copy.
 
@@ -219,6 +223,7 @@ class Tensor:
                       readonly=self.readonly, storage=self._storage)
 
     # -- ownership ---------------------------------------------------------------------------
+    @user_facing
     def partition(self, tile_shape) -> Partition:
         """Move this tensor into a Partition with tiles of ``tile_shape`` (an int or a tuple,
         one dimension >= 1 per axis, rank 1 to 3) for exclusive use as a kernel output.
@@ -287,6 +292,7 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor(shape={self.shape}, dtype={self.dtype}, backend={self.backend})"
 
+    @user_facing
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         """NumPy's conversion hook: ``numpy()`` (cast to ``dtype`` when given).
 
@@ -423,8 +429,9 @@ def _from_host(arr: np.ndarray, backend: str) -> Tensor:
 
 
 def _convert(t: Tensor, dt: dtypes.DType) -> Tensor:
-    """A copy of ``t`` cast to ``dt`` (NumPy casting rules), on ``t``'s backend."""
-    return _from_host(t.numpy().astype(dt.numpy), t.backend)
+    """A copy of ``t`` cast to ``dt`` (a kernel cast's rules: ``dtypes.convert``), on ``t``'s
+    backend."""
+    return _from_host(dtypes.convert(t.numpy(), dt), t.backend)
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
@@ -461,7 +468,8 @@ def as_tensor(obj) -> Tensor | None:
     return _over(f.ptr, f.shape, f.strides, f.dtype, backend, f.owner, f.readonly)
 
 
-def asarray(obj, dtype=None) -> Tensor:
+@user_facing
+def asarray(obj, dtype: dtypes.DTypeLike | None = None) -> Tensor:
     """``obj`` as a Tensor on the current backend, copying only when it must.
 
     ``obj``: a Tensor (returned as is, or converted when ``dtype`` differs), anything
@@ -483,10 +491,14 @@ def asarray(obj, dtype=None) -> Tensor:
         # Through DLPack rather than NumPy's own conversion, which knows no bf16.
         f = interop.view_foreign(obj, -1)
         obj = _over(f.ptr, f.shape, f.strides, f.dtype, "cpu", f.owner, True).host_view()
-    return _from_host(np.asarray(obj, dtype=None if dt is None else dt.numpy), backend)
+    host = np.asarray(obj)
+    if dt is not None and host.dtype != dt.numpy:  # Python floats round once, even into bf16
+        host = dtypes.convert(host, dt)
+    return _from_host(host, backend)
 
 
-def empty(shape, dtype=dtypes.f32) -> Tensor:
+@user_facing
+def empty(shape, dtype: dtypes.DTypeLike = dtypes.f32) -> Tensor:
     """An uninitialised tensor of ``shape`` (int or tuple) and ``dtype`` on the current backend."""
     dims, dt = _normalize_shape(shape), dtypes.coerce(dtype)
     if current_backend() == "cpu":
@@ -494,7 +506,8 @@ def empty(shape, dtype=dtypes.f32) -> Tensor:
     return _alloc(dims, dt)
 
 
-def full(shape, value, dtype) -> Tensor:
+@user_facing
+def full(shape, value, dtype: dtypes.DTypeLike) -> Tensor:
     """A tensor of ``shape`` filled with ``value`` converted to ``dtype`` (NumPy's rules).
 
     Raises OverflowError / ValueError when ``value`` does not fit ``dtype``.
@@ -510,11 +523,13 @@ def full(shape, value, dtype) -> Tensor:
     return t
 
 
-def zeros(shape, dtype=dtypes.f32) -> Tensor:
+@user_facing
+def zeros(shape, dtype: dtypes.DTypeLike = dtypes.f32) -> Tensor:
     """A tensor of ``shape`` filled with 0 of ``dtype`` on the current backend."""
     return full(shape, 0, dtype)
 
 
-def ones(shape, dtype=dtypes.f32) -> Tensor:
+@user_facing
+def ones(shape, dtype: dtypes.DTypeLike = dtypes.f32) -> Tensor:
     """A tensor of ``shape`` filled with 1 of ``dtype`` on the current backend."""
     return full(shape, 1, dtype)

@@ -34,12 +34,50 @@ the kernel) is a ``SafetyError``, as for ``fl.warp`` operations; kernels using t
 of whole warps. ``ldmatrix`` reads other threads' slots of the shared array, so the writes before
 it must be separated by ``fl.sync_threads()`` (and, for ``fl.async_copy``, an
 ``fl.async_wait``). Its rows are bounds- and alignment-checked: a bad row reads row 0 instead and
-raises ``KernelBoundsError`` at the next synchronisation. Only valid inside kernels.
+raises ``KernelBoundsError`` at the next synchronisation. Every function here is an
+intrinsic: only valid inside kernels (CompileError on the host).
 """
 from __future__ import annotations
 
-from fearless.simt.thread import _stub
+from fearless import dtypes
+from fearless.simt.stub import intrinsic
+from fearless.simt.views import DTypeLike, Index, SharedArray
 
-sync_m16n8k16 = _stub("mma.sync_m16n8k16")
-ldmatrix = _stub("mma.ldmatrix")
-pack = _stub("mma.pack")
+_intrinsic = intrinsic("fearless.mma")
+
+__all__ = ["sync_m16n8k16", "ldmatrix", "pack"]
+
+
+@_intrinsic
+def sync_m16n8k16(a: tuple[int, ...], b: tuple[int, ...], c: tuple[float, ...],
+                  dtype: DTypeLike = dtypes.f16) -> tuple[float, float, float, float]:
+    """``D = A @ B + C`` on the tensor cores, for one warp: A 16x16, B 16x8, C and D 16x8 f32
+    (PTX ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32``).
+
+    ``a``: 4 u32 registers and ``b``: 2, each holding two ``dtype`` values (f16 or bf16, a
+    constant), ``c``: 4 f32; each lane holds its part in the PTX ISA's fragment layout (the
+    module docstring). Returns this lane's 4 f32 of D. Warp-collective: under a condition that
+    can differ within a warp it is a SafetyError; fragments of the wrong length or type are a
+    CompileError. Needs sm_80+.
+    """
+
+
+@_intrinsic
+def ldmatrix(shared: SharedArray, index: Index, count: int = 4,
+             trans: bool = False) -> tuple[int, ...]:
+    """``count`` (1, 2 or 4, a constant) 8x8 matrices of the 16-bit shared array ``shared``,
+    as ``count`` u32 fragment registers (PTX ``ldmatrix.sync.aligned.m8n8.x{count}``).
+
+    Lanes 8k .. 8k+7 give, as ``index`` (one index per axis), the first element of rows 0..7 of
+    matrix k (8 consecutive elements on the last axis, 16-byte aligned); lane l receives, per
+    matrix, row l // 4, elements 2 (l % 4) and 2 (l % 4) + 1 (``trans=True``: the transposed
+    matrix). Warp-collective (SafetyError under a condition that can differ within a warp); the
+    writes it reads must be before a ``fl.sync_threads()``. A row out of bounds or misaligned
+    reads row 0 and raises ``KernelBoundsError`` at the next synchronisation.
+    """
+
+
+@_intrinsic
+def pack(lo: float, hi: float) -> int:
+    """Two f16 (or two bf16) values as one u32 fragment register, ``lo`` in the low half.
+    Other dtypes are a CompileError (convert first: ``fl.mma.pack(fl.f16(x), fl.f16(y))``)."""

@@ -22,7 +22,7 @@ at all (its type comes from the argument).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,13 @@ class _ArrayFamily:
         return f"fearless.{self._name}"
 
 
-Slice = _ArrayFamily("Slice", False, 1)
-DisjointSlice = _ArrayFamily("DisjointSlice", True, 1)
-Array = _ArrayFamily("Array", False, None)
-DisjointArray = _ArrayFamily("DisjointArray", True, None)
-AtomicSlice = _ArrayFamily("AtomicSlice", True, 1)
-UnsafeSlice = _ArrayFamily("UnsafeSlice", True, 1)
+if TYPE_CHECKING:  # a type checker sees classes with the operations a kernel may use
+    from fearless.simt.views import (Array, AtomicSlice, DisjointArray, DisjointSlice, Slice,
+                                     UnsafeSlice)
+else:
+    Slice = _ArrayFamily("Slice", False, 1)
+    DisjointSlice = _ArrayFamily("DisjointSlice", True, 1)
+    Array = _ArrayFamily("Array", False, None)
+    DisjointArray = _ArrayFamily("DisjointArray", True, None)
+    AtomicSlice = _ArrayFamily("AtomicSlice", True, 1)
+    UnsafeSlice = _ArrayFamily("UnsafeSlice", True, 1)

@@ -4,7 +4,7 @@ On the host, ``with fl.unsafe():`` allows ``kernel.launch_raw`` (a launch withou
 checks). Inside a kernel, ``with fl.unsafe():`` allows shared-memory writes at computed indices,
 reads of other threads' slots without a proven barrier, barriers under thread-dependent
 conditions and any access to an ``UnsafeSlice``; the cpu backend's race detector
-(``FEARLESS_RACECHECK=1``) then checks those accesses while the kernel runs.
+(on unless ``FEARLESS_RACECHECK=0``) then checks those accesses while the kernel runs.
 """
 from __future__ import annotations
 

@@ -9,12 +9,31 @@ slot, ``tile[fl.thread.index_in_block()]`` (or ``tile[ty, tx]`` from ``index_in_
 every read of another thread's slot is separated from the writes by ``fl.sync_threads()``,
 and the next write after such a read is separated from it by a barrier too. Reads are
 bounds-checked like array parameters; a write outside the array is skipped. Shared memory starts
-uninitialised (zero on the cpu backend). Shared arrays also have the atomic methods of an
+uninitialised (poison on the cpu backend). Shared arrays also have the atomic methods of an
 AtomicSlice (``tile.add(i, v)``, scope ``"block"`` by default). Only valid inside kernels.
 """
 from __future__ import annotations
 
-from fearless.simt.thread import _stub
+from fearless.simt.stub import intrinsic
+from fearless.simt.views import DTypeLike, SharedArray
 
-array = _stub("shared.array")
-dynamic = _stub("shared.dynamic")
+_intrinsic = intrinsic("fearless.shared")
+
+__all__ = ["array", "dynamic"]
+
+
+@_intrinsic
+def array(shape: int | tuple[int, ...], dtype: DTypeLike) -> SharedArray:
+    """A shared array of ``shape`` (positive constant ints) and ``dtype``, one copy per block.
+
+    Static arrays of a kernel over 48 KB in all move to dynamic shared memory and opt in to the
+    device's limit (227 KB per block on sm_90); a launch whose shared memory exceeds the device
+    is a ContractError. A shape that is not constant is a CompileError (use ``dynamic``).
+    """
+
+
+@_intrinsic
+def dynamic(dtype: DTypeLike) -> SharedArray:
+    """The launch's dynamic shared memory as a 1-d array of ``dtype``: its length is the bytes
+    given to ``kernel.prepare(n, shared=BYTES)`` divided by the itemsize. A launch without
+    ``shared=`` is a ContractError."""

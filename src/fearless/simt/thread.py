@@ -1,48 +1,109 @@
 """``fearless.thread``: the calling thread's position in the launch and in its block.
 
-``index_1d()`` returns a ThreadIndex: ``blockIdx.x * blockDim.x + threadIdx.x``, unique per thread
-of a launch prepared 1-d. ``index_2d()`` returns ``(row, col)``, ThreadIndex coordinates of a launch
-prepared 2-d: ``col`` runs along x (fast, consecutive threads of a warp), ``row`` along y. Both are
-64-bit. A ThreadIndex is the only index a DisjointSlice accepts; any arithmetic on it gives a
-plain integer.
+``index_1d()`` is ``blockIdx.x * blockDim.x + threadIdx.x``, unique per thread of a launch
+prepared 1-d; ``index_2d()`` gives ``(row, col)`` of a launch prepared 2-d (``col`` along x: the
+fast axis, consecutive threads of a warp; ``row`` along y). Both are 64-bit ThreadIndex values:
+the only index a DisjointSlice accepts; any arithmetic on them gives a plain integer.
 
 Block level (for shared memory): ``index_in_block()`` is the thread's linear slot in its block
 (``threadIdx.y * blockDim.x + threadIdx.x``), the only index at which a thread may write shared
 memory without ``fl.unsafe()``; ``index_in_block_2d()`` gives ``(threadIdx.y, threadIdx.x)`` as
-the own-slot proof for a 2-d shared array. ``block_index(axis=0)``, ``block_dim(axis=0)``,
-``grid_dim(axis=0)`` and ``thread_in_block(axis=0)`` are plain i64 values of
-``blockIdx``/``blockDim``/``gridDim``/``threadIdx`` along x (0) or y (1); ``lane()`` is the lane
-within the warp (0..31) and ``WARP_SIZE`` is 32. ``sync_threads()`` is ``__syncthreads()``: a
-barrier every thread of the block must reach (a barrier under a condition that differs between
-threads is refused at compile time).
+the own-slot proof for a 2-d shared array. ``block_index``, ``block_dim``, ``grid_dim`` and
+``thread_in_block`` read ``blockIdx``/``blockDim``/``gridDim``/``threadIdx`` along x (0) or y (1);
+``lane()`` is the lane within the warp and ``WARP_SIZE`` is 32. ``sync_threads()`` is
+``__syncthreads()``.
 
-Only valid inside ``@fearless.kernel`` / ``@fearless.func`` bodies.
+Every function here is an intrinsic: valid only inside ``@fearless.kernel`` /
+``@fearless.func`` bodies; called on the host it raises CompileError.
 """
 from __future__ import annotations
 
-from fearless.errors import CompileError
+from typing import Literal
+
+from fearless.simt.stub import intrinsic
 
 WARP_SIZE = 32
+_intrinsic = intrinsic("fearless.thread")
+
+__all__ = ["WARP_SIZE", "index_1d", "index_2d", "index_in_block", "index_in_block_2d",
+           "block_index", "block_dim", "grid_dim", "thread_in_block", "lane", "sync_threads"]
 
 
-def _stub(name: str):
-    def stub(*args, **kwargs):
-        where = name if "." in name else f"thread.{name}"
-        raise CompileError(f"fearless.{where}() can only be called inside a "
-                           f"@fearless.kernel or @fearless.func",
-                           help="launch the kernel through kernel.prepare(...) instead")
-    stub.__name__ = stub.__qualname__ = name
-    stub.__doc__ = __doc__
-    return stub
+@_intrinsic
+def index_1d() -> int:
+    """This thread's index in a 1-d launch: ``blockIdx.x * blockDim.x + threadIdx.x``.
+
+    Returns a ThreadIndex (i64, from 0 to the launch's thread count - 1, unique per thread),
+    the only index at which a thread may write a ``DisjointSlice``; arithmetic on it gives a
+    plain i64. The launch must be prepared 1-d (``kernel.prepare(n)``), else ``prepare()``
+    raises ContractError; a kernel using both ``index_1d`` and ``index_2d`` is a CompileError.
+    """
 
 
-index_1d = _stub("index_1d")
-index_2d = _stub("index_2d")
-index_in_block = _stub("index_in_block")
-index_in_block_2d = _stub("index_in_block_2d")
-block_index = _stub("block_index")
-block_dim = _stub("block_dim")
-grid_dim = _stub("grid_dim")
-thread_in_block = _stub("thread_in_block")
-lane = _stub("lane")
-sync_threads = _stub("sync_threads")
+@_intrinsic
+def index_2d() -> tuple[int, int]:
+    """This thread's ``(row, col)`` in a 2-d launch: row along y, col along x (the fast axis).
+
+    Returns two ThreadIndex values (i64), the own element of a ``DisjointArray[T, 2]``
+    (``out[row, col]``). The launch must be prepared 2-d (``kernel.prepare((rows, cols))``),
+    else ``prepare()`` raises ContractError.
+    """
+
+
+@_intrinsic
+def index_in_block() -> int:
+    """This thread's linear slot in its block, ``threadIdx.y * blockDim.x + threadIdx.x``
+    (i64, 0 .. threads per block - 1).
+
+    The own-slot proof for shared memory: ``tile[index_in_block()] = v`` needs no
+    ``fl.unsafe()``. Any launch shape.
+    """
+
+
+@_intrinsic
+def index_in_block_2d() -> tuple[int, int]:
+    """``(threadIdx.y, threadIdx.x)``: this thread's row and column in its block (i64 each).
+
+    The own-slot proof for a 2-d shared array: ``tile[ty, tx] = v``.
+    """
+
+
+@_intrinsic
+def block_index(axis: Literal[0, 1] = 0) -> int:
+    """``blockIdx`` along x (``axis=0``) or y (``axis=1``, a constant): a plain i64."""
+
+
+@_intrinsic
+def block_dim(axis: Literal[0, 1] = 0) -> int:
+    """``blockDim`` along x (``axis=0``) or y (``axis=1``, a constant): threads per block
+    along that axis, a plain i64."""
+
+
+@_intrinsic
+def grid_dim(axis: Literal[0, 1] = 0) -> int:
+    """``gridDim`` along x (``axis=0``) or y (``axis=1``, a constant): blocks in the launch
+    along that axis, a plain i64."""
+
+
+@_intrinsic
+def thread_in_block(axis: Literal[0, 1] = 0) -> int:
+    """``threadIdx`` along x (``axis=0``) or y (``axis=1``, a constant): a plain i64 (not an
+    own-slot proof; use ``index_in_block()`` for that)."""
+
+
+@_intrinsic
+def lane() -> int:
+    """This thread's lane in its warp, ``index_in_block() % 32`` (i64, 0..31); the same as
+    ``fl.warp.lane()``."""
+
+
+@_intrinsic
+def sync_threads() -> None:
+    """``__syncthreads()``: wait until every thread of the block arrives; memory written before
+    it is visible to the whole block after it.
+
+    Every thread must reach it: a call under a condition that can differ between threads of a
+    block (thread index, lane, data, or after some threads returned or left a loop) is a
+    SafetyError at compile time; inside ``fl.unsafe()`` the cpu backend checks it at run time
+    (BarrierError).
+    """

@@ -11,12 +11,19 @@
     out = z.unpartition()
 
 The parameter kinds and the functions a kernel body may call are documented in
-``fearless.tile.lang``; the kernel object in ``fearless.tile_kernel``.
+``fearless.tile.lang``; the kernel object in ``fearless.tile_kernel``. ``ft.sum``, ``ft.max`` and
+``ft.min`` keep the builtins' names but stay out of ``__all__``, so ``from fearless.tile import *``
+never replaces the builtins.
 """
+from typing import TYPE_CHECKING
+
 from fearless.tile.lang import (Const, In, Out, arange, argmax, broadcast, cdiv, exp, exp2,
                                 full, load, load_like, log, max, maximum, min, minimum, mma,
                                 permute, reshape, rsqrt, sqrt, sum, tanh, transpose, where,
                                 zeros)
+
+if TYPE_CHECKING:
+    from fearless.tile_kernel import TileKernel, kernel
 
 
 def __getattr__(name: str):
@@ -27,7 +34,7 @@ def __getattr__(name: str):
         return getattr(tile_kernel, name)
     raise AttributeError(f"module 'fearless.tile' has no attribute {name!r}")
 
+
 __all__ = ["kernel", "TileKernel", "In", "Out", "Const", "load", "load_like", "zeros", "full",
            "arange", "cdiv", "mma", "broadcast", "reshape", "permute", "transpose", "where",
-           "exp", "exp2", "log", "sqrt", "rsqrt", "tanh", "maximum", "minimum", "sum", "max",
-           "min", "argmax"]
+           "exp", "exp2", "log", "sqrt", "rsqrt", "tanh", "maximum", "minimum", "argmax"]

@@ -16,15 +16,20 @@ its coordinates in the partition grid; ``out.store(t)`` writes the block's own t
 ``latency=``/``allow_tma=`` hints, as for ``load``) and
 ``out.load()`` reads it; ``x.shape`` gives a tensor's extents. Tiles are values with a static
 shape and a dtype; arithmetic, comparisons and the functions below apply elementwise and
-broadcast like NumPy (extents of 1 stretch). Every function here is a stub: calling it outside a
-tile kernel raises CompileError.
+broadcast like NumPy (extents of 1 stretch). Every function here is an intrinsic: the compiler
+recognises it inside a tile kernel; called on the host it raises CompileError. Shapes of tiles
+are static; a shape that is not made of constant ints, or operands whose shapes do not
+broadcast, are CompileErrors at the call.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fearless.errors import CompileError
+from fearless import dtypes
+from fearless.simt.stub import intrinsic
+from fearless.simt.views import DTypeLike
+from fearless.tile.views import Shape, Tile, TileLike
 
 
 @dataclass(frozen=True)
@@ -81,48 +86,170 @@ class _ConstFamily:
         return "fearless.tile.Const"
 
 
-In = TensorFamily("in")
-Out = TensorFamily("out")
-Const = _ConstFamily()
+if TYPE_CHECKING:  # a type checker sees classes (fearless.tile.views); the compiler, kinds
+    from fearless.tile.views import Const, In, Out
+else:
+    In = TensorFamily("in")
+    Out = TensorFamily("out")
+    Const = _ConstFamily()
+
+_intrinsic = intrinsic("fearless.tile", "a @fearless.tile.kernel", "call the kernel instead")
+_Coords = Any  # one tile coordinate per axis: an int, or a tuple of ints (run-time values)
 
 
-def _stub(name: str, doc: str):
-    def stub(*args, **kwargs):
-        raise CompileError(f"fearless.tile.{name}() can only be called inside a "
-                           f"@fearless.tile.kernel", help="call the kernel instead")
-    stub.__name__ = stub.__qualname__ = name
-    stub.__doc__ = doc
-    return stub
+@_intrinsic
+def load(x: In, index: _Coords, shape: Shape, latency: int | None = None,
+         allow_tma: bool | None = None) -> Tile:
+    """The tile of ``shape`` at tile coordinates ``index`` of the grid of ``shape`` tiles over
+    tensor ``x``: elements ``index[k] * shape[k] ..`` along each axis k, of ``x``'s dtype.
+
+    Elements past the tensor's edge read as 0. ``index`` has one coordinate per axis of ``x``
+    (run-time integers); ``shape`` one constant int per axis (powers of two on the GPU).
+    ``latency`` (an int constant 1-10) and ``allow_tma`` (a bool constant) are Tile IR
+    scheduling hints for tileiras. A rank mismatch is a CompileError. An Out is read only at
+    the block's own tile (index ``out.tile_index``, shape ``out.tile_shape``; simpler:
+    ``out.load()``); any other read of an Out is a SafetyError.
+    """
 
 
-load = _stub("load", "load(x, index, shape, latency=None, allow_tma=None): the tile of "
-                     "``shape`` at tile coordinates ``index`` of the grid of ``shape`` tiles "
-                     "over tensor ``x``; elements past the edge read as 0. ``shape`` must be "
-                     "constants (powers of two on the GPU). ``latency`` (1-10) and "
-                     "``allow_tma`` are Tile IR scheduling hints for tileiras.")
-load_like = _stub("load_like", "load_like(x, out, latency=None, allow_tma=None): the tile of "
-                               "``x`` at the position and shape of ``out``'s own tile (zero "
-                               "past the edge); hints as for ``load``.")
-zeros = _stub("zeros", "zeros(shape, dtype): a tile of zeros.")
-full = _stub("full", "full(shape, value, dtype): a tile filled with ``value``.")
-arange = _stub("arange", "arange(n): the 1-d i32 tile 0, 1, ..., n-1 (n a constant).")
-cdiv = _stub("cdiv", "cdiv(a, b): ceil(a / b) for integers.")
-mma = _stub("mma", "mma(a, b, acc): acc + a @ b. a (m, k) and b (k, n) f16/bf16/f32 "
-                   "(f32 inputs use TF32 tensor cores on the GPU), acc (m, n) f32.")
-broadcast = _stub("broadcast", "broadcast(t, shape): repeat extents of 1 up to ``shape``.")
-reshape = _stub("reshape", "reshape(t, shape): the same elements (row-major) in another shape.")
-permute = _stub("permute", "permute(t, axes): reorder the axes of ``t``.")
-transpose = _stub("transpose", "transpose(t): swap the two axes of a 2-d tile.")
-where = _stub("where", "where(cond, a, b): elementwise choice, broadcasting like NumPy.")
-exp = _stub("exp", "exp(t), elementwise.")
-exp2 = _stub("exp2", "exp2(t) = 2**t, elementwise.")
-log = _stub("log", "log(t), natural logarithm, elementwise.")
-sqrt = _stub("sqrt", "sqrt(t), elementwise.")
-rsqrt = _stub("rsqrt", "rsqrt(t) = 1 / sqrt(t), elementwise.")
-tanh = _stub("tanh", "tanh(t), elementwise.")
-maximum = _stub("maximum", "maximum(a, b): elementwise maximum (NaN-ignoring, like fmax).")
-minimum = _stub("minimum", "minimum(a, b): elementwise minimum (NaN-ignoring, like fmin).")
-sum = _stub("sum", "sum(t, axis, keepdims=False): sum along ``axis``.")  # noqa: A001
-max = _stub("max", "max(t, axis, keepdims=False): maximum along ``axis``.")  # noqa: A001
-min = _stub("min", "min(t, axis, keepdims=False): minimum along ``axis``.")  # noqa: A001
-argmax = _stub("argmax", "argmax(t, axis): i32 index of the first maximum along ``axis``.")
+@_intrinsic
+def load_like(x: In, out: Out, latency: int | None = None,
+              allow_tma: bool | None = None) -> Tile:
+    """The tile of ``x`` at the position and shape of ``out``'s own tile (``out`` an Out
+    partition of the same rank), of ``x``'s dtype; zero past the edge. Hints as for ``load``.
+    ``x`` may be an Out only with ``out``'s tile shape (then it is its own tile).
+    """
+
+
+@_intrinsic
+def zeros(shape: Shape, dtype: DTypeLike = dtypes.f32) -> Tile:
+    """A tile of ``shape`` (constant ints) filled with 0 of ``dtype`` (default f32)."""
+
+
+@_intrinsic
+def full(shape: Shape, value: float, dtype: DTypeLike) -> Tile:
+    """A tile of ``shape`` (constant ints) filled with ``value`` (a number or a scalar,
+    converted to ``dtype``); a tile as ``value`` is a CompileError."""
+
+
+@_intrinsic
+def arange(n: int) -> Tile:
+    """The 1-d i32 tile ``0, 1, ..., n - 1`` (``n`` a constant, a power of two on the GPU)."""
+
+
+@_intrinsic
+def cdiv(a: int, b: int) -> int:
+    """``ceil(a / b)`` for integers ``a >= 0``, ``b > 0``: ``(a + b - 1) // b``. Floats are a
+    CompileError."""
+
+
+@_intrinsic
+def mma(a: Tile, b: Tile, acc: Tile) -> Tile:
+    """``acc + a @ b``: ``a`` (m, k) and ``b`` (k, n) of one dtype, f16, bf16, f32 (TF32
+    tensor cores on the GPU) or f64; ``acc`` (m, n) f32 (f64 for f64 inputs). Returns a tile
+    like ``acc``. Shapes that do not agree, or another accumulator dtype, are CompileErrors."""
+
+
+@_intrinsic
+def broadcast(t: Tile, shape: Shape) -> Tile:
+    """``t`` with its extents of 1 repeated up to ``shape`` (NumPy's broadcasting rules)."""
+
+
+@_intrinsic
+def reshape(t: Tile, shape: Shape) -> Tile:
+    """The same elements (row-major) in another ``shape`` with as many elements (else a
+    CompileError)."""
+
+
+@_intrinsic
+def permute(t: Tile, axes: tuple[int, ...]) -> Tile:
+    """``t`` with its axes reordered: axis k of the result is axis ``axes[k]`` of ``t``
+    (``axes`` a permutation of 0..ndim-1, constants)."""
+
+
+@_intrinsic
+def transpose(t: Tile) -> Tile:
+    """The transpose of a 2-d tile (``t.T``); another rank is a CompileError."""
+
+
+@_intrinsic
+def where(cond: TileLike, a: TileLike, b: TileLike) -> Tile:
+    """Elementwise ``a`` where ``cond`` else ``b``, broadcasting like NumPy; ``cond`` is a
+    bool tile (compare first: ``ft.where(x > 0, x, 0)``), ``a`` and ``b`` promote to one
+    dtype."""
+
+
+@_intrinsic
+def exp(x: TileLike) -> Tile:
+    """``e ** x``, elementwise (floats)."""
+
+
+@_intrinsic
+def exp2(x: TileLike) -> Tile:
+    """``2 ** x``, elementwise (floats)."""
+
+
+@_intrinsic
+def log(x: TileLike) -> Tile:
+    """The natural logarithm, elementwise (floats)."""
+
+
+@_intrinsic
+def sqrt(x: TileLike) -> Tile:
+    """The square root, elementwise (floats)."""
+
+
+@_intrinsic
+def rsqrt(x: TileLike) -> Tile:
+    """``1 / sqrt(x)``, elementwise (floats)."""
+
+
+@_intrinsic
+def tanh(x: TileLike) -> Tile:
+    """The hyperbolic tangent, elementwise (floats)."""
+
+
+@_intrinsic
+def maximum(a: TileLike, b: TileLike) -> Tile:
+    """The elementwise maximum of ``a`` and ``b``, broadcasting; a NaN loses to a number
+    (like C's ``fmax``)."""
+
+
+@_intrinsic
+def minimum(a: TileLike, b: TileLike) -> Tile:
+    """The elementwise minimum of ``a`` and ``b``, broadcasting; a NaN loses to a number
+    (like C's ``fmin``)."""
+
+
+@_intrinsic
+def sum(t: Tile, axis: int, keepdims: bool = False,  # noqa: A001 - ft.sum
+        acc_dtype: DTypeLike | None = None) -> Tile:
+    """The sum of ``t`` along ``axis`` (a constant), dropping that axis (kept with extent 1
+    when ``keepdims``). Reducing a 1-d tile without ``keepdims`` is a CompileError (a tile has
+    at least one axis).
+
+    The result has ``t``'s dtype (i32 for bool and integers narrower than 32 bits, which sum
+    exactly, wrapping at 32 bits). Floats add in the accumulator dtype and the total is rounded
+    once to ``t``'s dtype: by default f32 for f16 and bf16 tiles (on the CPU and the GPU alike)
+    and ``t``'s own dtype otherwise. ``acc_dtype`` sets the accumulator: ``t``'s dtype (for
+    f16: every partial sum rounded to f16) or a wider float; anything else is a CompileError.
+    The order of the additions is not part of the language (the CPU adds in a balanced tree,
+    the GPU in tileiras's order), so for n elements and the accumulator's unit roundoff u
+    (2**-24 for f32, 2**-11 for f16, 2**-8 for bf16) the two backends agree within
+    2 (n - 1) u sum(|t|), plus one rounding to ``t``'s dtype each.
+    """
+
+
+@_intrinsic
+def max(t: Tile, axis: int, keepdims: bool = False) -> Tile:  # noqa: A001 - ft.max
+    """The maximum of ``t`` along ``axis``, as for ``sum``."""
+
+
+@_intrinsic
+def min(t: Tile, axis: int, keepdims: bool = False) -> Tile:  # noqa: A001 - ft.min
+    """The minimum of ``t`` along ``axis``, as for ``sum``."""
+
+
+@_intrinsic
+def argmax(t: Tile, axis: int) -> Tile:
+    """The i32 index of the first maximum of ``t`` along ``axis``, dropping that axis."""

@@ -1,9 +1,12 @@
-"""NumPy semantics of the scalar ops (arith.*, math.*), one rule per op, on lane vectors.
+"""The reference semantics of the scalar ops (arith.*, math.*), one rule per op, on lane vectors.
 
-Every rule takes the operands as NumPy arrays (one element per lane, or 0-d) and the op, and
-returns the result array. They match the GPU lowering: integer ops wrap, shifts by the width or
-more give 0 (or the sign for signed right shifts), float -> int casts saturate and send NaN to 0,
-min/max return the non-NaN operand, f16/bf16 math is computed in f32 and rounded once.
+Every rule takes the operands as NumPy arrays (one element per lane, or 0-d; tiles in tile
+kernels) and the op, and returns the result array. docs/semantics.md is the definition they
+implement and the GPU lowerings follow: integer ops wrap; ``//`` and ``%`` floor like Python (a
+zero divisor gives 0 for integers, NumPy's result for floats; f16/bf16 work in f32); shifts by the
+width or more (or a negative amount) give 0, or the sign for signed right shifts; conversions are
+``dtypes.convert``; min/max are IEEE 754-2019 minimumNumber/maximumNumber; math functions are
+computed in f64 and rounded once to the operand type.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import math
 
 import numpy as np
 
+from fearless import dtypes
 from fearless.ir.types import Scalar
 
 
@@ -35,26 +39,16 @@ def _shift(left: bool):
 
 
 def _cast(op, a):
-    src, dst = op.operands[0].type.dtype, op.results[0].type.dtype
-    a = np.asarray(a)
-    if not (src.is_float and dst.is_int):
-        return a.astype(dst.numpy)
-    # like cvt.rzi.sat: truncate, saturate at the limits, NaN -> 0
-    info = np.iinfo(dst.numpy)
-    x = a.astype(np.float64)
-    hi, lo, nan = x >= float(info.max), x <= float(info.min), np.isnan(x)
-    out = np.trunc(np.where(hi | lo | nan, 0.0, x)).astype(dst.numpy)
-    out = np.where(hi, np.asarray(info.max, dst.numpy), out)
-    return np.where(lo, np.asarray(info.min, dst.numpy), out)
+    return dtypes.convert(a, op.results[0].type.dtype)
 
 
 def _float_rule(fn):
-    """A math rule: compute in at least f32 (f16/bf16 are widened) and round once to the type."""
+    """A math rule: computed in f64 (exact for every narrower operand) and rounded once, so that
+    f16/bf16/f32 results are correctly rounded but for NumPy's f64 error (under an f64 ulp)."""
     def rule(op, *args):
-        out_t = _dtype(op)
-        work = [np.asarray(x).astype(np.float32) if np.asarray(x).dtype.itemsize < 4 else
-                np.asarray(x) for x in args]
-        return np.asarray(fn(*work)).astype(out_t)
+        work = [np.asarray(x).astype(np.float64) for x in args]
+        with np.errstate(all="ignore"):
+            return dtypes.convert(np.asarray(fn(*work), np.float64), op.results[0].type.dtype)
     return rule
 
 
@@ -66,14 +60,40 @@ def _erfc(x):
     return np.vectorize(math.erfc, otypes=[np.float64])(x).astype(np.asarray(x).dtype)
 
 
+def minimum_number(a, b):
+    """IEEE 754-2019 minimumNumber: a NaN operand is ignored (NaN only when both are), and -0.0
+    is below +0.0. NumPy's fmin returns either zero, by operand order and SIMD path."""
+    with np.errstate(invalid="ignore"):  # ml_dtypes' bf16 fmin warns on NaN
+        out = np.fmin(a, b)
+    zeros = (a == 0) & (b == 0)
+    return np.where(zeros, np.where(np.signbit(a), a, b), out).astype(out.dtype)
+
+
+def maximum_number(a, b):
+    """IEEE 754-2019 maximumNumber (see ``minimum_number``): +0.0 is above -0.0."""
+    with np.errstate(invalid="ignore"):
+        out = np.fmax(a, b)
+    zeros = (a == 0) & (b == 0)
+    return np.where(zeros, np.where(np.signbit(a), b, a), out).astype(out.dtype)
+
+
 def _minmax(fn_float, fn_int):
     def rule(op, a, b):
         return (fn_float if op.results[0].type.dtype.is_float else fn_int)(a, b)
     return rule
 
 
-def _mod(op, a, b):
-    return np.remainder(a, b)
+def _floor_rule(fn):
+    """``//`` or ``%`` by NumPy's rules, which are Python's (floor; the remainder takes the
+    divisor's sign). Integers: a zero divisor gives 0, INT_MIN // -1 wraps to INT_MIN. Floats: a
+    zero divisor gives a / b (``//``) or NaN (``%``); f16/bf16 are computed in f32, rounded once."""
+    def rule(op, a, b):
+        d = op.results[0].type.dtype
+        with np.errstate(all="ignore"):
+            if d.is_float and d.bits < 32:
+                return dtypes.convert(fn(np.asarray(a, np.float32), np.asarray(b, np.float32)), d)
+            return np.asarray(fn(a, b)).astype(d.numpy)
+    return rule
 
 
 ARITH = {
@@ -81,10 +101,10 @@ ARITH = {
     "arith.sub": lambda op, a, b: np.subtract(a, b, dtype=_dtype(op)),
     "arith.mul": lambda op, a, b: np.multiply(a, b, dtype=_dtype(op)),
     "arith.div": lambda op, a, b: np.true_divide(a, b).astype(_dtype(op)),
-    "arith.floordiv": lambda op, a, b: np.floor_divide(a, b).astype(_dtype(op)),
-    "arith.mod": lambda op, a, b: _mod(op, a, b).astype(_dtype(op)),
-    "arith.min": _minmax(np.fmin, np.minimum),
-    "arith.max": _minmax(np.fmax, np.maximum),
+    "arith.floordiv": _floor_rule(np.floor_divide),
+    "arith.mod": _floor_rule(np.remainder),
+    "arith.min": _minmax(minimum_number, np.minimum),
+    "arith.max": _minmax(maximum_number, np.maximum),
     "arith.and": lambda op, a, b: np.bitwise_and(a, b),
     "arith.or": lambda op, a, b: np.bitwise_or(a, b),
     "arith.xor": lambda op, a, b: np.bitwise_xor(a, b),
@@ -107,7 +127,8 @@ _NUMPY_MATH = {
     "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
     "atanh": np.arctanh, "erf": _erf, "erfc": _erfc, "floor": np.floor, "ceil": np.ceil,
     "trunc": np.trunc, "fabs": np.fabs, "cbrt": np.cbrt, "pow": np.power,
-    "rsqrt": lambda x: 1 / np.sqrt(x), "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign, "fmod": np.fmod,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "atan2": np.arctan2, "hypot": np.hypot,
+    "copysign": np.copysign, "fmod": np.fmod,
 }
 
 MATH = {f"math.{name}": _float_rule(fn) for name, fn in _NUMPY_MATH.items()}
@@ -121,4 +142,4 @@ MATH.update({
 
 def constant(op):
     t: Scalar = op.results[0].type
-    return np.asarray(op.attrs["value"]).astype(t.dtype.numpy)
+    return np.asarray(dtypes.cast(op.attrs["value"], t.dtype))

@@ -1,4 +1,4 @@
-"""The cpu backend's dynamic race detector (``FEARLESS_RACECHECK=1``).
+"""The cpu backend's dynamic race detector (on unless ``FEARLESS_RACECHECK=0``).
 
 Shadow memory keeps, per element of every array that the compiler could not prove race-free
 (shared arrays, UnsafeSlice and AtomicSlice parameters), the last plain writer, up to two

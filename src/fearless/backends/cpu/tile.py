@@ -7,7 +7,12 @@ parameters are NumPy views over the tensors' memory (an Out partition writable, 
 tile inside the tensor, as Tile IR's partition views do.
 
 f16/bf16 ``tile.mma`` multiplies in f32 and accumulates in f32, like the tensor cores; f32
-inputs multiply in f32 here (the GPU uses TF32, so its results may differ by about 1e-3 relative).
+inputs are first rounded to TF32 (10 significand bits, nearest even), as the GPU's tensor cores
+take them, so only the order of the f32 accumulation differs (docs/semantics.md).
+A ``tile.reduce`` sum adds in the dtype of its operand, rounding every partial sum to it (the
+frontend widens f16/bf16 sums to f32 unless ``acc_dtype`` says otherwise); the order of the
+additions is a balanced tree here and tileiras's choice on the GPU, so sums may differ between
+the backends within the error bound of their dtype.
 """
 from __future__ import annotations
 
@@ -135,20 +140,43 @@ def _store(block, op):
 def _reduce(block, op):
     x = block.value(op.operands[0])
     axis, kind = op.attrs["axis"], op.attrs["kind"]
-    d = op.results[0].type.dtype.numpy
+    d = op.results[0].type.dtype
     if kind == "sum":
-        work = x.astype(np.float32) if x.dtype.itemsize < 4 and op.results[0].type.dtype.is_float \
-            else x
-        block.set(op, np.sum(work, axis=axis).astype(d))
+        total = _tree_sum(x, axis) if d.is_float and d.bits == 16 else np.sum(x, axis=axis)
+        block.set(op, np.asarray(total).astype(d.numpy))
     else:
         fn = np.fmax if kind == "max" else np.fmin
-        block.set(op, fn.reduce(x, axis=axis).astype(d))
+        block.set(op, fn.reduce(x, axis=axis).astype(d.numpy))
+
+
+def _tree_sum(x: np.ndarray, axis: int) -> np.ndarray:
+    """The sum along ``axis`` in x's own 16-bit float dtype, every partial sum rounded to it
+    (NumPy's own f16 sum keeps f32 partial sums): the first half plus the second half, halving
+    until one element is left, as a shuffle reduction does. f16 and bf16 additions here are
+    correctly rounded: they add in f32 and round, and f32 has more than 2p + 2 bits."""
+    x = np.moveaxis(x, axis, -1)
+    while x.shape[-1] > 1:
+        if x.shape[-1] % 2:
+            x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,), x.dtype)], axis=-1)
+        half = x.shape[-1] // 2
+        x = x[..., :half] + x[..., half:]
+    return x[..., 0]
 
 
 def _mma(block, op):
     a, b, acc = (block.value(v) for v in op.operands)
+    if a.dtype == np.float32:
+        a, b = _tf32(a), _tf32(b)
     work = np.float64 if acc.dtype == np.float64 else np.float32
     block.set(op, (a.astype(work) @ b.astype(work) + acc).astype(acc.dtype))
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """f32 values rounded to TF32's 10 significand bits (nearest, ties to even), kept as f32."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    rounded = (bits + np.uint32(0xFFF) + ((bits >> 13) & np.uint32(1))) & np.uint32(0xFFFFE000)
+    special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)  # inf and NaN stay
+    return np.where(special, bits, rounded).view(np.float32)
 
 
 def _for(block, op):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from fearless.backends.cpu.block import WARP
+from fearless.backends.cpu.ops import maximum_number, minimum_number
 from fearless.errors import BarrierError
 
 _CALL = {"warp.shuffle": "warp shuffle", "warp.vote": "warp vote", "warp.reduce": "warp reduction",
@@ -141,8 +142,8 @@ def _combine(kind: str, is_float: bool):
     if kind == "sum":
         return np.add
     if kind == "max":
-        return np.fmax if is_float else np.maximum
-    return np.fmin if is_float else np.minimum
+        return maximum_number if is_float else np.maximum
+    return minimum_number if is_float else np.minimum
 
 
 def _reduce(st, op, mask):

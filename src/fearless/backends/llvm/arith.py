@@ -1,15 +1,19 @@
 """LLVM rules for the scalar ops: ``arith.*`` and ``math.*``.
 
-Semantics match the CPU backend (``backends/cpu/ops.py``): integer division and modulo floor like
-Python and give 0 for a zero divisor; shifts by the width or more give 0 (sign for signed right
-shifts); float -> int casts saturate (``llvm.fpto[su]i.sat``, NaN -> 0); min/max of floats return
-the non-NaN operand (``llvm.minnum``). f16/bf16 math functions run in f32 and round once.
+Semantics are docs/semantics.md, which the CPU backend (``backends/cpu/ops.py``) defines: integer
+division and modulo floor like Python and give 0 for a zero divisor; float ``//`` and ``%`` are
+Python's (through libdevice's exact fmod; f16/bf16 in f32); shifts by the width or more give 0
+(sign for signed right shifts); float -> int casts saturate (``llvm.fpto[su]i.sat``, NaN -> 0);
+integer -> bf16 rounds once (LLVM rounds through f32 on sm_80, twice); min/max of floats are
+IEEE 754-2019 minimumNumber/maximumNumber (``llvm.minimumnum``, PTX ``min``). f16/bf16 math
+functions run in f32 and round once. ``a * b + c`` may contract to one fma (nvcc's default).
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
-from fearless.backends.llvm.nvvm import F32, intrinsic, llvm_type
+from fearless import dtypes
+from fearless.backends.llvm.nvvm import F32, BFloatType, intrinsic, llvm_type
 
 _PRED = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _FMA = ("contract",)  # a*b+c may become one fma, as with nvcc's default -fmad=true
@@ -72,7 +76,7 @@ def _floordiv(low, op):
     a, b_ = (low.v(v) for v in op.operands)
     d = _d(op)
     if d.is_float:
-        low.set(op, _call_float(low, "llvm.floor", [low.b.fdiv(a, b_)], d))
+        low.set(op, _float_divmod(low, a, b_, d, want_mod=False))
     else:
         low.set(op, _int_div(d.is_signed, False)(low.b, a, b_))
 
@@ -80,23 +84,51 @@ def _floordiv(low, op):
 def _mod(low, op):
     a, b_ = (low.v(v) for v in op.operands)
     d = _d(op)
-    if not d.is_float:
+    if d.is_float:
+        low.set(op, _float_divmod(low, a, b_, d, want_mod=True))
+    else:
         low.set(op, _int_div(d.is_signed, True)(low.b, a, b_))
-        return
+
+
+def _float_divmod(low, a, b_, d, want_mod):
+    """Python's float ``a // b`` or ``a % b`` (CPython's float_divmod, which NumPy follows): the
+    exact fmod, adjusted to the divisor's sign; the quotient snapped to an integer. A zero divisor
+    gives ``a / b`` for ``//`` and NaN for ``%`` (NumPy). f16/bf16 work in f32, rounded once."""
     b = low.b
-    r = b.frem(a, b_)
-    zero = ir.Constant(r.type, 0.0)
-    adjust = b.and_(b.fcmp_ordered("!=", r, zero),
-                    b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", b_, zero)))
-    low.set(op, b.select(adjust, b.fadd(r, b_), r))
+    if d.bits == 16:
+        a, b_ = b.fpext(a, F32), b.fpext(b_, F32)
+    t = a.type
+    zero, one = ir.Constant(t, 0.0), ir.Constant(t, 1.0)
+    mod = _libdevice_call(low, "fmod", [a, b_])
+    div = b.fdiv(b.fsub(a, mod), b_)
+    # C's `if (mod)`: NaN counts as non-zero
+    adjust = b.and_(b.fcmp_unordered("!=", mod, zero),
+                    b.xor(b.fcmp_ordered("<", b_, zero), b.fcmp_ordered("<", mod, zero)))
+    if want_mod:
+        mod = b.select(adjust, b.fadd(mod, b_), mod)
+        out = b.select(b.fcmp_ordered("==", mod, zero), _copysign(b, zero, b_), mod)
+    else:
+        div = b.select(adjust, b.fsub(div, one), div)
+        floor = _call_float(low, "llvm.floor", [div], None)
+        floor = b.select(b.fcmp_ordered(">", b.fsub(div, floor), ir.Constant(t, 0.5)),
+                         b.fadd(floor, one), floor)
+        quotient = b.fdiv(a, b_)
+        out = b.select(b.fcmp_unordered("!=", div, zero), floor, _copysign(b, zero, quotient))
+        out = b.select(b.fcmp_ordered("==", b_, zero), quotient, out)
+    return b.fptrunc(out, llvm_type(d)) if d.bits == 16 else out
+
+
+def _copysign(b, x, sign):
+    fn = intrinsic(b.module, f"llvm.copysign.{_fname(x.type)}", x.type, [x.type, x.type])
+    return b.call(fn, [x, sign])
 
 
 def _minmax(is_min):
     def rule(low, op):
         a, b_ = (low.v(v) for v in op.operands)
         d = _d(op)
-        if d.is_float:
-            name = "llvm.minnum" if is_min else "llvm.maxnum"
+        if d.is_float:  # IEEE 754-2019 minimumNumber: PTX min/max (-0.0 < +0.0)
+            name = "llvm.minimumnum" if is_min else "llvm.maximumnum"
             low.set(op, _call_float(low, name, [a, b_], d, keep_type=True))
             return
         cmp = (low.b.icmp_signed if d.is_signed else low.b.icmp_unsigned)("<" if is_min else ">",
@@ -165,6 +197,8 @@ def _cast(low, op):
         name = "llvm.fptosi.sat" if dst.is_signed else "llvm.fptoui.sat"
         fn = intrinsic(b.module, f"{name}.{to}.{_fname(a.type)}", to, [a.type])
         low.set(op, b.call(fn, [a]))
+    elif dst.is_float and dst.name == "bf16" and src.bits > 24:
+        low.set(op, _wide_int_to_bf16(b, a, src.is_signed))
     elif dst.is_float:
         low.set(op, (b.sitofp if src.is_signed else b.uitofp)(a, to))
     # integer to integer by register width: a bool is an i1 (8 bits only in memory), unsigned
@@ -174,6 +208,27 @@ def _cast(low, op):
         low.set(op, b.trunc(a, to))
     else:
         low.set(op, (b.sext if src.is_signed else b.zext)(a, to))
+
+
+def _wide_int_to_bf16(b, a, signed):
+    """An integer of more than 24 bits as bf16, rounded once: its magnitude rounded to odd at
+    24 bits (truncate, then set the last kept bit if any dropped bit was set) converts to f32
+    exactly, and f32 -> bf16 rounds to nearest even with the right result (see dtypes.py)."""
+    t = a.type
+    zero = ir.Constant(t, 0)
+    negative = b.icmp_signed("<", a, zero) if signed else None
+    mag = b.select(negative, b.neg(a), a) if signed else a  # |INT_MIN| as unsigned is exact
+    ctlz = intrinsic(b.module, f"llvm.ctlz.i{t.width}", t, [t, ir.IntType(1)])
+    leading = b.call(ctlz, [mag, ir.Constant(ir.IntType(1), 0)])  # 0 is not poison
+    shift = b.sub(ir.Constant(t, t.width - 24), leading)
+    shift = b.select(b.icmp_signed("<", shift, zero), zero, shift)
+    mask = b.sub(b.shl(ir.Constant(t, 1), shift), ir.Constant(t, 1))
+    sticky = b.zext(b.icmp_unsigned("!=", b.and_(mag, mask), zero), t)
+    kept = b.or_(b.and_(mag, b.not_(mask)), b.shl(sticky, shift))
+    f = b.uitofp(kept, F32)
+    if signed:
+        f = b.select(negative, b.fneg(f), f)
+    return b.fptrunc(f, BFloatType())
 
 
 def _fname(t: ir.Type) -> str:
@@ -186,18 +241,29 @@ def _select(low, op):
 
 
 def _constant(low, op):
-    low.set(op, ir.Constant(llvm_type(op.result.type.dtype), op.attrs["value"]))
+    d = op.result.type.dtype
+    low.set(op, ir.Constant(llvm_type(d), dtypes.cast(op.attrs["value"], d).item()))
 
 
 def _call_float(low, name, args, d, keep_type=False):
-    """Call a float intrinsic; f16/bf16 go through f32 unless the intrinsic takes them."""
+    """Call a float intrinsic; f16/bf16 go through f32 unless the intrinsic takes them.
+    ``d`` None: call it on the arguments' own type."""
     b = low.b
-    if d.bits == 16 and not keep_type:
+    if d is not None and d.bits == 16 and not keep_type:
         args = [b.fpext(a, F32) for a in args]
     t = args[0].type
     fn = intrinsic(b.module, f"{name}.{_fname(t)}", t, [t] * len(args))
     out = b.call(fn, args)
-    return b.fptrunc(out, llvm_type(d)) if out.type != llvm_type(d) else out
+    return b.fptrunc(out, llvm_type(d)) if d is not None and out.type != llvm_type(d) else out
+
+
+def _libdevice_call(low, name, args):
+    """``__nv_<name>[f]`` of f32 or f64 arguments (libdevice is linked in when used)."""
+    t = args[0].type
+    symbol = f"__nv_{name}{'' if str(t) == 'double' else 'f'}"
+    fn = intrinsic(low.b.module, symbol, t, [t] * len(args))
+    low.uses_libdevice = True
+    return low.b.call(fn, args)
 
 
 def _libdevice(name):
@@ -206,11 +272,7 @@ def _libdevice(name):
         args = [low.v(v) for v in op.operands]
         if d.bits == 16:
             args = [b.fpext(a, F32) for a in args]
-        t = args[0].type
-        symbol = f"__nv_{name}{'' if str(t) == 'double' else 'f'}"
-        fn = intrinsic(b.module, symbol, t, [t] * len(args))
-        low.uses_libdevice = True
-        out = b.call(fn, args)
+        out = _libdevice_call(low, name, args)
         low.set(op, b.fptrunc(out, llvm_type(d)) if d.bits == 16 else out)
     return rule
 

@@ -7,10 +7,10 @@ into a kernel module only when the kernel calls one of its functions.
 from __future__ import annotations
 
 import functools
-import struct
 
 from llvmlite import ir
 
+from fearless import dtypes
 from fearless.dtypes import DType, Kind
 from fearless.errors import BackendError
 
@@ -33,10 +33,7 @@ class BFloatType(ir.Type):
         return hash(BFloatType)
 
     def format_constant(self, value):
-        bits = struct.unpack("<I", struct.pack("<f", value))[0]
-        if value != value:  # NaN: a quiet NaN
-            return "0xR7FC0"
-        return f"0xR{(bits + 0x7FFF + ((bits >> 16) & 1)) >> 16:04X}"
+        return f"0xR{dtypes.float_bits(value, dtypes.bf16):04X}"  # rounded once
 
 
 I1 = ir.IntType(1)

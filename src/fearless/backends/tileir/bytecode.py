@@ -11,8 +11,9 @@ flavour, padding byte), the real files win: plain LEB128 varints, padding byte `
 """
 from __future__ import annotations
 
-import math
 import struct
+
+from fearless import dtypes
 
 MAGIC = b"\x7fTileIR\x00"
 PAD = 0xCB  # the padding byte real files use (not the 0xCF some comments claim)
@@ -215,18 +216,13 @@ def read_sections(data: bytes) -> tuple[tuple[int, int, int], dict[int, bytes]]:
 # --- scalar packing for constants and float attributes (stdlib only: no NumPy here) ---------
 
 def float_bits(value: float, bits: int, bfloat: bool = False) -> int:
-    """IEEE bit pattern of `value` as a float of `bits` bits (bf16 rounds to nearest even)."""
+    """IEEE bit pattern of `value` as a float of `bits` bits, rounded once to nearest even
+    (``dtypes.float_bits``: bf16 too, and past the largest finite value +-inf)."""
     if bits == 64:
         return struct.unpack("<Q", struct.pack("<d", value))[0]
-    if bits == 32 and not bfloat:
-        return struct.unpack("<I", struct.pack("<f", value))[0]
-    if bits == 16 and not bfloat:
-        return struct.unpack("<H", struct.pack("<e", value))[0]
-    if bits == 16 and bfloat:
-        f = struct.unpack("<I", struct.pack("<f", value))[0]
-        if math.isnan(value):
-            return (f >> 16) | 0x40  # keep it a quiet NaN after truncation
-        return ((f + 0x7FFF + ((f >> 16) & 1)) >> 16) & 0xFFFF
+    if bits in (16, 32):
+        return dtypes.float_bits(value, dtypes.f32 if bits == 32 else
+                                 dtypes.bf16 if bfloat else dtypes.f16)
     raise ValueError(f"no float encoding for {bits} bits")
 
 

@@ -12,6 +12,10 @@ Our IR keeps Python variables in slots (``local.*``); Tile IR is pure SSA, so th
 each slot's current value and turns the slots written inside a ``for`` body into the loop's
 carried values and those written inside an ``if`` into its results. ``break``, ``continue``,
 ``while`` and a ``return`` before the end of the kernel are refused for now (CompileError).
+
+Memory order: Tile IR leaves two memory operations unordered unless a token connects them, so
+every load and store of an Out tensor waits for the token of the last conflicting operation on it
+(the memory-token slots, below); they travel through ``for`` and ``if`` like the variables' slots.
 """
 from __future__ import annotations
 
@@ -152,6 +156,10 @@ class Lowering:
             elif op.name in ("tile.load_own", "tile.store"):
                 self.partition(op.operands[0], op.operands[0].type.tile_shape)
         self.token = b.make_token()
+        for p in self.fn.params:
+            if isinstance(p.type, T.TensorView) and _ordered(p.value):
+                self.slots[_LAST_OP, id(p.value)] = self.slots[_LAST_STORE, id(p.value)] = \
+                    self.token
         self.block_ids = b.get_tile_block_id()
         out = grouped_output(self.fn)
         if out is not None:
@@ -209,12 +217,18 @@ class Lowering:
     _tail_of_inline = False
 
     def written_slots(self, region: Region) -> list:
-        out: dict[int, object] = {}
+        """The keys of the slots that ``region`` may change and that live outside it: the local
+        slots it stores to and the memory tokens of the Out tensors it loads or stores."""
+        out: dict = {}
         for op in region.ops:
             for inner in op.walk():
                 if inner.name == "local.store":
-                    out.setdefault(id(inner.operands[0]), inner.operands[0])
-        return [ref for key, ref in out.items() if key in self.slots]
+                    out[id(inner.operands[0])] = None
+                elif inner.name in _MEMORY and _ordered(inner.operands[0]):
+                    out[_LAST_OP, id(inner.operands[0])] = None
+                    if inner.name == "tile.store":
+                        out[_LAST_STORE, id(inner.operands[0])] = None
+        return [key for key in out if key in self.slots]
 
 
 def _elementwise(float_op, int_op, bool_op=None):
@@ -240,33 +254,107 @@ def _elementwise(float_op, int_op, bool_op=None):
     return rule
 
 
+def _shape(op) -> tuple:
+    t = op.results[0].type
+    return t.shape if isinstance(t, T.Tile) else ()
+
+
 def _floordiv(low: Lowering, op):
-    a, b = (low.v(x) for x in op.operands)
-    d = op.operands[0].type.dtype
-    if d.is_float:
-        low.set(op, low.b.floor(low.b.divf(a, b)))
-    elif d.is_signed:
-        low.set(op, low.b.divi(a, b, signedness="signed", rounding="negative_inf"))
+    if op.operands[0].type.dtype.is_float:
+        _float_divmod(low, op, want_mod=False)
     else:
-        low.set(op, low.b.divi(a, b, signedness="unsigned", rounding="zero"))
+        _int_divmod(low, op, want_mod=False)
 
 
 def _mod(low: Lowering, op):
+    if op.operands[0].type.dtype.is_float:
+        _float_divmod(low, op, want_mod=True)
+    else:
+        _int_divmod(low, op, want_mod=True)
+
+
+def _int_divmod(low: Lowering, op, want_mod: bool):
+    """Integer ``//`` or ``%`` with Python's floor, defined where Tile IR's divi/remi are not
+    (docs/semantics.md): a zero divisor gives 0, INT_MIN // -1 wraps to INT_MIN, INT_MIN % -1
+    is 0. The divisor is replaced by 1 in those lanes, and their result chosen afterwards."""
     a, b = (low.v(x) for x in op.operands)
-    d = op.operands[0].type.dtype
-    bb = low.b
-    shape = op.results[0].type.shape if isinstance(op.results[0].type, T.Tile) else ()
-    if not d.is_float and not d.is_signed:
-        low.set(op, bb.remi(a, b, signedness="unsigned"))
+    d, bb, shape = op.operands[0].type.dtype, low.b, _shape(op)
+    e, sign = elem(d), "signed" if d.is_signed else "unsigned"
+    zero, one = low.const(0, e, shape), low.const(1, e, shape)
+    is_zero = bb.cmpi("eq", b, zero, signedness=sign)
+    bad, minus_one = is_zero, None
+    if d.is_signed:
+        minus_one = bb.cmpi("eq", b, low.const(-1, e, shape))
+        bad = bb.ori(is_zero, minus_one)
+    safe = bb.select(bad, one, b)
+    if want_mod:
+        r = bb.remi(a, safe, signedness=sign)
+        if d.is_signed:  # truncated -> floored: add the divisor where the signs differ
+            fix = bb.andi(bb.cmpi("ne", r, zero),
+                          bb.xori(bb.cmpi("lt", r, zero), bb.cmpi("lt", safe, zero)))
+            r = bb.select(fix, bb.addi(r, safe), r)
+        low.set(op, bb.select(bad, zero, r))
         return
-    r = bb.remf(a, b) if d.is_float else bb.remi(a, b, signedness="signed")
-    # Python's modulo takes the divisor's sign: add b where r != 0 and r, b differ in sign
-    zero = low.const(0, elem(d), shape)
-    cmp = bb.cmpf if d.is_float else bb.cmpi
-    nonzero = cmp("ne", r, zero)
-    differ = bb.xori(cmp("lt", r, zero), cmp("lt", b, zero))
-    fix = bb.andi(nonzero, differ)
-    low.set(op, bb.select(fix, bb.addf(r, b) if d.is_float else bb.addi(r, b), r))
+    q = bb.divi(a, safe, signedness=sign, rounding="negative_inf" if d.is_signed else "zero")
+    if d.is_signed:
+        q = bb.select(minus_one, bb.negi(a), q)
+    low.set(op, bb.select(is_zero, zero, q))
+
+
+def _float_divmod(low: Lowering, op, want_mod: bool):
+    """Python's float ``//`` or ``%`` (CPython's float_divmod, which NumPy follows; the SIMT
+    lowering builds the same): remf is the exact fmod. A zero divisor gives a / b for ``//``
+    and NaN for ``%``; f16/bf16 work in f32 and round once."""
+    a, b = (low.v(x) for x in op.operands)
+    d, bb, shape = op.operands[0].type.dtype, low.b, _shape(op)
+    work = tir.F32 if d.bits == 16 else elem(d)
+    if d.bits == 16:
+        a, b = bb.ftof(a, work), bb.ftof(b, work)
+    zero, one = low.const(0.0, work, shape), low.const(1.0, work, shape)
+    mod = bb.remf(a, b)
+    div = bb.divf(bb.subf(a, mod), b)
+    adjust = bb.andi(bb.cmpf("ne", mod, zero, ordering="unordered"),
+                     bb.xori(bb.cmpf("lt", b, zero), bb.cmpf("lt", mod, zero)))
+    if want_mod:
+        mod = bb.select(adjust, bb.addf(mod, b), mod)
+        out = bb.select(bb.cmpf("eq", mod, zero), _signed_zero(low, b, shape), mod)
+    else:
+        div = bb.select(adjust, bb.subf(div, one), div)
+        floor = bb.floor(div)
+        snap = bb.cmpf("gt", bb.subf(div, floor), low.const(0.5, work, shape))
+        floor = bb.select(snap, bb.addf(floor, one), floor)
+        quotient = bb.divf(a, b)
+        out = bb.select(bb.cmpf("ne", div, zero, ordering="unordered"), floor,
+                        _signed_zero(low, quotient, shape))
+        out = bb.select(bb.cmpf("eq", b, zero), quotient, out)
+    low.set(op, bb.ftof(out, elem(d)) if d.bits == 16 else out)
+
+
+def _signed_zero(low: Lowering, x, shape):
+    """copysign(0, x): the sign bit of ``x`` alone."""
+    ft = x.type.elem
+    it = {32: tir.I32, 64: tir.I64}[ft.bits]
+    sign = low.b.andi(low.b.bitcast(x, it), low.const(1 << (ft.bits - 1), it, shape))
+    return low.b.bitcast(sign, ft)
+
+
+def _shift(left: bool):
+    def rule(low: Lowering, op):
+        """Shifts by the width or more (a negative amount is a huge unsigned one) give 0, or
+        the sign for a signed right shift; Tile IR leaves them undefined."""
+        a, n = (low.v(x) for x in op.operands)
+        d, bb, shape = op.operands[0].type.dtype, low.b, _shape(op)
+        e = elem(d)
+        zero = low.const(0, e, shape)
+        big = bb.cmpi("ge", n, low.const(d.bits, e, shape), signedness="unsigned")
+        if not left and d.is_signed:
+            low.set(op, bb.shri(a, bb.select(big, low.const(d.bits - 1, e, shape), n),
+                                signedness="signed"))
+            return
+        safe = bb.select(big, zero, n)
+        shifted = bb.shli(a, safe) if left else bb.shri(a, safe, signedness="unsigned")
+        low.set(op, bb.select(big, zero, shifted))
+    return rule
 
 
 def _unary(low: Lowering, op):
@@ -297,21 +385,70 @@ def _cmp(low: Lowering, op):
 
 
 def _cast(low: Lowering, op):
+    """Conversions by dtypes.convert's rules (docs/semantics.md)."""
     a = low.v(op.operands[0])
     src, dst = op.operands[0].type.dtype, op.results[0].type.dtype
-    to, bb = elem(dst), low.b
-    if elem(src) == to:
+    to, bb, shape = elem(dst), low.b, _shape(op)
+    if dst.is_bool and not src.is_bool:  # x != 0, NaN included
+        zero = low.const(0, elem(src), shape)
+        low.set(op, bb.cmpf("ne", a, zero, ordering="unordered") if src.is_float
+                else bb.cmpi("ne", a, zero))
+    elif elem(src) == to:
         low.set(op, a)
     elif src.is_float and dst.is_float:
         low.set(op, bb.ftof(a, to))
+    elif dst.is_float and dst.name == "bf16" and src.bits > 24:
+        low.set(op, _wide_int_to_bf16(low, a, src, shape))
     elif dst.is_float:
         low.set(op, bb.itof(a, to, signedness="signed" if src.is_signed else "unsigned"))
     elif src.is_float:
-        low.set(op, bb.ftoi(a, to, signedness="signed" if dst.is_signed else "unsigned"))
+        low.set(op, _float_to_int(low, a, src, dst, shape))
     elif dst.bits > src.bits or src.is_bool:
         low.set(op, bb.exti(a, to, signedness="signed" if src.is_signed else "unsigned"))
     else:
         low.set(op, bb.trunci(a, to))
+
+
+def _float_to_int(low: Lowering, a, src: DType, dst: DType, shape):
+    """Truncate toward zero, saturate, NaN -> 0. Tile IR's ftoi is undefined for NaN, infinities
+    and out-of-range values, so those lanes convert 0 and take their result from a select."""
+    bb, to = low.b, elem(dst)
+    lo, hi = ((-(1 << (dst.bits - 1)), (1 << (dst.bits - 1)) - 1) if dst.is_signed
+              else (0, (1 << dst.bits) - 1))
+    # the limits rounded to the source type: where hi is not exact it rounds up, past the range
+    above = bb.cmpf("ge", a, low.const(float(hi), elem(src), shape))
+    below = bb.cmpf("le", a, low.const(float(lo), elem(src), shape))
+    nan = bb.cmpf("ne", a, a, ordering="unordered")
+    outside = bb.ori(bb.ori(above, below), nan)
+    safe = bb.select(outside, low.const(0.0, elem(src), shape), a)
+    r = bb.ftoi(safe, to, signedness="signed" if dst.is_signed else "unsigned")
+    r = bb.select(below, low.const(lo, to, shape), r)
+    return bb.select(above, low.const(hi, to, shape), r)
+
+
+def _wide_int_to_bf16(low: Lowering, a, src: DType, shape):
+    """An integer of more than 24 bits as bf16, rounded once (itof rounds through f32 on sm_80,
+    twice): the magnitude rounded to odd at 24 bits converts to f32 exactly, and f32 -> bf16
+    then rounds correctly (dtypes.py). Tile IR has no count-leading-zeros: the bit length comes
+    from the exponent of the magnitude as f64 (one more when that rounded up: still exact)."""
+    bb, i64 = low.b, tir.I64
+
+    def c(n):
+        return low.const(n, i64, shape)
+    x = a if src.bits == 64 else bb.exti(a, i64, signedness="signed" if src.is_signed
+                                           else "unsigned")
+    negative = bb.cmpi("lt", x, c(0)) if src.is_signed else None
+    mag = bb.select(negative, bb.negi(x), x) if src.is_signed else x
+    wide = bb.bitcast(bb.itof(mag, tir.F64, signedness="unsigned"), i64)
+    exponent = bb.subi(bb.andi(bb.shri(wide, c(52), signedness="unsigned"), c(0x7FF)), c(1023))
+    shift = bb.maxi(bb.subi(exponent, c(23)), c(0))  # bit length - 24
+    mask = bb.subi(bb.shli(c(1), shift), c(1))
+    sticky = bb.exti(bb.cmpi("ne", bb.andi(mag, mask), c(0)), i64, signedness="unsigned")
+    kept = bb.ori(bb.andi(mag, bb.xori(mask, c(-1))), bb.shli(sticky, shift))
+    f = bb.itof(kept, tir.F32, signedness="unsigned")
+    if src.is_signed:
+        f = bb.select(negative, bb.negf(f), f)
+    return bb.ftof(f, tir.BF16)
 
 
 def _constant(low: Lowering, op):
@@ -363,14 +500,44 @@ def _dim(low: Lowering, op):
     low.set(op, wide)
 
 
+# Memory order. Tile IR orders two memory operations only through tokens ("the ordering between
+# any pair of memory operations is undefined unless connected by tokens", the Tile IR spec's
+# memory operations section). The launcher refuses an Out that overlaps itself or any other
+# argument (runtime/launch.check_arguments), so each Out tensor is its own alias set, and In
+# tensors are never written: their loads take the entry token and stay free to move. Per Out
+# tensor two token slots, as cuTile Python keeps per alias set (its _passes/token_order.py):
+#   (_LAST_STORE, t): the last store to t; a load waits for it (read after write);
+#   (_LAST_OP, t):    that store joined with every load of t since; a store waits for it (write
+#                     after read, write after write).
+
+_LAST_OP, _LAST_STORE = "last op", "last store"
+_MEMORY = ("tile.load", "tile.load_own", "tile.store")
+
+
+def _ordered(tensor) -> bool:
+    return tensor.type.role is T.Role.OUT
+
+
+def _ordered_load(low: Lowering, tensor, view, index, hints=None):
+    """Load ``view[index]`` of ``tensor`` in order with its stores; returns the tile."""
+    if not _ordered(tensor):
+        return low.b.load_view_tko(view, index, token=low.token, hints=hints)[0]
+    last_store = low.slots[_LAST_STORE, id(tensor)]
+    tile, done = low.b.load_view_tko(view, index, token=last_store, hints=hints)
+    last = low.slots[_LAST_OP, id(tensor)]
+    # a load made after the last store already follows it: no join with it alone
+    low.slots[_LAST_OP, id(tensor)] = done if last is last_store else \
+        low.b.join_tokens([last, done])
+    return tile
+
+
 def _load(low: Lowering, op):
     tensor, *coords = op.operands
     pv = low.partition(tensor, op.attrs["shape"])
     index = [_index_i32(low, c) for c in coords]
     hints = op.attrs.get("hints")
-    tile, _ = low.b.load_view_tko(pv, index, token=low.token,
-                                  hints={low.arch or "default": hints} if hints else None)
-    low.set(op, tile)
+    low.set(op, _ordered_load(low, tensor, pv, index,
+                              {low.arch or "default": hints} if hints else None))
 
 
 def _own_index(low: Lowering, ty: T.TensorView):
@@ -380,16 +547,17 @@ def _own_index(low: Lowering, ty: T.TensorView):
 def _load_own(low: Lowering, op):
     (out,) = op.operands
     pv = low.partition(out, out.type.tile_shape)
-    tile, _ = low.b.load_view_tko(pv, _own_index(low, out.type), token=low.token)
-    low.set(op, tile)
+    low.set(op, _ordered_load(low, out, pv, _own_index(low, out.type)))
 
 
 def _store(low: Lowering, op):
     out, value = op.operands
     pv = low.partition(out, out.type.tile_shape)
     hints = op.attrs.get("hints")
-    low.b.store_view_tko(low.v(value), pv, _own_index(low, out.type), token=low.token,
-                         hints={low.arch or "default": hints} if hints else None)
+    done = low.b.store_view_tko(low.v(value), pv, _own_index(low, out.type),
+                                token=low.slots[_LAST_OP, id(out)],
+                                hints={low.arch or "default": hints} if hints else None)
+    low.slots[_LAST_OP, id(out)] = low.slots[_LAST_STORE, id(out)] = done
 
 
 def _splat(low: Lowering, op):
@@ -474,31 +642,30 @@ def _for(low: Lowering, op):
     (body,) = op.regions
     carried = low.written_slots(body)
     lo, hi, step = (low.v(x) for x in op.operands)
-    with low.b.for_(lo, hi, step, [low.slots[id(r)] for r in carried]) as loop:
+    with low.b.for_(lo, hi, step, [low.slots[key] for key in carried]) as loop:
         low.env[id(body.args[0])] = loop.iv
-        for ref, arg in zip(carried, loop.args):
-            low.slots[id(ref)] = arg
+        for key, arg in zip(carried, loop.args):
+            low.slots[key] = arg
         low.region(body)
-        low.b.continue_([low.slots[id(r)] for r in carried])
-    for ref, result in zip(carried, loop.results):
-        low.slots[id(ref)] = result
+        low.b.continue_([low.slots[key] for key in carried])
+    for key, result in zip(carried, loop.results):
+        low.slots[key] = result
 
 
 def _if(low: Lowering, op):
     then, other = op.regions
-    written = low.written_slots(then) + low.written_slots(other)
-    carried = list({id(r): r for r in written}.values())
-    before = {id(r): low.slots[id(r)] for r in carried}
-    branch = low.b.if_(low.v(op.operands[0]), [before[id(r)].type for r in carried])
+    carried = list(dict.fromkeys(low.written_slots(then) + low.written_slots(other)))
+    before = {key: low.slots[key] for key in carried}
+    branch = low.b.if_(low.v(op.operands[0]), [before[key].type for key in carried])
     for region, enter in ((then, branch.then_), (other, branch.else_)):
         if region is other and not region.ops and not carried:
             continue  # the builder gave the result-less if an else holding only `yield`
         with enter():
             low.region(region)
-            low.b.yield_([low.slots[id(r)] for r in carried])
+            low.b.yield_([low.slots[key] for key in carried])
         low.slots.update(before)
-    for ref, result in zip(carried, branch.results):
-        low.slots[id(ref)] = result
+    for key, result in zip(carried, branch.results):
+        low.slots[key] = result
 
 
 def _inline(low: Lowering, op):
@@ -521,8 +688,8 @@ RULES = {
     "arith.and": _elementwise(None, ("andi", False), "andi"),
     "arith.or": _elementwise(None, ("ori", False), "ori"),
     "arith.xor": _elementwise(None, ("xori", False), "xori"),
-    "arith.shl": _elementwise(None, ("shli", False)),
-    "arith.shr": _elementwise(None, ("shri", True)),
+    "arith.shl": _shift(True),
+    "arith.shr": _shift(False),
     "arith.neg": _unary, "arith.abs": _unary, "arith.not": _unary,
     "arith.cmp": _cmp,
     "arith.cast": _cast,

@@ -8,7 +8,7 @@ division and only takes floats; ``arith.shr`` is arithmetic for signed and logic
 from __future__ import annotations
 
 from fearless.ir.opdef import all_of, counts, define
-from fearless.dtypes import bool_, int_range, round_to
+from fearless.dtypes import bool_, cast, int_range
 from fearless.ir.types import BOOL, Scalar, Tile
 
 BINARY = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max",
@@ -103,8 +103,8 @@ def _constant(op):
     if d.is_int:
         lo, hi = int_range(d)
         return None if lo <= value <= hi else f"constant {value} does not fit {d}"
-    if d.is_float and value == value and round_to(value, d) != value:
-        return f"constant {value!r} is not a {d} value (round it: dtypes.round_to)"
+    if d.is_float and value == value and float(cast(value, d)) != value:
+        return f"constant {value!r} is not a {d} value (round it once: dtypes.cast)"
     return None
 
 
