@@ -365,7 +365,7 @@ class Kernel:
         names = [n for n, _ in kinds]
         if backend == "cpu":
             compiled = self.compile_for(types, "cpu", None, prove)
-            for arch in ahead.archs():  # FEARLESS_CROSS_COMPILE, `fearless compile`
+            for arch in ahead.archs(CONFIG):  # FEARLESS_CROSS_COMPILE, `fearless compile`
                 with ahead.compiling(self.name, types, arch):
                     made = self.compile_for(types, "cuda", arch, prove)
                 ahead.record(self, types, {}, arch, made)

@@ -293,7 +293,7 @@ class TileKernel:
         runtime = [(p, v) for p, v in zip(self.params, values) if not isinstance(p, ConstParam)]
         reads = [t for (p, _), t in zip(runtime, tensors) if t is not None and p.role == "in"]
         partitions = [v for p, v in runtime if isinstance(p, TensorParam) and p.role == "out"]
-        targets = ahead.archs() if backend == "cpu" or only else ()
+        targets = ahead.archs(CONFIG) if backend == "cpu" or only else ()
         if targets:  # the specialisation a GPU would compile: with the tensors' layout facts
             gpu_types = types if only else self._signature(values, backend, True)[0]
             for arch in targets:

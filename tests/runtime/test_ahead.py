@@ -17,7 +17,6 @@ from fearless.backends.tileir import tileiras
 from fearless.cli import main
 from fearless.config import Config
 from fearless.errors import InternalError
-from fearless.runtime import ahead
 from tests.support import import_source, random_array
 
 ARCHS = ("sm_80", "sm_90")
@@ -33,8 +32,9 @@ def _nvjitlink():
 def cross(tmp_path, monkeypatch):
     """FEARLESS_CROSS_COMPILE=sm_80,sm_90 with a fresh disk cache."""
     _nvjitlink()
-    config = dataclasses.replace(ahead.CONFIG, cache_dir=tmp_path / "cache", cross_compile=ARCHS)
-    for module in (ahead, sys.modules["fearless.kernel"], tile_kernel):
+    config = dataclasses.replace(tile_kernel.CONFIG, cache_dir=tmp_path / "cache",
+                                 cross_compile=ARCHS)
+    for module in (sys.modules["fearless.kernel"], tile_kernel):
         monkeypatch.setattr(module, "CONFIG", config)
     return tmp_path
 
@@ -105,7 +105,7 @@ def test_fearless_compile_compiles_simt_kernels_without_running_them(tmp_path, m
                                                                       capsys):
     _nvjitlink()
     monkeypatch.setattr(sys.modules["fearless.kernel"], "CONFIG",
-                        dataclasses.replace(ahead.CONFIG, cache_dir=tmp_path / "cache"))
+                        dataclasses.replace(tile_kernel.CONFIG, cache_dir=tmp_path / "cache"))
     script = tmp_path / "simt_script.py"
     script.write_text(textwrap.dedent("""
         import numpy as np

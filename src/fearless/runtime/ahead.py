@@ -14,15 +14,15 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-from fearless.config import CONFIG
+from fearless.config import Config
 
 _STATE = threading.local()
 
 
-def archs() -> tuple[str, ...]:
+def archs(config: Config) -> tuple[str, ...]:
     """The GPU archs that a cpu-backend compile also compiles for: ``compile_only``'s inside
-    it (what ``fearless compile --arch`` asked for), else FEARLESS_CROSS_COMPILE's."""
-    return getattr(_STATE, "archs", ()) or CONFIG.cross_compile
+    it (what ``fearless compile --arch`` asked for), else ``config``'s (FEARLESS_CROSS_COMPILE)."""
+    return getattr(_STATE, "archs", ()) or config.cross_compile
 
 
 def compiling_ahead() -> bool:
