@@ -46,7 +46,7 @@ def check(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol=0.0) -
     ``|got - want| > atol + rtol * |want|``, else returns the worst error as a fraction of that
     bound (0 = exact, 1 = at the limit). ``atol`` may be an array (a per-element bound, for sums
     whose terms cancel)."""
-    if _ahead():
+    if compiling_ahead():
         return 0.0  # `fearless compile`: the kernels did not run, there is nothing to check
     got64, want64 = got.astype(np.float64), want.astype(np.float64)
     if got.shape != want.shape:
@@ -64,18 +64,23 @@ def check(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol=0.0) -
 def sizes(gpu: int, cpu: int) -> int:
     """The problem size for the current backend: GPUs get big enough to measure bandwidth.
 
-    ``fearless compile`` (kernels compile for the GPU but do not run) takes the GPU sizes, so
-    that the cubins it caches are the ones the GPU run asks for. ``FEARLESS_EXAMPLE_SIZES=small``
-    in the environment gives the CPU sizes on every backend: for runs under compute-sanitizer,
-    which slows kernels down by orders of magnitude."""
+    ``fearless compile`` (kernels compile for the GPU but do not run) compiles the cubins the GPU
+    run asks for: those depend on a size only through its divisibility by powers of two up to
+    16 (a tile kernel's layout facts; a SIMT kernel's not at all), so it takes the CPU size when
+    that has the same divisibility, else the GPU size. ``FEARLESS_EXAMPLE_SIZES=small`` in the
+    environment gives the CPU sizes on every backend: for runs under compute-sanitizer, which
+    slows kernels down by orders of magnitude."""
     if os.environ.get("FEARLESS_EXAMPLE_SIZES") == "small":
         return cpu
-    return gpu if fl.current_backend() == "cuda" or _ahead() else cpu
+    if compiling_ahead():
+        return cpu if min(cpu & -cpu, 16) == min(gpu & -gpu, 16) else gpu
+    return gpu if fl.current_backend() == "cuda" else cpu
 
 
-def _ahead() -> bool:
-    from fearless.tile_kernel import compiling_ahead
-    return compiling_ahead()
+def compiling_ahead() -> bool:
+    """True under ``fearless compile``: kernels compile for the GPU and run nothing."""
+    from fearless.runtime import ahead
+    return ahead.compiling_ahead()
 
 
 def timed_op(step, owned, repeat: int):
@@ -85,7 +90,7 @@ def timed_op(step, owned, repeat: int):
     t0 = time.perf_counter()
     owned = step(owned)
     first = (time.perf_counter() - t0) * 1e3
-    if _ahead():
+    if compiling_ahead():
         return owned, first, first  # `fearless compile`: one call compiles everything
     t0 = time.perf_counter()
     for _ in range(repeat):

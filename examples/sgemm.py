@@ -21,9 +21,9 @@ import fearless as fl
 from fearless import f32
 
 try:
-    from examples._common import Result, check, sizes, timed
+    from examples._common import Result, check, compiling_ahead, sizes, timed
 except ImportError:
-    from fearless.examples._common import Result, check, sizes, timed
+    from fearless.examples._common import Result, check, compiling_ahead, sizes, timed
 
 BT = 16              # threads per block side
 TM = 8               # outputs per thread along each axis
@@ -83,9 +83,11 @@ def run(shape: tuple | None = None, repeat: int | None = None) -> Result:
     c = fl.full((m, n), np.nan, f32)
     launch = sgemm.prepare(launch_shape(m, n))
     first, steady = timed(lambda: sgemm[launch](a, b, c), repeat)
-    want = ah.astype(np.float64) @ bh.astype(np.float64)
-    bound = np.abs(ah).astype(np.float64) @ np.abs(bh).astype(np.float64) * 1e-6 * k ** 0.5
-    err = check("sgemm", c.numpy(), want, rtol=0.0, atol=bound + 1e-6)
+    err = 0.0
+    if not compiling_ahead():  # `fearless compile` ran nothing: no 4096^3 float64 reference
+        want = ah.astype(np.float64) @ bh.astype(np.float64)
+        bound = np.abs(ah).astype(np.float64) @ np.abs(bh).astype(np.float64) * 1e-6 * k ** 0.5
+        err = check("sgemm", c.numpy(), want, rtol=0.0, atol=bound + 1e-6)
     result = Result("sgemm", fl.current_backend(), f"{m}x{n}x{k}", first, steady,
                     4 * (m * k + k * n + m * n), err)
     result.notes.append(f"{2 * m * n * k / (steady * 1e9):.1f} TFLOP/s")

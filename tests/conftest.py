@@ -4,7 +4,9 @@ Plain tests run on the cpu backend (so CI and a GPU machine test the same thing)
 ``gpu`` run on the cuda backend and are skipped when no usable GPU is present. The cpu backend's
 race detector is on, as it is by default (``FEARLESS_RACECHECK=0`` in the environment turns it
 off); the JIT cache is a fresh folder per session and slow compiles print no progress line, unless
-the environment sets ``FEARLESS_CACHE_DIR`` / ``FEARLESS_PROGRESS``.
+the environment sets ``FEARLESS_CACHE_DIR`` / ``FEARLESS_PROGRESS``. With
+``FEARLESS_CROSS_COMPILE=sm_80,sm_90`` (as ``.ci/run`` sets) every kernel a test launches on the
+cpu backend is also compiled for those GPUs, and a failure fails that test.
 """
 from __future__ import annotations
 
@@ -22,10 +24,16 @@ if "FEARLESS_CACHE_DIR" not in os.environ:  # a session's own JIT cache: no hits
     os.environ["FEARLESS_CACHE_DIR"] = tempfile.mkdtemp(prefix="fearless-tests-")
     atexit.register(shutil.rmtree, os.environ["FEARLESS_CACHE_DIR"], ignore_errors=True)
 
-from fearless.runtime import device  # noqa: E402 (after the environment is set)
+from fearless.config import CONFIG  # noqa: E402 (after the environment is set)
+from fearless.runtime import device  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # `import examples.<name>` from a source checkout
+
+
+def pytest_report_header(config):
+    archs = ", ".join(CONFIG.cross_compile) or "none (FEARLESS_CROSS_COMPILE)"
+    return f"fearless: cpu-backend kernels also compile for: {archs}"
 
 
 @pytest.fixture(autouse=True)

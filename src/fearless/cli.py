@@ -10,8 +10,9 @@
                                          kernel's Out takes its tile shape: out=f32:2/128x128
         --const bk=64                    ft.Const values of a tile kernel (else their defaults)
     fearless compile SCRIPT... --arch sm_90 [--arch sm_80]
-        run each script on the CPU with tile kernels compiling for the GPU instead of running:
-        fills the JIT cache (FEARLESS_CACHE_DIR) so a GPU machine needs no tileiras
+        run each script on the CPU with its kernels (SIMT and tile) compiling for the GPU
+        instead of running: fills the JIT cache (FEARLESS_CACHE_DIR), so a GPU machine needs
+        no tileiras, and fails on any kernel that does not compile
     fearless sanitize SCRIPT... [--tool T|all ...] [--jobs N] [-- ARGS]
         the scripts under compute-sanitizer; several runs go in parallel, with a summary
 
@@ -62,8 +63,8 @@ def main(argv=None) -> int:
                                                       "generic params and tile shapes")
     insp.add_argument("--const", default="", help="name=value,... for a tile kernel's constants")
     insp.add_argument("--arch", default="sm_90")
-    comp = sub.add_parser("compile", help="compile a script's tile kernels for GPUs ahead of "
-                                           "time (no GPU needed)")
+    comp = sub.add_parser("compile", help="compile a script's kernels for GPUs ahead of time "
+                                           "(no GPU needed)")
     comp.add_argument("scripts", nargs="+")
     comp.add_argument("--arch", action="append", default=None,
                       help="target, e.g. sm_90 (repeat for several; default sm_90)")
@@ -308,12 +309,12 @@ def inspect(target: str, stage: str, signature: str, arch: str, consts: str = ""
 
 
 def compile_ahead(scripts: list[str], archs: list[str]) -> int:
-    """Run ``scripts`` under ``tile_kernel.compile_only(archs)`` and list what was compiled."""
+    """Run ``scripts`` under ``runtime.ahead.compile_only(archs)`` and list what was compiled."""
     import runpy
     import time
 
     import fearless as fl
-    from fearless.tile_kernel import compile_only
+    from fearless.runtime.ahead import compile_only
 
     paths = [_script(s) for s in scripts]
     fl.set_backend("cpu")
@@ -335,7 +336,7 @@ def compile_ahead(scripts: list[str], archs: list[str]) -> int:
         print(f"{script}: {len(made)} cubins in {time.perf_counter() - t0:.1f} s")
         total += len(made)
     if not total:
-        print("error: no tile-kernel call ran; nothing was compiled", file=sys.stderr)
+        print("error: no kernel launch ran; nothing was compiled", file=sys.stderr)
         return 1
     return 0
 

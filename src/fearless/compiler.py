@@ -130,17 +130,26 @@ STAGE_NAMES = tuple(name for name, _ in SIMT_STAGES)
 
 
 def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassOptions,
-                 arch: str | None, until: str = "cubin", contract=None) -> Compiled:
+                 arch: str | None, until: str = "cubin", contract=None,
+                 resume: Compiled | None = None) -> Compiled:
     """Run the stages up to ``until``. GPU stages (llvm and later) need ``arch``; ``contract``
-    (a launch contract) adds its launch bounds to the code."""
+    (a launch contract) adds its launch bounds to the code. ``resume``: a compile of the same
+    kernel, parameters, options and contract that ran to ``passes`` (the cpu backend's); the
+    GPU stages continue from its IR, which they only read, instead of proving it again."""
     if until not in STAGE_NAMES:
         raise ValueError(f"unknown stage {until!r}; stages: {', '.join(STAGE_NAMES)}")
     state = _State(cap, params, options, arch, Compiled(cap.name, tuple(t for _, t in params)),
                    contract)
+    skip = ()
+    if resume is not None:
+        state.out.ast, state.out.ir, state.out.fn = resume.ast, resume.ir, resume.fn
+        state.out.meta = dict(resume.meta)
+        skip = STAGE_NAMES[:STAGE_NAMES.index("passes") + 1]
     for name, stage in SIMT_STAGES:
         if name in ("llvm", "ptx", "cubin", "sass") and arch is None:
             raise ValueError(f"stage {name!r} needs a target arch such as 'sm_90'")
-        stage(state)
+        if name not in skip:
+            stage(state)
         if name == until:
             break
     return state.out

@@ -20,10 +20,15 @@ Variables:
                         (``tracebacks.py`` removes them by default).
     FEARLESS_PROGRESS   ``0`` silences the line on stderr that a compile taking more than a
                         second prints (``fearless: compiling kernel 'k' ... done in 6.2 s``).
+    FEARLESS_CROSS_COMPILE  comma list of GPU archs (``sm_80,sm_90``): every kernel specialisation
+                        the cpu backend compiles is also compiled to a cubin for each, and a
+                        failure raises at that launch (``runtime/ahead.py``; CI sets it, no
+                        GPU needed). Default: none.
 """
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +42,7 @@ class Config:
     racecheck: bool = True
     full_traceback: bool = False
     progress: bool = True
+    cross_compile: tuple[str, ...] = ()
 
     @staticmethod
     def from_env(env=None) -> "Config":
@@ -47,11 +53,17 @@ class Config:
         xdg = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         cache_dir = Path(env.get("FEARLESS_CACHE_DIR") or Path(xdg) / "fearless")
         dump = frozenset(s.strip() for s in env.get("FEARLESS_DUMP", "").split(",") if s.strip())
+        archs = tuple(dict.fromkeys(
+            a.strip() for a in env.get("FEARLESS_CROSS_COMPILE", "").split(",") if a.strip()))
+        bad = [a for a in archs if not re.fullmatch(r"sm_\d+a?", a)]
+        if bad:
+            raise ValueError(f"FEARLESS_CROSS_COMPILE={env['FEARLESS_CROSS_COMPILE']!r}: "
+                             f"{bad[0]!r} is not a GPU arch such as 'sm_90'")
         return Config(backend=backend, cache_dir=cache_dir,
                       disk_cache=env.get("FEARLESS_CACHE", "1") != "0", dump=dump,
                       racecheck=env.get("FEARLESS_RACECHECK", "").strip() != "0",
                       full_traceback=env.get("FEARLESS_TRACEBACK", "0") not in ("", "0"),
-                      progress=env.get("FEARLESS_PROGRESS", "1") != "0")
+                      progress=env.get("FEARLESS_PROGRESS", "1") != "0", cross_compile=archs)
 
 
 CONFIG = Config.from_env()

@@ -150,6 +150,12 @@ def coerce(value: DTypeLike) -> DType:
     return from_numpy(value)
 
 
+def int_range(d: DType) -> tuple[int, int]:
+    """The smallest and largest value of the integer dtype ``d``."""
+    info = np.iinfo(d.numpy)
+    return int(info.min), int(info.max)
+
+
 # Conversions ---------------------------------------------------------------------------------
 # NumPy's own casts round once to nearest even except into bf16: ml_dtypes converts f64 and wide
 # integers to bf16 through f32, two roundings, so a value just above a bf16 halfway point can round

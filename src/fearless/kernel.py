@@ -33,7 +33,7 @@ from fearless.frontend.annotations import ArgInfo, ScalarParam, param_kinds, spe
 from fearless.frontend.capture import MISSING, Captured, capture
 from fearless.ir import types as T
 from fearless.passes import PassOptions
-from fearless.runtime import cache, device, dispatch, launch as contracts, progress
+from fearless.runtime import ahead, cache, device, dispatch, launch as contracts, progress
 from fearless.runtime.contract import Contract
 from fearless.runtime.lazy import DeviceOperation
 from fearless.passes.shared import pooled_bytes
@@ -218,10 +218,13 @@ class Kernel:
             key = cache.digest([VERSION, cache.compiler_fingerprint(), *tools, repr(types),
                                 self.bounds_checks, prove, self._contract_key(),
                                 *self.fingerprint()])
+            # a GPU compile continues from the cpu compile's IR when there is one (resume)
+            cpu = self._compiled.get((types, "cpu", None, prove)) if backend != "cpu" else None
             return cached_compile(
-                CONFIG, key, self.captured, types, lambda: compile_simt(self.captured, params, self._options(prove), arch,
-                                            "passes" if backend == "cpu" else "cubin",
-                                            self.contract),
+                CONFIG, key, self.captured, types,
+                lambda: compile_simt(self.captured, params, self._options(prove), arch,
+                                     "passes" if backend == "cpu" else "cubin", self.contract,
+                                     resume=cpu),
                 f"kernel '{self.name}' ({', '.join(map(str, types))}) for {arch or 'cpu'}",
                 keep_ir=backend == "cpu", fresh=fresh)
         except FearlessError as exc:
@@ -361,7 +364,12 @@ class Kernel:
         types = specialize(self.name, kinds, infos)
         names = [n for n, _ in kinds]
         if backend == "cpu":
-            return _Entry(types, names, self.compile_for(types, "cpu", None, prove), None)
+            compiled = self.compile_for(types, "cpu", None, prove)
+            for arch in ahead.archs(CONFIG):  # FEARLESS_CROSS_COMPILE, `fearless compile`
+                with ahead.compiling(self.name, types, arch):
+                    made = self.compile_for(types, "cuda", arch, prove)
+                ahead.record(self, types, {}, arch, made)
+            return _Entry(types, names, compiled, None)
         arch = device.cuda_arch()
         compiled, loaded = load_rebuilding(
             self.name, self.compile_for(types, "cuda", arch, prove),
@@ -437,6 +445,8 @@ class Kernel:
         contracts.check_shared(self.name, launch, entry.compiled.meta.get("shared", ()),
                                self.contract)
         if backend == "cpu":
+            if ahead.compiling_ahead():
+                return (lambda stream: None), entry, tensors  # `fearless compile`: no run
             return (lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch,
                                                        entry.types, values, tensors, sites,
                                                        stream)), entry, tensors

@@ -18,7 +18,6 @@ alignment and divisibility, which decide whether tileiras can use TMA and tensor
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar, overload
 
@@ -33,7 +32,7 @@ from fearless.frontend.tile_params import NO_DEFAULT, ConstParam, ScalarParam, T
     tile_params
 from fearless.ir import types as T
 from fearless.kernel import VERSION, _key_of, _walk_functions, cached_compile, present_as
-from fearless.runtime import cache, device, launch as contracts, tile_launch
+from fearless.runtime import ahead, cache, device, launch as contracts, tile_launch
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import load_rebuilding
 from fearless.runtime.partition import Partition
@@ -289,18 +288,19 @@ class TileKernel:
         """Check the arguments and return the lazy operation (see the module docstring)."""
         values = self._bind(args, kwargs)
         backend = device.current_backend()
-        ahead = _ahead_archs()
-        types, names, constants, tensors, scalars, grid = self._signature(values, backend,
-                                                                          bool(ahead))
+        only = ahead.compiling_ahead()
+        types, names, constants, tensors, scalars, grid = self._signature(values, backend, only)
         runtime = [(p, v) for p, v in zip(self.params, values) if not isinstance(p, ConstParam)]
         reads = [t for (p, _), t in zip(runtime, tensors) if t is not None and p.role == "in"]
         partitions = [v for p, v in runtime if isinstance(p, TensorParam) and p.role == "out"]
-        if ahead:
-            for arch in ahead:
-                compiled = self.compile_for(types, constants, "cuda", arch)
-                if not any(c is compiled for *_, c in _AHEAD.compiled):
-                    _AHEAD.compiled.append((self, types, constants, arch, compiled))
-
+        targets = ahead.archs(CONFIG) if backend == "cpu" or only else ()
+        if targets:  # the specialisation a GPU would compile: with the tensors' layout facts
+            gpu_types = types if only else self._signature(values, backend, True)[0]
+            for arch in targets:
+                with ahead.compiling(self.name, gpu_types, arch):
+                    compiled = self.compile_for(gpu_types, constants, "cuda", arch)
+                ahead.record(self, gpu_types, constants, arch, compiled)
+        if only:
             def enqueue(stream):
                 pass  # compile-only: nothing runs
         else:
@@ -330,31 +330,6 @@ class TileKernel:
                 entry = _Entry(types, names, compiled, loaded)
             self._entries[key] = entry
         return entry
-
-
-_AHEAD = threading.local()
-
-
-def _ahead_archs() -> tuple:
-    return getattr(_AHEAD, "archs", ())
-
-
-@contextmanager
-def compile_only(archs):
-    """Within this block tile-kernel calls compile for the GPU ``archs`` (e.g. ``["sm_90"]``)
-    into the disk cache and run nothing; ``fearless compile`` uses it. Yields the list of
-    ``(kernel, types, constants, arch, Compiled)`` made. Needs tileiras, not a GPU."""
-    saved = _ahead_archs(), getattr(_AHEAD, "compiled", None)
-    _AHEAD.archs, _AHEAD.compiled = tuple(archs), []
-    try:
-        yield _AHEAD.compiled
-    finally:
-        _AHEAD.archs, _AHEAD.compiled = saved
-
-
-def compiling_ahead() -> bool:
-    """True inside ``compile_only``: kernels compile but do not run (examples skip checks)."""
-    return bool(_ahead_archs())
 
 
 def _tile_scalar_dtype(arg) -> dtypes.DType:

@@ -131,7 +131,7 @@ def test_tile_kernels_call_with_defaults_and_keywords(backend):
 
 @pytest.mark.skipif(tileiras.find() is None, reason="tileiras not installed")
 def test_tile_calls_with_keywords_compile_for_the_gpu():
-    from fearless.tile_kernel import compile_only
+    from fearless.runtime.ahead import compile_only
     with compile_only(["sm_80", "sm_90"]) as made:
         tile_calls(fl.zeros(2048).partition(1024), fl.ones(2048)).sync()
     assert sorted(arch for *_, arch, _ in made) == ["sm_80", "sm_90"]

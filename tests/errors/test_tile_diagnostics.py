@@ -14,6 +14,7 @@ import pytest
 import fearless as fl
 from fearless import tile_kernel
 from fearless.errors import SafetyError
+from fearless.runtime import ahead
 from tests.errors import bad_tile_kernels as bk
 from tests.errors.test_diagnostics import INTERNAL
 
@@ -78,6 +79,6 @@ def test_reading_another_tile_of_an_output_is_refused(name):
 def test_the_gpu_compile_path_refuses_with_the_same_text(name, tmp_path, monkeypatch):
     monkeypatch.setattr(tile_kernel, "CONFIG",
                         dataclasses.replace(tile_kernel.CONFIG, cache_dir=tmp_path / "cache"))
-    with tile_kernel.compile_only(["sm_90"]), pytest.raises(SafetyError) as info:
+    with ahead.compile_only(["sm_90"]), pytest.raises(SafetyError) as info:
         getattr(bk, name)(*_args(name))  # what `fearless compile --arch sm_90` runs
     assert str(info.value).replace(FILE, "bad_tile_kernels.py") == GOLDEN[name]

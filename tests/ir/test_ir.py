@@ -93,3 +93,25 @@ def test_pass_list_is_the_documented_order():
     assert [name for name, _ in PASSES] == ["access", "disjoint", "barriers", "warps", "shared",
                                             "contract",
                                             "simplify", "bounds", "inbounds"]
+
+
+def _constant_kernel(dtype, value):
+    body = Region()
+    Builder(body).create("arith.constant", [], [T.Scalar(dtype)], {"value": value})
+    return Function("k", [], body)
+
+
+@pytest.mark.parametrize("dtype, value, why", [
+    (dtypes.f16, 1099511627776.0, "not a f16 value"),      # past f16's range: inf
+    (dtypes.bf16, 1.0039062500000002, "not a bf16 value"),  # between two bf16 values
+    (dtypes.i8, 300, "does not fit i8"),
+    (dtypes.u64, -2, "does not fit u64"),
+    (dtypes.f32, 1, "not a Python float"),
+    (dtypes.bool_, 1, "not a Python bool"),
+])
+def test_a_constant_holds_exactly_a_value_of_its_dtype(dtype, value, why):
+    # every backend emits the value as is (an LLVM half constant cannot hold 1e12 at all)
+    with pytest.raises(InternalError, match=why):
+        verify(_constant_kernel(dtype, value))
+    verify(_constant_kernel(dtype, float(dtypes.cast(value, dtype)) if dtype.is_float else
+                            (True if dtype.is_bool else 7)))

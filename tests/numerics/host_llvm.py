@@ -1,4 +1,5 @@
-"""Run the LLVM backend's scalar rules on this machine's CPU, to hold them to the CPU backend.
+"""Run the LLVM backend's scalar rules, or a whole SIMT kernel's lowering, on this machine's CPU,
+to hold them to the CPU backend.
 
 The rules of ``backends/llvm/arith.py`` build target-independent LLVM IR; only libdevice calls
 and NVVM intrinsics tie it to the GPU. Here one IR op is lowered by its real rule inside a loop
@@ -7,12 +8,20 @@ the GPU compiles, with LLVM's own semantics, checked without a GPU. libdevice's 
 (the only libdevice function these rules call) is bound to the C library's exact ``fmod``, and
 the runtime-library conversions x86 code calls for half and bfloat (``__truncsfbf2`` ...) to
 NumPy's correctly rounded ones (a 16-bit float travels in the low bits of an SSE register).
+
+``run_kernel`` runs a whole kernel as ``backends/llvm/lower.py`` builds it for NVPTX: the PTX
+special registers (``%tid.x`` ...) become globals set here, the ``ptx_kernel`` calling convention
+goes, and a wrapper loads the kernel's arguments (the ABI of ``lower.py``) from one buffer of
+8-byte slots. Threads run one after another: enough for kernels without barriers, shared memory,
+warp operations or atomics. No LLVM optimisation and no FMA (a generic CPU), so it shows what the
+lowering rules compute, not what the NVPTX backend makes of them.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import functools
+import re
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -20,8 +29,10 @@ from llvmlite import ir
 
 from fearless import dtypes
 from fearless.backends.llvm import arith
+from fearless.backends.llvm.lower import lower
 from fearless.backends.llvm.nvvm import llvm_type
 from fearless.ir import types as T
+from fearless.compiler import compile_simt
 from fearless.ir.core import Operation, Value
 
 _I64 = ir.IntType(64)
@@ -136,3 +147,75 @@ def compiled(name: str, operands: tuple, result: dtypes.DType, attrs: tuple = ()
         return out
     run.keep = engine  # the machine code lives as long as the engine
     return run
+
+
+class Unsupported(Exception):
+    """The kernel needs something ``run_kernel`` does not provide (libdevice beyond fmod)."""
+
+
+_REGS = [f"{reg}.{axis}" for reg in ("tid", "ctaid", "ntid", "nctaid") for axis in "xyz"]
+
+
+def _host_text(module: ir.Module, kernel: str) -> str:
+    """The kernel module's text for the host, with the entry ``fl.entry(ptr slots)``."""
+    text = str(module).replace("ptx_kernel ", "")
+    text = re.sub(r'target triple = ".*"', f'target triple = "{llvm.get_process_triple()}"', text)
+    text = re.sub(r'target datalayout = ".*"', "", text)
+    for reg in _REGS:
+        name = f"llvm.nvvm.read.ptx.sreg.{reg}"
+        text = re.sub(rf'declare i32 @"?{re.escape(name)}"?\(\)[^\n]*', "", text)
+        text = text.replace(f'@"{name}"', f'@"fl.sreg.{reg}"').replace(f"@{name}",
+                                                                       f'@"fl.sreg.{reg}"')
+        text += (f'\n@"fl.reg.{reg}" = global i32 0\n'
+                 f'define i32 @"fl.sreg.{reg}"() {{\n'
+                 f'  %v = load i32, ptr @"fl.reg.{reg}"\n  ret i32 %v\n}}\n')
+    args = module.get_global(kernel).args
+    loads = "".join(f"  %p{k} = getelementptr i64, ptr %slots, i64 {k}\n"
+                    f"  %a{k} = load {a.type}, ptr %p{k}\n" for k, a in enumerate(args))
+    call = ", ".join(f"{a.type} %a{k}" for k, a in enumerate(args))
+    return text + (f"\ndefine void @fl.entry(ptr %slots) {{\n{loads}"
+                   f'  call void @"{kernel}"({call})\n  ret void\n}}\n')
+
+
+def run_kernel(kernel, types: tuple, args: list, n: int) -> None:
+    """Run SIMT ``kernel`` specialised to ``types`` over ``n`` threads of one 1-d block, on NumPy
+    arrays (written in place) and NumPy scalars ``args``, through its LLVM lowering on the host.
+    Raises Unsupported, or AssertionError when a bounds-checked read failed."""
+    _target()  # the runtime-library bindings
+    params = [(name, t) for (name, _), t in zip(kernel.params, types)]
+    passes = compile_simt(kernel.captured, params, kernel._options(), None, "passes",
+                          kernel.contract)
+    module, _, _ = lower(passes.fn)
+    libdevice = {f.name for f in module.functions if f.name.startswith("__nv_")}
+    if libdevice - {"__nv_fmod", "__nv_fmodf"}:
+        raise Unsupported(f"libdevice's {sorted(libdevice)}")
+    mod = llvm.parse_assembly(_host_text(module, kernel.name))
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, llvm.Target.from_default_triple()
+                                        .create_target_machine())  # it owns the machine
+    engine.finalize_object()
+    slots = []
+    for t, a in zip(types, args):
+        if isinstance(t, T.Array):
+            slots += [a.ctypes.data, *a.shape]
+            if not t.contiguous:
+                slots += [s // a.itemsize for s in a.strides]
+        else:
+            raw = np.zeros(8, np.uint8)
+            raw[:a.itemsize] = np.asarray(a).reshape(1).view(np.uint8)
+            slots.append(int(raw.view(np.uint64)[0]))
+    error_word = np.zeros(2, np.int64)
+    extra = module.get_global(kernel.name).args[len(slots):]  # error word, thread count
+    slots += [error_word.ctypes.data if a.type.is_pointer else n for a in extra]
+    buffer = np.array(slots, dtype=np.uint64)
+    reg = {r: ctypes.c_int32.from_address(engine.get_global_value_address(f"fl.reg.{r}"))
+           for r in _REGS}
+    for r in _REGS:
+        reg[r].value = 1 if r.startswith("n") else 0
+    reg["ntid.x"].value = n
+    entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(engine.get_function_address("fl.entry"))
+    for tid in range(n):
+        reg["tid.x"].value = tid
+        entry(buffer.ctypes.data)
+    if error_word[0]:
+        raise AssertionError(f"an out-of-bounds read: error word {error_word.tolist()}")

@@ -115,13 +115,7 @@ def test_float_comparisons_with_nan(pred, d):
     check("arith.cmp", (d, d), dtypes.bool_, (("pred", pred),))
 
 
-def _cast_case(src, dst):
-    if src.is_bool and dst.bits == 8:  # the LLVM rule hands the i1 on as an i8 (issue 9, item 3)
-        return pytest.param(src, dst, marks=pytest.mark.xfail(strict=True, reason="item 3"))
-    return pytest.param(src, dst)
-
-
-@pytest.mark.parametrize("src,dst", [_cast_case(s, t) for s in ALL for t in ALL
+@pytest.mark.parametrize("src,dst", [(s, t) for s in ALL for t in ALL
                                      if s is not t and not t.is_bool], ids=str)
 def test_casts_lower_to_the_cpu_semantics(src, dst):
     check("arith.cast", (src,), dst, rng_seed=src.bits + 3 * dst.bits)

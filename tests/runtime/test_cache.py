@@ -500,7 +500,7 @@ def _tileiras():
 @pytest.mark.skipif(_tileiras() is None, reason="needs tileiras")
 @pytest.mark.parametrize("how", ["truncated", "flipped", "zeroed"])
 def test_a_damaged_tile_cubin_is_compiled_again(tmp_path, cache_dir, how):
-    from fearless.tile_kernel import compile_only
+    from fearless.runtime.ahead import compile_only
     with compile_only(["sm_90"]) as made:
         _tile_run(_tile_kernel(tmp_path / "t.py"))
     (_, _, _, _, first), = made
@@ -596,7 +596,7 @@ def _other_arch_cubin(tmp_path, source: str) -> bytes:
     mod = import_source(path, f"other_arch_{time.time_ns()}")
     if hasattr(mod, "saxpy"):
         return mod.saxpy.compile_for(TYPES, "cuda", "sm_80").cubin
-    from fearless.tile_kernel import compile_only
+    from fearless.runtime.ahead import compile_only
     with compile_only(["sm_80"]) as made:
         mod.twice(fl.zeros(100_000).partition(1024), fl.ones(100_000)).sync()
     return made[0][-1].cubin

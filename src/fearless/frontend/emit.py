@@ -78,11 +78,7 @@ class Emitter:
                 if why:  # NumPy 2 (NEP 50) refuses a Python int its partner's type cannot hold
                     raise TypingError(why, help="cast the other operand to a wider type, "
                                                 "for example fl.i64(x)")
-            if target.is_bool and not isinstance(fv.value, bool):
-                return self.constant(fv.value != 0, target)
-            if target.is_int and isinstance(fv.value, float):
-                return self.constant(int(fv.value), target)
-            return self.constant(fv.value, target)
+            return self.constant(dtypes.cast(fv.value, target).item(), target)  # a cast's rules
         if isinstance(fv, Value) and isinstance(fv.type, T.ThreadIndex):
             fv = self.b.create("simt.index_value", [fv], [T.INDEX]).result
         if not (isinstance(fv, Value) and isinstance(fv.type, T.Scalar)):
@@ -108,7 +104,7 @@ class Emitter:
                 fv.dtype, target.dtype)
             if why:
                 raise TypingError(f"cannot assign {fv.value!r} to {what} ({target}): {why}")
-            return self.constant(fv.value, target.dtype)
+            return self.constant(dtypes.cast(fv.value, target.dtype).item(), target.dtype)
         v = self.scalar(fv)
         why = implicit_conversion_error(v.type.dtype, target.dtype)
         if why:

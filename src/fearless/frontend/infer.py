@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fearless import dtypes
-from fearless.dtypes import DType, Kind
+from fearless.dtypes import DType, Kind, int_range
 from fearless.ir import types as T
 
 
@@ -166,8 +166,7 @@ def const_fits(c: Const, dst: DType) -> str | None:
     if dst.is_int:
         if isinstance(v, float):
             return f"{v!r} is not an integer; {dst} needs one"
-        lo, hi = ((-(1 << (dst.bits - 1)), (1 << (dst.bits - 1)) - 1) if dst.is_signed
-                  else (0, (1 << dst.bits) - 1))
+        lo, hi = int_range(dst)
         return None if lo <= int(v) <= hi else f"{v} does not fit in {dst}"
     return None
 
@@ -180,16 +179,22 @@ _FOLD = {
     "and": operator.and_, "or": operator.or_, "xor": operator.xor,
     "shl": operator.lshift, "shr": operator.rshift,
     "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
-    "gt": operator.gt, "ge": operator.ge,
+    "gt": operator.gt, "ge": operator.ge, "min": min, "max": max,
 }
 
 
 def fold(op: str, a: Const, b: Const) -> Const | None:
     """Fold two weak constants (Python semantics); None when folding would raise."""
+    minmax = op in ("min", "max")
+    if minmax and (any(x != x for x in (a.value, b.value)) or a.value == b.value == 0):
+        return None  # NaN, or zeros of two signs: the op's rule, not Python's order-dependent one
     try:
         value = _FOLD[op](a.value, b.value)
     except (ZeroDivisionError, OverflowError, ValueError, TypeError):
         return None
+    if minmax:  # the type of the unfolded op: min(2, 1.5) is a float, max(True, False) an int
+        value = float(value) if any(isinstance(x, float) for x in (a.value, b.value)) else \
+            int(value)
     if isinstance(value, complex) or (isinstance(value, float) and not math.isfinite(value)
                                       and math.isfinite(float(a.value))
                                       and math.isfinite(float(b.value))):

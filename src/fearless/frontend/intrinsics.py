@@ -146,7 +146,8 @@ def call(gen: "FunctionGen", func, node):
     if getattr(obj, "__fearless_kernel__", False):
         raise gen.error(node.func, "a kernel cannot call another kernel",
                         help="decorate the callee with @fearless.func to inline it")
-    dtype = as_dtype(func)
+    # int(), float() and bool() are Python's (HANDLERS): of a literal they give a weak number
+    dtype = None if any(obj is t for t in (int, float, bool)) else as_dtype(func)
     if dtype is not None:
         return _cast(gen, dtype, args, node)
     handler = _handler(obj)
@@ -342,8 +343,11 @@ def _python_cast(dtype):
         _arity(gen, args, node, 1)
         if dtype.is_bool:
             return gen.emit.truth(args[0])
-        if isinstance(args[0], Const):  # Python's own int()/float() of a literal
-            return Const((int if dtype.is_int else float)(args[0].value))
+        if isinstance(args[0], Const):  # Python's own int()/float() of a literal: weak
+            value = args[0].value
+            if dtype.is_int and not math.isfinite(value):
+                raise TypingError(f"int({value!r}) has no value", help="Python raises here too")
+            return Const((int if dtype.is_int else float)(value))
         return gen.emit.scalar(args[0], dtype)
     return handler
 
@@ -351,8 +355,9 @@ def _python_cast(dtype):
 def _where(gen, args, node):
     _arity(gen, args, node, 3)
     cond = gen.emit.truth(args[0])
-    if isinstance(cond, Const):
-        return args[1] if cond.value else args[2]
+    if isinstance(cond, Const):  # NumPy's result type still: both choices promoted
+        return gen.emit.scalar(args[1] if cond.value else args[2],
+                               gen.emit.common(args[1], args[2], "select"))
     return gen.emit.select(cond, args[1], args[2])
 
 

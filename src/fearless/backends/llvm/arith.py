@@ -201,9 +201,10 @@ def _cast(low, op):
         low.set(op, _wide_int_to_bf16(b, a, src.is_signed))
     elif dst.is_float:
         low.set(op, (b.sitofp if src.is_signed else b.uitofp)(a, to))
-    elif dst.bits == src.bits:
+    # integer to integer by register width: a bool is an i1 (8 bits only in memory), unsigned
+    elif to.width == a.type.width:
         low.set(op, a)
-    elif dst.bits < src.bits:
+    elif to.width < a.type.width:
         low.set(op, b.trunc(a, to))
     else:
         low.set(op, (b.sext if src.is_signed else b.zext)(a, to))

@@ -8,7 +8,7 @@ division and only takes floats; ``arith.shr`` is arithmetic for signed and logic
 from __future__ import annotations
 
 from fearless.ir.opdef import all_of, counts, define
-from fearless.dtypes import bool_
+from fearless.dtypes import bool_, cast, int_range
 from fearless.ir.types import BOOL, Scalar, Tile
 
 BINARY = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max",
@@ -93,14 +93,23 @@ define("arith.cmp", "compare two scalars of one type; attr pred in eq/ne/lt/le/g
 
 
 def _constant(op):
-    if not isinstance(op.result.type, (Scalar, Tile)):
+    t = op.result.type
+    if not isinstance(t, (Scalar, Tile)):
         return "constant must be a scalar or a (splat) tile"
-    if not isinstance(op.attrs.get("value"), (bool, int, float)):
-        return f"constant value {op.attrs.get('value')!r} is not a Python number"
+    value, d = op.attrs.get("value"), t.dtype
+    python_type = bool if d.is_bool else int if d.is_int else float
+    if type(value) is not python_type:
+        return f"constant value {value!r} of a {d} constant is not a Python {python_type.__name__}"
+    if d.is_int:
+        lo, hi = int_range(d)
+        return None if lo <= value <= hi else f"constant {value} does not fit {d}"
+    if d.is_float and value == value and float(cast(value, d)) != value:
+        return f"constant {value!r} is not a {d} value (round it once: dtypes.cast)"
     return None
 
 
-define("arith.constant", "a scalar or splat-tile constant; attr value (Python bool/int/float)",
+define("arith.constant", "a scalar or splat-tile constant; attr value: the Python bool, int or "
+       "float of the dtype (in range, exactly representable), which every backend emits as is",
        all_of(counts(0, 1), _constant))
 
 define("arith.cast", "convert a scalar or tile to the result's element type (numeric conversion)",
