@@ -95,9 +95,9 @@ class GenContext:
             if key in self.declared:
                 out[key] = self.declared[key]
                 continue
-            prior = [out[key]] if key in out else []
-            try:
-                out[key] = join(prior + [t for t, _ in seen])
+            try:  # this pass's assignments only: a type an earlier pass guessed (a literal's
+                # default) must not widen the variables computed from it
+                out[key] = join([t for t, _ in seen])
             except TypingError as exc:
                 raise CompileError(f"variable '{key.split('.')[-1]}' {exc}", kernel=self.kernel,
                                    span=seen[-1][1]) from None

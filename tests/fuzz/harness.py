@@ -1,0 +1,160 @@
+"""Run one seed: generate, write and import the kernel, run the reference and the CPU backend,
+compare, and compile the kernel through the GPU path (no GPU needed).
+
+``run_seed`` never raises for a finding: it returns an ``Outcome`` whose ``status`` is
+``pass``, ``mismatch`` (a backend computed something the reference rejects), ``crash`` (an
+exception inside fearless: an InternalError or an error of the GPU compile path), ``rejected``
+(the frontend refused a kernel the generator believes valid: a generator or frontend bug, to
+triage) or ``error`` (the fuzzer itself failed).
+"""
+from __future__ import annotations
+
+import importlib.util
+import random
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fearless.errors import CompileError, FearlessError
+from fearless.runtime import device
+from tests.fuzz import classify, data, scalar, simt_program, tile_program
+from tests.fuzz.options import Options
+
+ARCHS = ("sm_80", "sm_90")
+TILE_SHARE = 0.2  # of the seeds generate tile kernels
+
+
+@dataclass
+class Outcome:
+    seed: int
+    kind: str = "?"
+    status: str = "pass"
+    cls: str = ""
+    detail: str = ""
+    source: str = ""
+    known: frozenset = frozenset()
+    checked: int = 0
+    stats: Counter = field(default_factory=Counter)
+    times: dict = field(default_factory=dict)
+    outputs: dict | None = None    # the CPU backend's outputs (device mode compares the GPU)
+
+    def fail(self, status: str, cls: str, detail: str) -> "Outcome":
+        if self.status == "pass":
+            self.status, self.cls, self.detail = status, cls, detail
+        return self
+
+
+def repro(seed: int, opts: Options) -> str:
+    flags = " --skip-known" if opts.skip_known else ""
+    flags += "".join(f" --relax {r}" for r in sorted(opts.relax))
+    return f"PYTHONPATH=src python -m tests.fuzz --cpu --seeds {seed}{flags}"
+
+
+def generate(seed: int, opts: Options):
+    """The program of ``seed`` (with ``skip_known``, the first of its retries without a known
+    class's construct)."""
+    rng = random.Random(seed)
+    tile = rng.random() < TILE_SHARE
+    for _ in range(50):
+        program = (tile_program if tile else simt_program).generate(seed, opts, rng)
+        known = classify.known_in(program)
+        if not (opts.skip_known and known):
+            return program, known
+    return program, known
+
+
+def load(path: Path, name: str):
+    """Import the kernel file at ``path`` (kernels need a real source file)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write(program, seed: int, opts: Options, workdir: Path) -> Path:
+    tag = "k" if not opts.skip_known else "s"
+    path = workdir / f"fuzz_{tag}{seed}.py"
+    path.write_text(program.source(repro(seed, opts)))
+    return path
+
+
+def run_seed(seed: int, opts: Options, workdir: Path, archs=ARCHS,
+             keep_outputs: bool = False) -> Outcome:
+    out = Outcome(seed)
+    t0 = time.perf_counter()
+    try:
+        program, known = generate(seed, opts)
+        out.kind, out.known = program.kind, frozenset(known)
+        path = write(program, seed, opts, workdir)
+        out.source = str(path)
+        module = load(path, f"fuzz_kernel_{seed}")
+        kernel = getattr(module, program.name)
+        args = program.arguments()
+        t1 = time.perf_counter()
+        expected = program.reference(args, scalar.CPU)
+        out.stats = expected.stats
+        t2 = time.perf_counter()
+        out.times.update(generate=t1 - t0, reference=t2 - t1)
+    except Exception:
+        return out.fail("error", "fuzzer", traceback.format_exc())
+    previous = device.current_backend()
+    device.set_backend("cpu")
+    try:
+        got = program.launch(kernel, args)
+    except CompileError as exc:
+        return out.fail("rejected", f"rejected: {type(exc).__name__}", _text(exc))
+    except Exception as exc:
+        return out.fail("crash", "cpu: " + classify.crash_class(_text(exc)), _text(exc))
+    finally:
+        device.set_backend(previous)
+    t3 = time.perf_counter()
+    out.times["cpu"] = t3 - t2
+    if keep_outputs:
+        out.outputs = got
+    bad, out.checked = data.compare(got, expected)
+    if bad:
+        cls = classify.mismatch_class(bad[0].tags)
+        out.fail("mismatch", "cpu: " + cls, "\n".join(map(str, bad)))
+    for arch in archs:
+        try:
+            program.compile_gpu(kernel, arch)
+        except Exception as exc:
+            out.fail("crash", f"{arch}: " + classify.crash_class(_text(exc)), _text(exc))
+            break
+    out.times["gpu-compile"] = time.perf_counter() - t3
+    return out
+
+
+def _text(exc: BaseException) -> str:
+    """The exception with its cause chain (an InternalError keeps the original error)."""
+    parts = []
+    while exc is not None:
+        if isinstance(exc, FearlessError) and not exc.__cause__:
+            parts.append(f"{type(exc).__name__}: {exc}")
+        else:
+            parts.append("".join(traceback.format_exception_only(type(exc), exc)).strip())
+        if exc.__cause__ is not None and exc.__cause__ is not exc:
+            tb = "".join(traceback.format_tb(exc.__cause__.__traceback__)[-3:])
+            parts.append(tb.rstrip())
+        exc = exc.__cause__
+    return "\n".join(parts)
+
+
+def describe(out: Outcome) -> str:
+    """A failure's report: status, class, detail, the kernel source and a repro line."""
+    source = Path(out.source).read_text() if out.source and Path(out.source).exists() else ""
+    lines = [f"seed {out.seed} ({out.kind}): {out.status}: {out.cls}", out.detail.rstrip()]
+    if out.known:
+        lines.append(f"known-class constructs in this kernel: {', '.join(sorted(out.known))}")
+    lines += ["--- kernel source ---", source.rstrip(), "---",
+              f"reproduce: {source.splitlines()[0].split('Reproduce: ')[-1].rstrip(chr(34))}"
+              if source else ""]
+    return "\n".join(lines)
+
+
+def outputs_equal(a: dict, b: dict) -> bool:
+    return all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)

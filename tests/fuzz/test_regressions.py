@@ -1,0 +1,60 @@
+"""Bugs the differential fuzzer found and that were fixed: one minimal kernel each, reduced from
+the fuzz seed named in its docstring, checked against NumPy on the CPU backend, compiled for
+sm_80 and sm_90, and run on the GPU with ``pytest -m gpu``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fearless as fl
+from fearless.ir import types as T
+
+BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+
+
+def launch(kernel, n, *args):
+    kernel[kernel.prepare(n)](*args)
+
+
+def compiles_for_gpus(kernel, *types):
+    for arch in ("sm_80", "sm_90"):
+        assert "cubin" in kernel.inspect("cubin", types, arch)
+
+
+def rd(dtype):
+    return T.Array(dtype, 1, T.Access.READ, True)
+
+
+def out(dtype):
+    return T.Array(dtype, 1, T.Access.DISJOINT, True)
+
+
+# a variable's type is the join of what is assigned to it, not of an earlier pass's guess ------
+
+@fl.kernel
+def neighbour_sum(x: fl.Slice[fl.i8], y: fl.Slice[fl.i8], out: fl.DisjointSlice[fl.i64]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        nb = 0                      # nb is i8: the join of 0 and x[i + 1]
+        if i + 1 < len(x):
+            nb = x[i + 1]
+        v = nb + y[i]               # so v is i8 too, and v * 2 wraps in i8
+        out[i] = v * 2
+
+
+def test_variable_types_do_not_keep_a_guessed_literal_type(backend):
+    """Seed 290: the frontend's first pass types ``nb`` as i64 (the literal's default) and the
+    variables computed from it kept i64 after nb settled to i8, so v * 2 did not wrap."""
+    rng = np.random.default_rng(290)
+    n = 100
+    x = rng.integers(-128, 128, n).astype(np.int8)
+    y = rng.integers(-128, 128, n).astype(np.int8)
+    got = fl.full(n, -7, fl.i64)
+    launch(neighbour_sum, n, fl.asarray(x), fl.asarray(y), got)
+    nb = np.append(x[1:], np.int8(0))
+    with np.errstate(over="ignore"):
+        want = ((nb + y) * np.int8(2)).astype(np.int64)
+    assert got.numpy().tolist() == want.tolist()
+    compiles_for_gpus(neighbour_sum, rd(fl.i8), rd(fl.i8), out(fl.i64))

@@ -1,0 +1,2 @@
+def generate(seed, opts, rng):
+    raise NotImplementedError

@@ -1,0 +1,774 @@
+"""The fuzzer's program tree: each node renders itself as kernel source and evaluates itself.
+
+Nodes are typed when built, by ``rules`` (the language's rules, written independently of the
+compiler); a combination the language refuses raises ``rules.Invalid`` and the generator picks
+another. Evaluation (``ev``) is the reference semantics of one SIMT thread, in plain Python
+(``scalar``); it never looks at fearless's IR.
+
+Compile-time constants follow the frontend's folding: two weak literals fold with Python's own
+operators (``2 + 3`` is the weak literal 5), a cast of a literal is a typed constant, and a
+weak literal takes the type of the operation it meets.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+from fearless import dtypes
+from fearless.dtypes import DType
+from tests.fuzz import rules, scalar
+from tests.fuzz.rules import Invalid
+from tests.fuzz.scalar import Thread, Val
+
+FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+        "floordiv": operator.floordiv, "mod": operator.mod, "and": operator.and_,
+        "or": operator.or_, "xor": operator.xor, "shl": operator.lshift, "shr": operator.rshift,
+        "min": min, "max": max}
+SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
+          "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>", "pow": "**",
+          "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def fl_name(d: DType) -> str:
+    return "fl.bool_" if d.is_bool else f"fl.{d.name}"
+
+
+class Frame:
+    """The variables of one function activation and the arrays it can see."""
+
+    __slots__ = ("vars", "arrays")
+
+    def __init__(self, arrays: dict):
+        self.vars: dict[str, Val] = {}
+        self.arrays = arrays
+
+
+class BreakSignal(Exception):
+    pass
+
+
+class ContinueSignal(Exception):
+    pass
+
+
+class ReturnSignal(Exception):
+    def __init__(self, val: Val | None = None, t=None):
+        self.val, self.t = val, t
+
+
+# expressions -----------------------------------------------------------------------------------
+
+class Expr:
+    t = None            # a DType or a weak marker
+    const = False       # a compile-time constant (then ``value`` holds it)
+    value = None
+    leaf = False        # cheap and pure: may be written twice in the source
+    lazy_reads = False  # holds a guarded neighbour read (must not be hoisted out of its guard)
+
+    def size(self) -> int:
+        return 1
+
+    def conversions(self) -> list:
+        """``(operand, dtype)`` for each operand this node converts (promotion, casts)."""
+        return []
+
+    def render(self) -> str:
+        raise NotImplementedError
+
+    def ev(self, th: Thread, fr: Frame) -> Val:
+        raise NotImplementedError
+
+
+class Lit(Expr):
+    const = leaf = True
+
+    def __init__(self, value):
+        self.value, self.t = value, rules.weak_of(value)
+
+    def render(self):
+        text = repr(self.value)
+        return f"({text})" if text.startswith("-") else text
+
+    def ev(self, th, fr):
+        return Val(self.value)
+
+
+class Name(Expr):
+    """A variable, a scalar parameter or a loop variable. A name assigned once from a constant
+    is that constant (the frontend binds it, weak literals stay weak): ``const`` and ``value``."""
+
+    leaf = True
+
+    def __init__(self, name: str, t, const: bool = False, value=None):
+        self.name, self.t, self.const, self.value = name, t, const, value
+
+    def render(self):
+        return self.name
+
+    def ev(self, th, fr):
+        return Val(self.value) if self.const else fr.vars[self.name]
+
+
+class Read(Expr):
+    """``x[idx]`` of an input (or the thread's own output element)."""
+
+    def __init__(self, array: str, dtype: DType, index: list, guarded: bool = False):
+        self.array, self.t, self.index = array, dtype, index
+        self.leaf = all(isinstance(e, Name) for e in index)
+        self.lazy_reads = guarded or any(e.lazy_reads for e in index)
+
+    def size(self):
+        return 1 + sum(e.size() for e in self.index)
+
+    def render(self):
+        return f"{self.array}[{', '.join(e.render() for e in self.index)}]"
+
+    def ev(self, th, fr):
+        data = fr.arrays[self.array]
+        for e in self.index:
+            k = _index(th, e, fr)
+            if not 0 <= k < len(data):
+                raise AssertionError(f"generator bug: {self.render()} reads index {k}")
+            data = data[k]
+        return Val(data)
+
+
+def _index(th, e: Expr, fr) -> int:
+    return scalar.convert(th, e.ev(th, fr), e.t, dtypes.i64).v
+
+
+class Compound(Expr):
+    args: tuple = ()
+
+    def size(self):
+        return 1 + sum(a.size() for a in self.args)
+
+    @property
+    def lazy_reads(self):
+        return any(a.lazy_reads for a in self.args)
+
+
+def _check_fits(e: Expr, d: DType):
+    if rules.is_weak(e.t) and not rules.literal_fits(e.value, d):
+        raise Invalid(f"{e.value!r} does not fit {d}")
+
+
+class Bin(Compound):
+    """``a <op> b`` for arithmetic, bitwise and shift operators (``**`` is ``Pow``/``Math``)."""
+
+    def __init__(self, op: str, a: Expr, b: Expr, symbol: str | None = None):
+        self.op, self.args, self.symbol = op, (a, b), symbol
+        if rules.is_weak(a.t) and rules.is_weak(b.t):
+            self.value = _fold(op, a.value, b.value)
+            self.t, self.const = rules.weak_of(self.value), True
+            return
+        d = rules.common(a.t, b.t, op)
+        if op == "div" and not d.is_float:
+            d = dtypes.f64
+        _check_fits(a, d)
+        _check_fits(b, d)
+        self.t = d
+
+    def conversions(self):
+        return [] if self.const else [(a, self.t) for a in self.args]
+
+    def render(self):
+        a, b = self.args
+        if self.symbol:  # min(a, b) / max(a, b)
+            return f"{self.symbol}({a.render()}, {b.render()})"
+        return f"({a.render()} {SYMBOL[self.op]} {b.render()})"
+
+    def ev(self, th, fr):
+        if self.const:
+            return Val(self.value)
+        a, b = self.args
+        d = self.t
+        return scalar.binary(th, self.op, d, scalar.convert(th, a.ev(th, fr), a.t, d),
+                             scalar.convert(th, b.ev(th, fr), b.t, d))
+
+
+def _fold(op, x, y):
+    """Python's own result of ``x <op> y`` on two literals, when the frontend folds it."""
+    try:
+        r = FOLD[op](x, y)
+    except (ZeroDivisionError, OverflowError, ValueError, TypeError):
+        raise Invalid("literal operation does not fold") from None
+    if isinstance(r, complex) or (isinstance(r, float) and not math.isfinite(r)):
+        raise Invalid("literal operation does not fold to a finite number")
+    if isinstance(r, int) and abs(r) > 1 << 70:
+        raise Invalid("literal too large")
+    return r
+
+
+class Pow(Compound):
+    """``a ** n`` with a literal exponent 0..16: repeated products (exact for integers)."""
+
+    def __init__(self, a: Expr, n: int):
+        self.args, self.n = (a,), n
+        if rules.is_weak(a.t):
+            self.value = _fold_pow(a.value, n)
+            self.t, self.const = rules.weak_of(self.value), True
+            return
+        self.t = rules.common(a.t, rules.WINT, "mul")
+
+    def conversions(self):
+        return [] if self.const else [(self.args[0], self.t)]
+
+    def render(self):
+        return f"({self.args[0].render()} ** {self.n})"
+
+    def ev(self, th, fr):
+        if self.const:
+            return Val(self.value)
+        a = self.args[0]
+        d = self.t
+        base = scalar.convert(th, a.ev(th, fr), a.t, d)
+        r = Val(scalar.literal(1, d))
+        for _ in range(self.n):
+            r = scalar.binary(th, "mul", d, r, base)
+        return r
+
+
+def _fold_pow(x, n):
+    try:
+        r = x ** n
+    except OverflowError:
+        raise Invalid("literal power overflows") from None
+    if isinstance(r, float) and not math.isfinite(r) or isinstance(r, int) and abs(r) > 1 << 70:
+        raise Invalid("literal power too large")
+    return r
+
+
+class Cmp(Compound):
+    """A comparison chain ``a < b <= c`` (each pair compared, the results and-ed)."""
+
+    t = dtypes.bool_
+
+    def __init__(self, preds: list[str], operands: list[Expr]):
+        self.preds, self.args = preds, tuple(operands)
+        self.types = []
+        for a, b in zip(operands, operands[1:]):
+            if rules.is_weak(a.t) and rules.is_weak(b.t):
+                raise Invalid("a comparison of two literals folds")
+            d = rules.common(a.t, b.t, "cmp")
+            for c in (a, b):  # x_u8 < 300 compares exactly, in a wider type
+                if rules.is_weak(c.t) and d.is_int and isinstance(c.value, int) \
+                        and not rules.literal_fits(c.value, d):
+                    d = rules.promote(d, dtypes.i64)
+            self.types.append(d)
+
+    def conversions(self):
+        return [(e, d) for k, d in enumerate(self.types) for e in self.args[k:k + 2]]
+
+    def render(self):
+        out = self.args[0].render()
+        for pred, e in zip(self.preds, self.args[1:]):
+            out += f" {SYMBOL[pred]} {e.render()}"
+        return f"({out})"
+
+    def ev(self, th, fr):
+        vals = [e.ev(th, fr) for e in self.args]
+        result = True
+        for k, (pred, d) in enumerate(zip(self.preds, self.types)):
+            a, b = self.args[k], self.args[k + 1]
+            ok = scalar.compare(th, pred, d, scalar.convert(th, vals[k], a.t, d),
+                                scalar.convert(th, vals[k + 1], b.t, d))
+            result = result and ok
+        return Val(result)
+
+
+class BoolOp(Compound):
+    """``a and b`` / ``a or b``: short-circuit, always a bool (the operands' truth)."""
+
+    t = dtypes.bool_
+
+    def __init__(self, op: str, values: list[Expr]):
+        if values[0].const:
+            raise Invalid("a constant first operand decides at compile time")
+        self.op, self.args = op, tuple(values)
+
+    def render(self):
+        return "(" + f" {self.op} ".join(v.render() for v in self.args) + ")"
+
+    def ev(self, th, fr):
+        cur = False
+        for k, e in enumerate(self.args):
+            if k and (cur if self.op == "or" else not cur):
+                break
+            cur = scalar.truth(th, e.ev(th, fr), e.t)
+        return Val(cur)
+
+
+class Not(Compound):
+    def __init__(self, a: Expr):
+        self.args = (a,)
+        self.t = dtypes.bool_
+        if a.const:
+            self.t, self.const, self.value = rules.WBOOL, True, not bool(a.value)
+
+    def render(self):
+        return f"(not {self.args[0].render()})"
+
+    def ev(self, th, fr):
+        if self.const:
+            return Val(self.value)
+        a = self.args[0]
+        return Val(not scalar.truth(th, a.ev(th, fr), a.t))
+
+
+class Unary(Compound):
+    """``-a``, ``~a``, ``abs(a)``, ``+a``."""
+
+    def __init__(self, op: str, a: Expr):
+        self.op, self.args = op, (a,)
+        if op == "pos":
+            self.t, self.const, self.value = a.t, a.const, a.value
+            return
+        if rules.is_weak(a.t):
+            v = a.value
+            if op == "invert" and isinstance(v, float):
+                raise Invalid("~ of a float literal")
+            self.value = {"neg": lambda: -v, "abs": lambda: abs(v),
+                          "invert": lambda: (not v) if isinstance(v, bool) else ~v}[op]()
+            self.t, self.const = rules.weak_of(self.value), True
+            return
+        d = a.t
+        if op in ("neg", "abs") and d.is_bool:
+            d = dtypes.i64
+        if op == "invert" and d.is_float:
+            raise Invalid("~ of a float")
+        self.t = d
+
+    def conversions(self):
+        return [] if self.const or self.op == "pos" else [(self.args[0], self.t)]
+
+    def render(self):
+        a = self.args[0].render()
+        return {"neg": f"(-{a})", "pos": f"(+{a})", "invert": f"(~{a})", "abs": f"abs({a})"}[
+            self.op]
+
+    def ev(self, th, fr):
+        if self.const and self.op != "pos":
+            return Val(self.value)
+        a = self.args[0]
+        v = a.ev(th, fr)
+        if self.op == "pos":
+            return v
+        return scalar.unary(th, self.op, self.t, scalar.convert(th, v, a.t, self.t))
+
+
+class IfExp(Compound):
+    """``a if c else b``: one branch evaluated, converted to the join of both types."""
+
+    def __init__(self, cond: Expr, a: Expr, b: Expr):
+        if cond.const:
+            raise Invalid("a constant condition decides at compile time")
+        self.args = (cond, a, b)
+        self.t = rules.join([a.t, b.t])
+        for e in (a, b):
+            _check_fits(e, self.t)
+
+    def conversions(self):
+        return [(e, self.t) for e in self.args[1:]]
+
+    def render(self):
+        c, a, b = (e.render() for e in self.args)
+        return f"({a} if {c} else {b})"
+
+    def ev(self, th, fr):
+        c, a, b = self.args
+        e = a if scalar.truth(th, c.ev(th, fr), c.t) else b
+        return scalar.convert(th, e.ev(th, fr), e.t, self.t)
+
+
+class Cast(Compound):
+    """``fl.i8(a)`` (explicit conversion; of a constant, a typed constant)."""
+
+    def __init__(self, d: DType, a: Expr):
+        self.d, self.args, self.t = d, (a,), d
+        if a.const:
+            self.const = True
+            try:
+                self.value = scalar.convert(Thread(scalar.CPU), Val(a.value), a.t, d).v
+            except scalar.Undefined:
+                raise Invalid("a constant float -> int cast out of range") from None
+
+    @property
+    def leaf(self):
+        return self.args[0].leaf
+
+    def conversions(self):  # a constant converts at compile time, with NumPy's scalar types
+        return [] if self.const else [(self.args[0], self.d)]
+
+    def render(self):
+        return f"{fl_name(self.d)}({self.args[0].render()})"
+
+    def ev(self, th, fr):
+        if self.const:
+            return Val(self.value)
+        a = self.args[0]
+        return scalar.convert(th, a.ev(th, fr), a.t, self.d)
+
+
+class PyCast(Compound):
+    """``int(a)`` / ``float(a)`` / ``bool(a)``: of a constant, Python's own (weak) result."""
+
+    def __init__(self, kind: str, a: Expr):
+        self.kind, self.args = kind, (a,)
+        self.d = {"int": dtypes.i64, "float": dtypes.f64, "bool": dtypes.bool_}[kind]
+        self.t = self.d
+        if a.const:
+            self.const = True
+            self.value = {"int": int, "float": float, "bool": bool}[kind](a.value)
+            self.t = rules.weak_of(self.value)
+
+    def conversions(self):
+        return [] if self.const or self.kind == "bool" else [(self.args[0], self.d)]
+
+    def render(self):
+        return f"{self.kind}({self.args[0].render()})"
+
+    def ev(self, th, fr):
+        if self.const:
+            return Val(self.value)
+        a = self.args[0]
+        v = a.ev(th, fr)
+        if self.kind == "bool":
+            return Val(scalar.truth(th, v, a.t))
+        return scalar.convert(th, v, a.t, self.d)
+
+
+class Math(Compound):
+    """``math.<fn>(...)`` (or ``np.<ufunc>``, or ``a ** b`` for a float power)."""
+
+    BOOL = ("isnan", "isinf", "isfinite")
+
+    def __init__(self, fn: str, args: list[Expr], spelling: str | None = None):
+        self.fn, self.args, self.spelling = fn, tuple(args), spelling or f"math.{fn}"
+        self.d = rules.math_type([a.t for a in args])
+        for a in args:
+            _check_fits(a, self.d)
+        self.t = dtypes.bool_ if fn in self.BOOL else self.d
+
+    def conversions(self):
+        return [(a, self.d) for a in self.args]
+
+    def render(self):
+        if self.spelling == "**":
+            a, b = self.args
+            return f"({a.render()} ** {b.render()})"
+        return f"{self.spelling}({', '.join(a.render() for a in self.args)})"
+
+    def ev(self, th, fr):
+        vals = [scalar.convert(th, a.ev(th, fr), a.t, self.d) for a in self.args]
+        return scalar.math_call(th, self.fn, self.d, vals)
+
+
+class MinMax(Compound):
+    """``min(a, b, ...)`` / ``max(...)`` (or ``np.minimum``): a left fold of the binary op."""
+
+    def __init__(self, op: str, args: list[Expr], spelling: str | None = None):
+        self.op, self.args, self.spelling = op, tuple(args), spelling or op
+        chain = args[0]
+        for a in args[1:]:
+            chain = Bin(op, chain, a)
+        self.chain = chain
+        self.t, self.const, self.value = chain.t, chain.const, chain.value
+
+    def conversions(self):
+        out, e = [], self.chain
+        while isinstance(e, Bin) and e is not self.args[0]:
+            out += e.conversions()
+            e = e.args[0]
+        return out
+
+    def render(self):
+        return f"{self.spelling}({', '.join(a.render() for a in self.args)})"
+
+    def ev(self, th, fr):
+        return self.chain.ev(th, fr)
+
+
+class Where(Compound):
+    """``np.where(c, a, b)``: all three evaluated, the choice in the common type."""
+
+    def __init__(self, cond: Expr, a: Expr, b: Expr):
+        self.args = (cond, a, b)
+        self.t = rules.common(a.t, b.t, "select")
+        for e in (a, b):
+            _check_fits(e, self.t)
+        if any(e.lazy_reads for e in self.args):
+            raise Invalid("np.where evaluates both choices")
+
+    def conversions(self):
+        return [(e, self.t) for e in self.args[1:]]
+
+    def render(self):
+        return f"np.where({', '.join(e.render() for e in self.args)})"
+
+    def ev(self, th, fr):
+        c, a, b = self.args
+        cv, av, bv = (e.ev(th, fr) for e in self.args)
+        e, v = (a, av) if scalar.truth(th, cv, c.t) else (b, bv)
+        return scalar.convert(th, v, e.t, self.t)
+
+
+class Len(Expr):
+    t = dtypes.i64
+
+    def __init__(self, array: str, axis: int | None = None):
+        self.array, self.axis = array, axis
+
+    def render(self):
+        return f"len({self.array})" if self.axis is None else f"{self.array}.shape[{self.axis}]"
+
+    def ev(self, th, fr):
+        data = fr.arrays[self.array]
+        return Val(len(data) if not self.axis else len(data[0]))
+
+
+class Call(Compound):
+    """A call of a generated ``@fl.func`` helper, with arguments of its parameters' types."""
+
+    def __init__(self, func, args: list[Expr]):
+        self.func, self.args, self.t = func, tuple(args), func.ret_t
+
+    def render(self):
+        return f"{self.func.name}({', '.join(a.render() for a in self.args)})"
+
+    def ev(self, th, fr):
+        return self.func.call(th, [a.ev(th, fr) for a in self.args], fr.arrays)
+
+
+# statements ------------------------------------------------------------------------------------
+
+class Stmt:
+    def exprs(self) -> list:
+        return []
+
+    def blocks(self) -> list:
+        return []
+
+    def conversions(self) -> list:
+        return []
+
+    def render(self, pad: str) -> list[str]:
+        raise NotImplementedError
+
+    def ev(self, th: Thread, fr: Frame) -> None:
+        raise NotImplementedError
+
+
+class Assign(Stmt):
+    """``name = e`` / ``name: fl.T = e`` / ``name op= e`` into a variable of type ``var_t``."""
+
+    def __init__(self, name: str, e: Expr, var_t: DType, annotate: bool = False,
+                 aug: str | None = None):
+        self.name, self.e, self.var_t, self.annotate, self.aug = name, e, var_t, annotate, aug
+
+    def exprs(self):
+        return [self.e]
+
+    def conversions(self):  # a name bound once to a constant is that constant: no slot
+        return [] if self.e.const and not self.annotate and self.var_t is rules.strong(
+            self.e.t) and not self.aug else [(self.e, self.var_t)]
+
+    def render(self, pad):
+        if self.aug:
+            return [f"{pad}{self.name} {SYMBOL[self.aug]}= {self.e.args[1].render()}"]
+        ann = f": {fl_name(self.var_t)}" if self.annotate else ""
+        return [f"{pad}{self.name}{ann} = {self.e.render()}"]
+
+    def ev(self, th, fr):
+        fr.vars[self.name] = scalar.convert(th, self.e.ev(th, fr), self.e.t, self.var_t)
+
+
+class Store(Stmt):
+    """``out[idx] = e`` (implicit conversion to the element type)."""
+
+    def __init__(self, array: str, dtype: DType, index: list[Expr], e: Expr,
+                 aug: str | None = None):
+        self.array, self.dtype, self.index, self.e, self.aug = array, dtype, index, e, aug
+
+    def exprs(self):
+        return [self.e, *self.index]
+
+    def conversions(self):
+        return [(self.e, self.dtype)]
+
+    def render(self, pad):
+        idx = ", ".join(e.render() for e in self.index)
+        if self.aug:
+            return [f"{pad}{self.array}[{idx}] {SYMBOL[self.aug]}= {self.e.args[1].render()}"]
+        return [f"{pad}{self.array}[{idx}] = {self.e.render()}"]
+
+    def ev(self, th, fr):
+        v = scalar.convert(th, self.e.ev(th, fr), self.e.t, self.dtype)
+        data = fr.arrays[self.array]
+        ks = [_index(th, e, fr) for e in self.index]
+        for k in ks[:-1]:
+            data = data[k]
+        data[ks[-1]] = v
+
+
+class If(Stmt):
+    def __init__(self, cond: Expr, body: list, orelse: list):
+        self.cond, self.body, self.orelse = cond, body, orelse
+
+    def exprs(self):
+        return [self.cond]
+
+    def blocks(self):
+        return [self.body, self.orelse]
+
+    def render(self, pad, word="if"):
+        lines = [f"{pad}{word} {self.cond.render()}:"] + _block(self.body, pad)
+        if len(self.orelse) == 1 and isinstance(self.orelse[0], If):
+            lines += self.orelse[0].render(pad, "elif")
+        elif self.orelse:
+            lines += [f"{pad}else:"] + _block(self.orelse, pad)
+        return lines
+
+    def ev(self, th, fr):
+        run(th, fr, self.body if scalar.truth(th, self.cond.ev(th, fr), self.cond.t)
+            else self.orelse)
+
+
+class For(Stmt):
+    def __init__(self, var: str, bounds: list[Expr], body: list):
+        self.var, self.bounds, self.body = var, bounds, body
+
+    def exprs(self):
+        return list(self.bounds)
+
+    def blocks(self):
+        return [self.body]
+
+    def conversions(self):
+        return [(e, dtypes.i64) for e in self.bounds]
+
+    def render(self, pad):
+        args = ", ".join(e.render() for e in self.bounds)
+        return [f"{pad}for {self.var} in range({args}):"] + _block(self.body, pad)
+
+    def ev(self, th, fr):
+        b = [_index(th, e, fr) for e in self.bounds]
+        start, stop, step = (0, b[0], 1) if len(b) == 1 else (b[0], b[1], 1) if len(b) == 2 \
+            else b
+        for k in range(start, stop, step):
+            fr.vars[self.var] = Val(k)
+            try:
+                run(th, fr, self.body)
+            except ContinueSignal:
+                continue
+            except BreakSignal:
+                break
+
+
+class While(Stmt):
+    LIMIT = 64
+
+    def __init__(self, cond: Expr, body: list):
+        self.cond, self.body = cond, body
+
+    def exprs(self):
+        return [self.cond]
+
+    def blocks(self):
+        return [self.body]
+
+    def render(self, pad):
+        return [f"{pad}while {self.cond.render()}:"] + _block(self.body, pad)
+
+    def ev(self, th, fr):
+        for _ in range(self.LIMIT):
+            if not scalar.truth(th, self.cond.ev(th, fr), self.cond.t):
+                return
+            try:
+                run(th, fr, self.body)
+            except ContinueSignal:
+                continue
+            except BreakSignal:
+                return
+        raise AssertionError("generator bug: a while loop ran too long")
+
+
+class Jump(Stmt):
+    """``break``, ``continue`` or ``return [e]`` (``ret_t``: the function's return slot type)."""
+
+    def __init__(self, kind: str, e: Expr | None = None):
+        self.kind, self.e = kind, e
+
+    def exprs(self):
+        return [self.e] if self.e is not None else []
+
+    def render(self, pad):
+        if self.kind == "return" and self.e is not None:
+            return [f"{pad}return {self.e.render()}"]
+        return [f"{pad}{self.kind}"]
+
+    def ev(self, th, fr):
+        if self.kind == "break":
+            raise BreakSignal
+        if self.kind == "continue":
+            raise ContinueSignal
+        raise ReturnSignal(self.e.ev(th, fr) if self.e is not None else None,
+                           self.e.t if self.e is not None else None)
+
+
+def _block(stmts, pad):
+    lines = []
+    for s in stmts:
+        lines += s.render(pad + "    ")
+    return lines or [pad + "    pass"]
+
+
+def run(th: Thread, fr: Frame, stmts) -> None:
+    for s in stmts:
+        s.ev(th, fr)
+
+
+class Func:
+    """A generated ``@fl.func`` helper over scalar parameters of fixed types."""
+
+    def __init__(self, name: str, params: list[tuple[str, DType]]):
+        self.name, self.params = name, params
+        self.body: list = []
+        self.ret_t = None
+        self.simple = False  # one trailing `return e`: the value flows through unconverted
+
+    def finish(self, body: list, return_types: list, simple: bool):
+        self.body, self.simple = body, simple
+        self.ret_t = return_types[0] if simple else rules.join(return_types)
+
+    def render(self) -> list[str]:
+        args = ", ".join(p for p, _ in self.params)
+        return ["@fl.func", f"def {self.name}({args}):"] + _block(self.body, "")
+
+    def call(self, th: Thread, args: list[Val], arrays) -> Val:
+        fr = Frame(arrays)
+        fr.vars.update({p: v for (p, _), v in zip(self.params, args)})
+        try:
+            run(th, fr, self.body)
+        except ReturnSignal as ret:
+            return ret.val if self.simple else scalar.convert(th, ret.val, ret.t, self.ret_t)
+        raise AssertionError("generator bug: a helper ended without a return")
+
+
+def walk(stmts):
+    """Every statement and expression node under ``stmts``, parents first."""
+    for s in stmts:
+        yield s
+        for e in s.exprs():
+            yield from _walk_expr(e)
+        for block in s.blocks():
+            yield from walk(block)
+
+
+def _walk_expr(e):
+    yield e
+    for a in getattr(e, "args", ()):
+        yield from _walk_expr(a)
+    if isinstance(e, Read):
+        for a in e.index:
+            yield from _walk_expr(a)
