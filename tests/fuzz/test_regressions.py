@@ -58,3 +58,30 @@ def test_variable_types_do_not_keep_a_guessed_literal_type(backend):
         want = ((nb + y) * np.int8(2)).astype(np.int64)
     assert got.numpy().tolist() == want.tolist()
     compiles_for_gpus(neighbour_sum, rd(fl.i8), rd(fl.i8), out(fl.i64))
+
+
+@fl.kernel
+def neighbour_or_scalar(x: fl.Slice[fl.u64], s: fl.u64, out: fl.DisjointSlice[fl.u64]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        nb = 0                      # u64 once settled; the first pass guesses i64
+        if i + 1 < len(x):
+            nb = x[i + 1]
+        w = s
+        if i % 2 == 0:
+            w = nb                  # w: u64 and u64, not u64 and the guessed i64
+        out[i] = w
+
+
+def test_a_guessed_type_does_not_refuse_a_variable(backend):
+    """Seed 688: joining ``w``'s assignments in the first pass met nb's guessed i64 and
+    refused the kernel ("no integer type holds both u64 and i64")."""
+    rng = np.random.default_rng(688)
+    n = 33
+    x = rng.integers(0, 2 ** 64, n, dtype=np.uint64)
+    got = fl.full(n, 5, fl.u64)
+    launch(neighbour_or_scalar, n, fl.asarray(x), np.uint64(2 ** 63 + 3), got)
+    want = [int(x[k + 1]) if k + 1 < n else 0 for k in range(n)]
+    want = [want[k] if k % 2 == 0 else 2 ** 63 + 3 for k in range(n)]
+    assert got.numpy().tolist() == want
+    compiles_for_gpus(neighbour_or_scalar, rd(fl.u64), T.Scalar(fl.u64), out(fl.u64))

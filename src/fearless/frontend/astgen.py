@@ -89,8 +89,11 @@ class GenContext:
             self.slots[key] = ref
         return ref
 
-    def unified(self) -> dict:
-        out = dict(self.var_types)
+    def unified(self) -> tuple[dict, CompileError | None]:
+        """Each variable's type from this pass's assignments, and the first variable whose
+        assignments have no common type (that variable keeps its earlier type: a later pass,
+        with the types this one settled, may agree)."""
+        out, error = dict(self.var_types), None
         for key, seen in self.observed.items():
             if key in self.declared:
                 out[key] = self.declared[key]
@@ -99,9 +102,10 @@ class GenContext:
                 # default) must not widen the variables computed from it
                 out[key] = join([t for t, _ in seen])
             except TypingError as exc:
-                raise CompileError(f"variable '{key.split('.')[-1]}' {exc}", kernel=self.kernel,
-                                   span=seen[-1][1]) from None
-        return out
+                error = error or CompileError(f"variable '{key.split('.')[-1]}' {exc}",
+                                              kernel=self.kernel, span=seen[-1][1])
+                out.setdefault(key, join([seen[0][0]]))
+        return out, error
 
 
 def _type_or_marker(fv):
@@ -715,10 +719,10 @@ def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect =
             fn = _generate_once(ctx, cap, params, constants or {})
         except CompileError as exc:
             error = exc
-        new_types = ctx.unified()
+        new_types, join_error = ctx.unified()
         if new_types == var_types:
-            if error is not None:
-                raise error
+            if error is not None or join_error is not None:
+                raise join_error or error
             return fn
         var_types = new_types
     raise CompileError("variable types did not settle", kernel=cap.name, span=cap.span(cap.tree))
