@@ -85,3 +85,26 @@ def test_a_guessed_type_does_not_refuse_a_variable(backend):
     want = [want[k] if k % 2 == 0 else 2 ** 63 + 3 for k in range(n)]
     assert got.numpy().tolist() == want
     compiles_for_gpus(neighbour_or_scalar, rd(fl.u64), T.Scalar(fl.u64), out(fl.u64))
+
+
+@fl.kernel
+def shifted_neighbour(x: fl.Slice[fl.u64], out: fl.DisjointSlice[fl.u64]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        nb = 0
+        if i + 1 < len(x):
+            nb = x[i + 1]
+        nb <<= 3                    # nb << 3 is u64 once nb is; i64 from the first guess
+        out[i] = nb
+
+
+def test_a_variable_assigned_from_itself_settles(backend):
+    """Seed 688: ``nb <<= k`` computed from nb's guessed i64 met nb = x[i + 1] (u64)."""
+    rng = np.random.default_rng(6880)
+    n = 40
+    x = rng.integers(0, 2 ** 64, n, dtype=np.uint64)
+    got = fl.full(n, 5, fl.u64)
+    launch(shifted_neighbour, n, fl.asarray(x), got)
+    want = [(int(x[k + 1]) << 3) % 2 ** 64 if k + 1 < n else 0 for k in range(n)]
+    assert got.numpy().tolist() == want
+    compiles_for_gpus(shifted_neighbour, rd(fl.u64), out(fl.u64))
