@@ -11,14 +11,15 @@ import re
 
 from fearless import dtypes
 from tests.fuzz import rules, scalar
-from tests.fuzz.tree import Bin, Cast, Jump, PyCast, Where, walk
+from tests.fuzz.tree import Jump, walk
 
 CRASHES = (
     (r"Operands must be the same type, got \((i8, i1|i1, i8)\)|cannot store i1 to i8|"
      r"cannot store i8 to i1|with type 'i(1|8)' but expected 'i(8|1)'", "bool-i8"),
     (r"float too large to pack", "f16-const-overflow"),
     (r"KeyError: '(min|max)'", "literal-minmax"),
-    (r"Python integer .* out of bounds|OverflowError: Python int", "literal-cast-range"),
+    (r"Python integer .* out of bounds|OverflowError: Python int|expected number, got int",
+     "literal-cast-range"),
 )
 MISMATCH_TAGS = (("bf16<-wide", "bf16-rounding"), ("float //,%", "float-floordiv"))
 
@@ -26,50 +27,46 @@ MISMATCH_TAGS = (("bf16<-wide", "bf16-rounding"), ("float //,%", "float-floordiv
 def known_in(program) -> set[str]:
     """The known classes (``options.KNOWN``) whose constructs ``program`` contains."""
     found = set()
-    trees = [program.body] + [h.body for h in getattr(program.gen, "helpers", ())]
-    conversions = []
-    for stmts in trees:
-        for node in walk(stmts):
-            conversions += node.conversions()
-            if isinstance(node, Bin) and node.op in ("min", "max") and node.const:
-                found.add("literal-minmax")
-            if isinstance(node, Cast) and node.const and _int_out_of_range(node):
-                found.add("literal-cast-range")
-            if isinstance(node, PyCast) and node.const:
-                found.add("literal-pycast")
-            if isinstance(node, Where) and node.args[0].const:
-                found.add("const-where")
-            if isinstance(node, Bin) and node.op in ("floordiv", "mod") and not node.const \
-                    and node.t.is_float:
-                found.add("float-floordiv")
+    for stmts in [program.body] + [h.body for h in getattr(program.gen, "helpers", ())]:
+        found |= known_under(stmts)
     for h in getattr(program.gen, "helpers", ()):
         if not h.simple:
-            conversions += [(s.e, h.ret_t) for s in walk(h.body)
-                            if isinstance(s, Jump) and s.e is not None]
+            found |= _converting([(s.e, h.ret_t) for s in walk(h.body)
+                                  if isinstance(s, Jump) and s.e is not None])
+    return found
+
+
+def known_under(stmts) -> set[str]:
+    """The known classes of the statements or expressions ``stmts`` and everything below."""
+    found = set()
+    for node in walk(stmts):
+        found |= node.known() | _converting(node.conversions())
+    return found
+
+
+def _converting(conversions) -> set[str]:
+    found = set()
     for e, d in conversions:
         if d.is_float and e.const and not isinstance(e.value, bool):
             v = float(e.value)
             if math.isfinite(v) and abs(v) > scalar.MAX_FINITE[d.name]:
                 found.add("f16-const-overflow")
+        if d in (dtypes.i8, dtypes.u8) and e.t is dtypes.bool_:
+            found.add("bool-i8")
         if d is dtypes.bf16 and not rules.is_weak(e.t) and (
                 e.t is dtypes.f64 or (e.t.is_int and e.t.bits >= 32)):
             found.add("bf16-rounding")
     return found
 
 
-def _int_out_of_range(node: Cast) -> bool:
-    a = node.args[0]
-    if not node.d.is_int or isinstance(a.value, (bool, float)):
-        return False
-    lo, hi = rules.int_range(node.d)
-    return not lo <= a.value <= hi
-
-
-def crash_class(text: str) -> str:
-    """A short name for a compile failure (a known class, or the exception and its gist)."""
+def crash_class(text: str, known=()) -> str:
+    """A short name for a compile failure: a known class by its message, else, when the kernel
+    holds constructs of known classes, those (``maybe: ...``), else the exception's gist."""
     for pattern, name in CRASHES:
         if re.search(pattern, text):
             return name
+    if known:
+        return "maybe: " + ", ".join(sorted(known))
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     errors = [ln for ln in lines if re.search(r"[A-Za-z]+(Error|Exception)\b|error:", ln)]
     gist = errors[-1] if errors else (lines[-1] if lines else text)
@@ -78,8 +75,11 @@ def crash_class(text: str) -> str:
     return "new: " + gist[:120]
 
 
-def mismatch_class(tags: frozenset) -> str:
+def mismatch_class(tags: frozenset, known=()) -> str:
+    """A wrong value's class, from the operations the reference saw in its thread."""
     for tag, name in MISMATCH_TAGS:
         if tag in tags:
             return name
+    if known:
+        return "maybe: " + ", ".join(sorted(known))
     return "new: wrong value"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from fearless import dtypes
 from fearless.dtypes import DType
-from tests.fuzz import rules, scalar
+from tests.fuzz import classify, rules, scalar
 from tests.fuzz.options import Options
 from tests.fuzz.rules import Invalid
 from tests.fuzz.tree import (Assign, Bin, BoolOp, Call, Cast, Cmp, For, Func, If, IfExp,
@@ -139,9 +139,10 @@ class SimtGen:
         if c.kernel and r < 0.77:
             a = self.rng.choice(self.inputs + self.outputs)
             return Len(a.name, 0 if a.ndim == 2 else None)
-        if r < 0.8:
+        if r < 0.8:  # a typed constant; rarely of a literal out of its range
+            d = self.dtype()
             try:
-                return Cast(self.dtype(), self.literal())
+                return Cast(d, self.literal_for(d) if self.chance(0.9) else self.literal())
             except Invalid:
                 pass
         return self.literal()
@@ -168,10 +169,16 @@ class SimtGen:
     def expr(self, c: Ctx, depth: int):
         for _ in range(10):
             try:
-                return self._expr(c, depth)
+                return self.avoiding(self._expr(c, depth))
             except Invalid:
                 continue
         return self.leaf(c)
+
+    def avoiding(self, node):
+        """``node``, unless --skip-known and it holds a known class's construct."""
+        if self.opts.skip_known and classify.known_under([node]):
+            raise Invalid("a known class's construct")
+        return node
 
     def _expr(self, c: Ctx, depth: int):
         if depth <= 0 or self.chance(0.2):
@@ -213,7 +220,7 @@ class SimtGen:
         if kind == "pycast":
             k = self.rng.choice(("int", "float", "bool"))
             e = self.expr(c, sub)
-            if k == "int" and not rules.is_weak(e.t) and e.t.is_float:
+            if k == "int" and not rules.is_weak(e.t) and e.t.is_float and not e.const:
                 return self.float_to_int(c, e, dtypes.i64, spelling="int")
             return PyCast(k, e)
         if kind == "not":
@@ -361,7 +368,7 @@ class SimtGen:
             sc = Ctx(c.vars, pre, c.kernel, c.loops, False, c.helpers)
             mark = len(c.vars)
             try:
-                stmts = self.stmt(sc, depth)
+                stmts = [self.avoiding(s) for s in self.stmt(sc, depth)]
             except Invalid:  # the statement is dropped, and the variables it made
                 del c.vars[mark:]
                 continue
@@ -611,6 +618,7 @@ def generate(rng: random.Random, opts: Options, dims: int):
         for _ in range(10):
             try:
                 e = g.coerce(sc, g.expr(sc, 3), o.dtype)
+                g.avoiding(Store(o.name, o.dtype, g.own_index(), e))
                 break
             except Invalid:
                 pre.clear()

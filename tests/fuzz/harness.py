@@ -108,7 +108,7 @@ def run_seed(seed: int, opts: Options, workdir: Path, archs=ARCHS,
     except CompileError as exc:
         return out.fail("rejected", f"rejected: {type(exc).__name__}", _text(exc))
     except Exception as exc:
-        return out.fail("crash", "cpu: " + classify.crash_class(_text(exc)), _text(exc))
+        return out.fail("crash", "cpu: " + classify.crash_class(_text(exc), known), _text(exc))
     finally:
         device.set_backend(previous)
     t3 = time.perf_counter()
@@ -117,30 +117,30 @@ def run_seed(seed: int, opts: Options, workdir: Path, archs=ARCHS,
         out.outputs = got
     bad, out.checked = data.compare(got, expected)
     if bad:
-        cls = classify.mismatch_class(bad[0].tags)
+        cls = classify.mismatch_class(bad[0].tags, known)
         out.fail("mismatch", "cpu: " + cls, "\n".join(map(str, bad)))
     for arch in archs:
         try:
             program.compile_gpu(kernel, arch)
         except Exception as exc:
-            out.fail("crash", f"{arch}: " + classify.crash_class(_text(exc)), _text(exc))
+            out.fail("crash", f"{arch}: " + classify.crash_class(_text(exc), known),
+                     _text(exc))
             break
     out.times["gpu-compile"] = time.perf_counter() - t3
     return out
 
 
 def _text(exc: BaseException) -> str:
-    """The exception with its cause chain (an InternalError keeps the original error)."""
+    """The exception and its cause chain, with the innermost frames of anything raised inside
+    fearless (an InternalError keeps the original error as its cause)."""
     parts = []
     while exc is not None:
-        if isinstance(exc, FearlessError) and not exc.__cause__:
-            parts.append(f"{type(exc).__name__}: {exc}")
-        else:
-            parts.append("".join(traceback.format_exception_only(type(exc), exc)).strip())
-        if exc.__cause__ is not None and exc.__cause__ is not exc:
-            tb = "".join(traceback.format_tb(exc.__cause__.__traceback__)[-3:])
-            parts.append(tb.rstrip())
-        exc = exc.__cause__
+        parts.append("".join(traceback.format_exception_only(type(exc), exc)).strip())
+        if not isinstance(exc, FearlessError) or exc.__cause__ is None:
+            frames = traceback.format_tb(exc.__traceback__)[-3:]
+            if not isinstance(exc, FearlessError):
+                parts.append("".join(frames).rstrip())
+        exc = exc.__cause__ if exc.__cause__ is not exc else None
     return "\n".join(parts)
 
 

@@ -72,6 +72,10 @@ class Expr:
         """``(operand, dtype)`` for each operand this node converts (promotion, casts)."""
         return []
 
+    def known(self) -> set:
+        """The known bug classes (``options.KNOWN``) this node's construct belongs to."""
+        return set()
+
     def render(self) -> str:
         raise NotImplementedError
 
@@ -171,6 +175,13 @@ class Bin(Compound):
 
     def conversions(self):
         return [] if self.const else [(a, self.t) for a in self.args]
+
+    def known(self):
+        if self.op in ("min", "max") and self.const:
+            return {"literal-minmax"}
+        if self.op in ("floordiv", "mod") and not self.const and self.t.is_float:
+            return {"float-floordiv"}
+        return set()
 
     def render(self):
         a, b = self.args
@@ -400,6 +411,15 @@ class Cast(Compound):
     def conversions(self):  # a constant converts at compile time, with NumPy's scalar types
         return [] if self.const else [(self.args[0], self.d)]
 
+    def known(self):
+        """A cast of an integer literal NumPy's scalar types refuse: out of an integer
+        dtype's range, or beyond 64 bits (``ml_dtypes.bfloat16(2**70)`` is a TypeError)."""
+        a = self.args[0]
+        if not self.const or isinstance(a.value, (bool, float)) or self.d.is_bool:
+            return set()
+        lo, hi = rules.int_range(self.d) if self.d.is_int else (-(1 << 63), (1 << 64) - 1)
+        return set() if lo <= a.value <= hi else {"literal-cast-range"}
+
     def render(self):
         return f"{fl_name(self.d)}({self.args[0].render()})"
 
@@ -419,11 +439,19 @@ class PyCast(Compound):
         self.t = self.d
         if a.const:
             self.const = True
-            self.value = {"int": int, "float": float, "bool": bool}[kind](a.value)
+            try:
+                self.value = {"int": int, "float": float, "bool": bool}[kind](a.value)
+            except (OverflowError, ValueError):
+                raise Invalid(f"{kind}() of {a.value!r}") from None
+            if kind == "int" and not -(1 << 63) <= self.value < (1 << 63):
+                raise Invalid("int() of a constant beyond i64")
             self.t = rules.weak_of(self.value)
 
     def conversions(self):
         return [] if self.const or self.kind == "bool" else [(self.args[0], self.d)]
+
+    def known(self):
+        return {"literal-pycast"} if self.const else set()
 
     def render(self):
         return f"{self.kind}({self.args[0].render()})"
@@ -503,6 +531,9 @@ class Where(Compound):
     def conversions(self):
         return [(e, self.t) for e in self.args[1:]]
 
+    def known(self):
+        return {"const-where"} if self.args[0].const else set()
+
     def render(self):
         return f"np.where({', '.join(e.render() for e in self.args)})"
 
@@ -545,6 +576,9 @@ class Call(Compound):
 class Stmt:
     def exprs(self) -> list:
         return []
+
+    def known(self) -> set:
+        return set()
 
     def blocks(self) -> list:
         return []
@@ -756,8 +790,12 @@ class Func:
 
 
 def walk(stmts):
-    """Every statement and expression node under ``stmts``, parents first."""
+    """Every statement and expression node under ``stmts`` (statements or expressions),
+    parents first."""
     for s in stmts:
+        if isinstance(s, Expr):
+            yield from _walk_expr(s)
+            continue
         yield s
         for e in s.exprs():
             yield from _walk_expr(e)
