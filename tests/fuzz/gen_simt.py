@@ -545,7 +545,9 @@ class SimtGen:
         guard, read, d = self.neighbour(c)
         name = self.fresh("nb")
         start = Lit(False if d.is_bool else 0.0 if d.is_float and self.chance(0.5) else 0)
-        c.vars.append(Var(name, d, [start.t, d]))
+        # fixed: nb = nb & x computed with nb's first guess (the literal's i64) would keep
+        # nb i64 (the frontend's fixpoint starts from the literal's default type)
+        c.vars.append(Var(name, d, [start.t, d], fixed=True))
         return [Assign(name, start, d), If(guard, [Assign(name, read, d)], [])]
 
     # helpers ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import importlib.util
 import random
 import time
 import traceback
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,14 @@ def write(program, seed: int, opts: Options, workdir: Path) -> Path:
 
 def run_seed(seed: int, opts: Options, workdir: Path, archs=ARCHS,
              keep_outputs: bool = False) -> Outcome:
+    """Everything for one seed (see the module docstring); NumPy's warnings are silenced (a
+    kernel overflows or divides by zero as often as not)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return _run_seed(seed, opts, workdir, archs, keep_outputs)
+
+
+def _run_seed(seed, opts, workdir, archs, keep_outputs) -> Outcome:
     out = Outcome(seed)
     t0 = time.perf_counter()
     try:

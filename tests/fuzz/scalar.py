@@ -31,6 +31,10 @@ MAX_FINITE = {n: (2 - 2.0 ** (1 - p)) * 2.0 ** emax for n, (p, _, emax) in FORMA
 UNIT = {n: 2.0 ** -p for n, (p, _, _) in FORMATS.items()}  # unit roundoff
 EXACT_MATH = {"sqrt", "floor", "ceil", "trunc", "fabs", "copysign", "fmod", "isnan", "isinf",
               "isfinite"}
+# With inexact arguments, the function's range over [x - e, x + e] is not at the endpoints:
+PERIODIC = {"sin", "cos", "tan"}              # beyond a small e, anything (tan: poles)
+STEPS = {"fmod", "atan2", "copysign", "floor", "ceil", "trunc"}  # jumps: unchecked
+THROUGH_ZERO = {"cosh", "fabs", "hypot", "pow"}  # an extremum (or pole) where an argument is 0
 
 
 class Profile:
@@ -192,7 +196,7 @@ def float_to_int(th: Thread, x: Val, d: DType) -> int:
     if v != v or math.isinf(v) or not lo <= math.trunc(v) <= hi:
         th.tags.add("float->int out of range")
         th.undefined("float -> int cast of NaN, inf or a value out of range")
-    if x.e and math.trunc(v - x.e) != math.trunc(v + x.e):
+    if x.e and not (math.isfinite(x.e) and math.trunc(v - x.e) == math.trunc(v + x.e)):
         th.uncertain = True
     return math.trunc(v)
 
@@ -344,8 +348,8 @@ def math_call(th: Thread, fn: str, d: DType, args: list[Val]):
     e = 0.0
     if any(errs):
         e = _propagated(th, fn, xs, errs, f64(fn, *xs))
-    if fn in EXACT_MATH:
-        return settle(th, d, r, e) if e else Val(r)
+    if fn in EXACT_MATH or th.uncertain:
+        return settle(th, d, r, e) if e and math.isfinite(e) else Val(r)
     th.tags.add(f"math.{fn}")
     if r != r or math.isinf(r):
         return settle(th, d, r, e) if e else Val(r)
@@ -353,7 +357,13 @@ def math_call(th: Thread, fn: str, d: DType, args: list[Val]):
 
 
 def _propagated(th: Thread, fn: str, xs, errs, center: float) -> float:
-    """How far ``fn`` moves when each argument moves by its error (endpoints of the box)."""
+    """How far ``fn`` moves when each argument moves by its error: the endpoints of each
+    argument's interval (and 0 where the function turns there); ``uncertain`` where the range
+    is not bounded that way (see PERIODIC, STEPS, THROUGH_ZERO)."""
+    if fn in STEPS or (fn in PERIODIC and max(errs) > 0.25) or (
+            fn in THROUGH_ZERO and any(e and abs(x) <= e for x, e in zip(xs, errs))):
+        th.uncertain = True
+        return math.inf
     worst = 0.0
     for k, (x, e) in enumerate(zip(xs, errs)):
         if not e:
@@ -362,11 +372,10 @@ def _propagated(th: Thread, fn: str, xs, errs, center: float) -> float:
             moved = list(xs)
             moved[k] = x2
             y = f64(fn, *moved)
-            if (y != y) != (center != center) or math.isinf(y) != math.isinf(center):
+            if (y != y) != (center != center) or math.isinf(y) != math.isinf(center) or (
+                    fn == "tan" and (math.cos(x2) > 0) != (math.cos(x) > 0)):
                 th.uncertain = True
                 return math.inf
-            if fn in ("floor", "ceil", "trunc") and y != center:
-                th.uncertain = True
             if y == y and center == center and not math.isinf(y):
                 worst = max(worst, abs(y - center))
     return worst

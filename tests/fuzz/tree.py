@@ -503,12 +503,17 @@ class MinMax(Compound):
         self.chain = chain
         self.t, self.const, self.value = chain.t, chain.const, chain.value
 
-    def conversions(self):
-        out, e = [], self.chain
+    def _links(self):
+        e = self.chain
         while isinstance(e, Bin) and e is not self.args[0]:
-            out += e.conversions()
+            yield e
             e = e.args[0]
-        return out
+
+    def conversions(self):
+        return [c for link in self._links() for c in link.conversions()]
+
+    def known(self):
+        return set().union(*(link.known() for link in self._links()))
 
     def render(self):
         return f"{self.spelling}({', '.join(a.render() for a in self.args)})"
@@ -805,7 +810,7 @@ def walk(stmts):
 
 def _walk_expr(e):
     yield e
-    for a in getattr(e, "args", ()):
+    for a in (*getattr(e, "args", ()), *getattr(e, "more", ())):
         yield from _walk_expr(a)
     if isinstance(e, Read):
         for a in e.index:

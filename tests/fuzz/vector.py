@@ -171,25 +171,33 @@ def unary(op: str, d: DType, a: TV) -> TV:
 
 
 def math_call(fn: str, d: DType, args: list[TV], profile) -> TV:
+    """``fn`` elementwise (see scalar.math_call and scalar._propagated for the bounds)."""
     xs = np.broadcast_arrays(*(a.v for a in args))
+    errs = np.broadcast_arrays(*(a.e for a in args))
     bad = args[0].bad if len(args) == 1 else args[0].bad | args[1].bad
     with np.errstate(all="ignore"):
         center = scalar._NP[fn](*xs)
         r = fround(center, d)
         e = np.zeros(r.shape)
-        for k, a in enumerate(args):
-            if not (a.e > 0).any():
+        for k, err in enumerate(errs):
+            if not (err > 0).any():
                 continue
+            if fn in scalar.STEPS or fn in ("floor", "ceil"):
+                bad = bad | (err > 0)
+                continue
+            if fn in scalar.PERIODIC:
+                bad = bad | (err > 0.25)
+            if fn in scalar.THROUGH_ZERO:
+                bad = bad | ((err > 0) & (np.abs(xs[k]) <= err))
             for sign in (-1, 1):
                 moved = list(xs)
-                moved[k] = xs[k] + sign * a.e
+                moved[k] = xs[k] + sign * err
                 y = scalar._NP[fn](*moved)
                 bad = bad | (np.isnan(y) != np.isnan(center)) | (np.isinf(y) != np.isinf(center))
+                if fn == "tan":
+                    bad = bad | ((np.cos(moved[k]) > 0) != (np.cos(xs[k]) > 0))
                 e = np.maximum(e, np.where(np.isfinite(y) & np.isfinite(center),
                                            np.abs(y - center), 0.0))
-        if fn in ("floor", "ceil"):
-            bad = bad | (e > 0)
-            e = np.zeros(r.shape)
     if fn in scalar.EXACT_MATH:
         return settle(d, r, e, bad) if (e > 0).any() else TV(r, None, bad)
     finite = np.isfinite(r)
