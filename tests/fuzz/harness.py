@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fearless.errors import CompileError, FearlessError
+from fearless.errors import BackendError, CompileError, FearlessError
 from fearless.runtime import device
 from tests.fuzz import classify, data, scalar, simt_program, tile_program
 from tests.fuzz.options import Options
@@ -41,7 +41,8 @@ class Outcome:
     checked: int = 0
     stats: Counter = field(default_factory=Counter)
     times: dict = field(default_factory=dict)
-    outputs: dict | None = None    # the CPU backend's outputs (device mode compares the GPU)
+    outputs: dict | None = None    # device mode: the CPU backend's outputs,
+    gpu_expected: object = None    # the reference with the GPU's error bounds (data.Expected)
 
     def fail(self, status: str, cls: str, detail: str) -> "Outcome":
         if self.status == "pass":
@@ -84,15 +85,17 @@ def write(program, seed: int, opts: Options, workdir: Path) -> Path:
 
 
 def run_seed(seed: int, opts: Options, workdir: Path, archs=ARCHS,
-             keep_outputs: bool = False) -> Outcome:
+             device_arch: str | None = None) -> Outcome:
     """Everything for one seed (see the module docstring); NumPy's warnings are silenced (a
-    kernel overflows or divides by zero as often as not)."""
+    kernel overflows or divides by zero as often as not). ``device_arch``: also compile the
+    kernel for that GPU into the disk cache (``FEARLESS_CACHE_DIR``) and keep what a GPU run
+    is compared with (device mode)."""
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        return _run_seed(seed, opts, workdir, archs, keep_outputs)
+        return _run_seed(seed, opts, workdir, archs, device_arch)
 
 
-def _run_seed(seed, opts, workdir, archs, keep_outputs) -> Outcome:
+def _run_seed(seed, opts, workdir, archs, device_arch) -> Outcome:
     out = Outcome(seed)
     t0 = time.perf_counter()
     try:
@@ -115,15 +118,14 @@ def _run_seed(seed, opts, workdir, archs, keep_outputs) -> Outcome:
     try:
         got = program.launch(kernel, args)
     except CompileError as exc:
-        return out.fail("rejected", f"rejected: {type(exc).__name__}", _text(exc))
+        cls = "maybe: " + ", ".join(sorted(known)) if known else type(exc).__name__
+        return out.fail("rejected", f"rejected: {cls}", _text(exc))
     except Exception as exc:
         return out.fail("crash", "cpu: " + classify.crash_class(_text(exc), known), _text(exc))
     finally:
         device.set_backend(previous)
     t3 = time.perf_counter()
     out.times["cpu"] = t3 - t2
-    if keep_outputs:
-        out.outputs = got
     bad, out.checked = data.compare(got, expected)
     if bad:
         cls = classify.mismatch_class(bad[0].tags, known)
@@ -132,10 +134,21 @@ def _run_seed(seed, opts, workdir, archs, keep_outputs) -> Outcome:
         try:
             program.compile_gpu(kernel, arch)
         except Exception as exc:
-            out.fail("crash", f"{arch}: " + classify.crash_class(_text(exc), known),
-                     _text(exc))
+            if isinstance(exc, BackendError) and "not installed" in str(exc):
+                out.stats["not compiled: tileiras is not installed"] += 1
+            else:
+                out.fail("crash", f"{arch}: " + classify.crash_class(_text(exc), known),
+                         _text(exc))
             break
     out.times["gpu-compile"] = time.perf_counter() - t3
+    if device_arch is not None and out.status == "pass":
+        try:
+            program.compile_cached(kernel, device_arch)
+            out.gpu_expected = program.reference(args, scalar.GPU)
+        except Exception as exc:
+            return out.fail("crash", f"{device_arch}: " + classify.crash_class(
+                _text(exc), known), _text(exc))
+        out.outputs = got
     return out
 
 

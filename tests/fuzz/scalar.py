@@ -77,8 +77,12 @@ class Thread:
 
     def __init__(self, profile: Profile):
         self.profile = profile
-        self.uncertain = False
+        self.uncertain: str | None = None  # why the outputs cannot be checked
         self.tags: set = set()
+
+    def doubt(self, why: str):
+        """An error bound could flip a decision: the thread's outputs are not checked."""
+        self.uncertain = self.uncertain or why
 
     def undefined(self, reason: str):
         raise Undefined(reason)
@@ -135,7 +139,7 @@ def settle(th: Thread, d: DType, r: float, e: float) -> Val:
     """A float result with error bound ``e`` before its own rounding."""
     if e > 0:
         if r != r or math.isinf(r) or abs(r) + e >= MAX_FINITE[d.name]:
-            th.uncertain = True
+            th.doubt("a result near overflow or not finite")
         e += ulp(d, abs(r) + e)
     return Val(r, e)
 
@@ -170,7 +174,7 @@ def convert(th: Thread, x: Val, src, dst: DType) -> Val:
     v = x.v
     if dst.is_bool:
         if src.is_float and x.e and abs(v) <= x.e:
-            th.uncertain = True
+            th.doubt("bool() of a value near 0")
         return Val(v != 0)
     if src.is_bool:
         return Val(int(v) if dst.is_int else float(v))
@@ -197,7 +201,7 @@ def float_to_int(th: Thread, x: Val, d: DType) -> int:
         th.tags.add("float->int out of range")
         th.undefined("float -> int cast of NaN, inf or a value out of range")
     if x.e and not (math.isfinite(x.e) and math.trunc(v - x.e) == math.trunc(v + x.e)):
-        th.uncertain = True
+        th.doubt("an int cast near a boundary")
     return math.trunc(v)
 
 
@@ -205,7 +209,7 @@ def truth(th: Thread, x: Val, t) -> bool:
     if rules.is_weak(t):
         return bool(x.v)
     if t.is_float and x.e and abs(x.v) <= x.e:
-        th.uncertain = True
+        th.doubt("truth of a value near 0")
     return bool(x.v != 0) if not t.is_bool else x.v
 
 
@@ -277,16 +281,25 @@ def binary(th: Thread, op: str, d: DType, a: Val, b: Val) -> Val:
         return out
     if op == "div":
         r = fround(_ieee_div(x, y), d)
-        if not (ea or eb):
-            return Val(r)
+        if not (ea or eb) or (y == 0 and not eb and abs(x) > ea):
+            return Val(r)  # exact, or an exact zero divisor and a numerator of known sign
         if abs(y) <= eb:
-            th.uncertain = True
+            th.doubt("a division by a value near 0")
             return Val(r, math.inf)
         return settle(th, d, r, (ea + abs(r) * eb) / (abs(y) - eb))
     if op in ("floordiv", "mod"):
-        if ea or eb:
-            th.uncertain = True
-        return Val(fround(_float_floordiv_mod(th, op, x, y), d))
+        r = fround(_float_floordiv_mod(th, op, x, y), d)
+        if not (ea or eb):
+            return Val(r)
+        q = _ieee_div(x, y)
+        eq = (ea + abs(q) * eb) / (abs(y) - eb) if abs(y) > eb else math.inf
+        if not (math.isfinite(q) and math.isfinite(eq)) or \
+                math.floor(q - 2 * eq) != math.floor(q + 2 * eq):
+            th.doubt("a float // or % of an inexact value near a step")
+            return Val(r, math.inf)
+        if op == "floordiv":
+            return Val(r)
+        return settle(th, d, r, ea + abs(math.floor(q)) * eb)
     if op in ("min", "max"):
         if x != x or y != y:
             th.tags.add("nan min/max")
@@ -303,7 +316,7 @@ def binary(th: Thread, op: str, d: DType, a: Val, b: Val) -> Val:
 def compare(th: Thread, pred: str, d: DType, a: Val, b: Val) -> bool:
     x, y = a.v, b.v
     if d.is_float and (a.e or b.e) and not (x != x or y != y) and abs(x - y) <= a.e + b.e:
-        th.uncertain = True
+        th.doubt("a comparison within the error bound")
     return {"eq": x == y, "ne": x != y, "lt": x < y, "le": x <= y, "gt": x > y,
             "ge": x >= y}[pred]
 
@@ -340,18 +353,18 @@ def f64(fn: str, *xs: float):
 def math_call(th: Thread, fn: str, d: DType, args: list[Val]):
     """``math.<fn>`` of ``args`` (already of float dtype ``d``); isnan & co. give a bool."""
     xs = [a.v for a in args]
-    r = f64(fn, *xs)
+    center = f64(fn, *xs)
     if fn in ("isnan", "isinf", "isfinite"):
-        return Val(r)
-    r = fround(r, d)
+        return Val(center)
+    r = fround(center, d)
     errs = [a.e for a in args]
     e = 0.0
     if any(errs):
-        e = _propagated(th, fn, xs, errs, f64(fn, *xs))
+        e = _propagated(th, fn, xs, errs, center)
     if fn in EXACT_MATH or th.uncertain:
         return settle(th, d, r, e) if e and math.isfinite(e) else Val(r)
     th.tags.add(f"math.{fn}")
-    if r != r or math.isinf(r):
+    if r != r or math.isinf(r) or (center == 0 and not e):  # an exact 0: sin(0), log(1)
         return settle(th, d, r, e) if e else Val(r)
     return Val(r, e + th.profile.math_ulps(d) * ulp(d, abs(r)) + (ulp(d, abs(r) + e) if e else 0))
 
@@ -362,7 +375,7 @@ def _propagated(th: Thread, fn: str, xs, errs, center: float) -> float:
     is not bounded that way (see PERIODIC, STEPS, THROUGH_ZERO)."""
     if fn in STEPS or (fn in PERIODIC and max(errs) > 0.25) or (
             fn in THROUGH_ZERO and any(e and abs(x) <= e for x, e in zip(xs, errs))):
-        th.uncertain = True
+        th.doubt("math of an inexact value near a pole, jump or turn")
         return math.inf
     worst = 0.0
     for k, (x, e) in enumerate(zip(xs, errs)):
@@ -374,7 +387,7 @@ def _propagated(th: Thread, fn: str, xs, errs, center: float) -> float:
             y = f64(fn, *moved)
             if (y != y) != (center != center) or math.isinf(y) != math.isinf(center) or (
                     fn == "tan" and (math.cos(x2) > 0) != (math.cos(x) > 0)):
-                th.uncertain = True
+                th.doubt("math of an inexact value near a domain edge")
                 return math.inf
             if y == y and center == center and not math.isinf(y):
                 worst = max(worst, abs(y - center))

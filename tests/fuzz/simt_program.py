@@ -99,6 +99,10 @@ class SimtProgram:
         """Compile the launched specialisation through LLVM -> PTX -> cubin for ``arch``."""
         kernel.inspect("cubin", self.gpu_types(kernel), arch)
 
+    def compile_cached(self, kernel, arch: str) -> None:
+        """Compile as a GPU launch would, into the disk cache (device mode's workers)."""
+        kernel.compile_for(self.gpu_types(kernel), "cuda", arch)
+
     def reference(self, args: dict, profile: scalar.Profile) -> data.Expected:
         g = self.gen
         arrays = {a.name: data.to_python(args[a.name]) for a in g.inputs}
@@ -121,7 +125,7 @@ class SimtProgram:
                 stats[f"undefined: {exc}"] += 1
                 status[index] = False
             if th.uncertain and status[index]:
-                stats["uncertain"] += 1
+                stats[f"uncertain: {th.uncertain}"] += 1
                 status[index] = False
             tags[index] = frozenset(th.tags)
             stats["threads"] += 1

@@ -159,8 +159,9 @@ class TileGen:
                                                               "tanh") and self.chance(0.7)) \
                 else f"math.{fn}"
             return TMath(fn, [self.tile_expr(pre, sub)], spelling)
-        if kind == "pow":
-            return TMath("pow", [self.tile_expr(pre, sub), self.expr(pre, sub)], "**")
+        if kind == "pow":  # mostly small literal exponents: a random one overflows
+            exponent = self.literal() if self.chance(0.7) else self.expr(pre, sub)
+            return TMath("pow", [self.tile_expr(pre, sub), exponent], "**")
         if kind == "unary":
             return TUnary(self.rng.choice(("neg", "invert", "abs")), self.tile_expr(pre, sub))
         if kind == "astype":
@@ -312,7 +313,10 @@ class TileProgram:
         rng = np.random.default_rng(self.seed)
         args = {}
         for t in self.inputs:
-            args[t.name] = data.random_values(rng, t.dtype, t.shape)
+            if t.role.startswith("mma"):  # quarters in [-2, 2]: products and sums stay small
+                args[t.name] = (rng.integers(-8, 9, t.shape) / 4).astype(t.dtype.numpy)
+            else:
+                args[t.name] = data.random_values(rng, t.dtype, t.shape)
         for n, d in self.gen.scalars:
             args[n] = data.random_scalar(rng, d)
         for t in self.outputs:
@@ -329,12 +333,20 @@ class TileProgram:
         results = kernel(*self._call_args(args)).sync()
         return {t.name: r.unpartition().numpy() for t, r in zip(self.outputs, results)}
 
-    def compile_gpu(self, kernel, arch: str) -> None:
-        """Compile the launched specialisation for ``arch`` through Tile IR and tileiras, with
-        the layout facts a GPU launch would have (fresh allocations: 256-byte aligned)."""
+    def gpu_signature(self, kernel):
+        """The types and constants of a GPU launch of these arguments (fresh allocations are
+        256-byte aligned, so the layout facts are those of compiling ahead of time)."""
         values = kernel._bind(self._call_args(self._args), {})
         types, _, constants, *_ = kernel._signature(values, "cpu", ahead=True)
-        kernel.inspect("cubin", types, constants, arch)
+        return types, constants
+
+    def compile_gpu(self, kernel, arch: str) -> None:
+        """Compile the launched specialisation for ``arch`` through Tile IR and tileiras."""
+        kernel.inspect("cubin", *self.gpu_signature(kernel), arch)
+
+    def compile_cached(self, kernel, arch: str) -> None:
+        """Compile as a GPU launch would, into the disk cache (device mode's workers)."""
+        kernel.compile_for(*self.gpu_signature(kernel), "cuda", arch)
 
     def reference(self, args: dict, profile: scalar.Profile) -> data.Expected:
         tensors = {t.name: args[t.name].astype(np.float64) if t.dtype.is_float

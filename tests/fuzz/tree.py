@@ -266,6 +266,8 @@ class Cmp(Compound):
                 if rules.is_weak(c.t) and d.is_int and isinstance(c.value, int) \
                         and not rules.literal_fits(c.value, d):
                     d = rules.promote(d, dtypes.i64)
+            for c in (a, b):
+                _check_fits(c, d)
             self.types.append(d)
 
     def conversions(self):

@@ -114,9 +114,18 @@ def binary(op: str, d: DType, a: TV, b: TV) -> TV:
             near = (eb > 0) & (np.abs(y) <= eb)
             e = np.where(near, 0.0, (ea + np.abs(r) * eb) / np.where(near, 1.0, np.abs(y) - eb))
             return settle(d, r, e, bad | near)
-        if op in ("floordiv", "mod"):
+        if op in ("floordiv", "mod"):  # unchecked where the error could cross a step
             fn = np.floor_divide if op == "floordiv" else np.remainder
-            return TV(fround(fn(x, y), d), None, bad | (ea > 0) | (eb > 0))
+            r = fround(fn(x, y), d)
+            q = x / y
+            inexact = (ea > 0) | (eb > 0)
+            eq = np.where(np.abs(y) > eb, (ea + np.abs(q) * eb) / (np.abs(y) - eb), np.inf)
+            step = inexact & (~np.isfinite(q) | ~np.isfinite(eq) |
+                              (np.floor(q - 2 * eq) != np.floor(q + 2 * eq)))
+            if op == "floordiv":
+                return TV(r, None, bad | step)
+            return settle(d, r, np.where(inexact, ea + np.abs(np.floor(q)) * eb, 0.0),
+                          bad | step)
         if op in ("min", "max"):
             nan = np.isnan(x) | np.isnan(y)
             zeros = (x == y) & (np.signbit(x) != np.signbit(y))
@@ -200,7 +209,7 @@ def math_call(fn: str, d: DType, args: list[TV], profile) -> TV:
                                            np.abs(y - center), 0.0))
     if fn in scalar.EXACT_MATH:
         return settle(d, r, e, bad) if (e > 0).any() else TV(r, None, bad)
-    finite = np.isfinite(r)
+    finite = np.isfinite(r) & ~((center == 0) & (e == 0))  # an exact 0: sin(0), log(1)
     approx = np.where(finite, profile.math_ulps(d) * ulp(d, np.abs(r)), 0.0)
     own = np.where(e > 0, ulp(d, np.abs(r) + e), 0.0)
     return TV(r, e + approx + own, bad | (~finite & (e > 0)))
