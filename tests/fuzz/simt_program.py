@@ -35,6 +35,7 @@ class SimtProgram:
     shape: tuple
     gen: gen_simt.SimtGen
     body: list
+    relaxed: frozenset = frozenset()
 
     kind = "simt"
 
@@ -113,7 +114,7 @@ class SimtProgram:
         tags = np.empty(shape, dtype=object)
         stats = Counter()
         for index in np.ndindex(*shape):
-            th = Thread(profile)
+            th = Thread(profile, self.relaxed)
             fr = Frame(arrays)
             fr.vars.update({n: Val(k) for n, k in zip(g.idx, index)})
             fr.vars.update({n: Val(data.scalar_value(args[n])) for n, _ in g.scalars})
@@ -158,4 +159,4 @@ def generate(seed: int, opts: Options, rng: random.Random) -> SimtProgram:
     shape = (rng.choice((1, 5, 32, 33, 64, 100)),) if dims == 1 else (
         rng.randint(1, 6), rng.choice((1, 3, 16, 17)))
     g, body = gen_simt.generate(rng, opts, dims)
-    return SimtProgram(seed, f"k{seed}", dims, shape, g, body)
+    return SimtProgram(seed, f"k{seed}", dims, shape, g, body, opts.relax)

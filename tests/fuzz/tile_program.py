@@ -361,7 +361,7 @@ class TileProgram:
             exp.checked[t.name] = np.ones(t.shape, bool)
             exp.tags[t.name] = np.full(t.shape, frozenset(), dtype=object)
         for coords in np.ndindex(*grid):
-            blk = Block(coords, tensors, profile)
+            blk = Block(coords, tensors, profile, self.gen.opts.relax)
             for n, d in self.gen.scalars:
                 blk.vars[n] = _scalar_tv(args[n], d)
             for s in self.body:

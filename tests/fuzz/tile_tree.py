@@ -36,8 +36,9 @@ def broadcast(*shapes):
 class Block:
     """One tile block: its coordinates, the tensors (NumPy arrays) and the variables."""
 
-    def __init__(self, coords: tuple, tensors: dict, profile: scalar.Profile):
-        self.coords, self.tensors, self.profile = coords, tensors, profile
+    def __init__(self, coords: tuple, tensors: dict, profile: scalar.Profile,
+                 relaxed: frozenset = frozenset()):
+        self.coords, self.tensors, self.profile, self.relaxed = coords, tensors, profile, relaxed
         self.vars: dict[str, TV] = {}
 
 
@@ -151,7 +152,7 @@ class TOp(TExpr):
         return [(a, self.d) for a in self.args]
 
     def operands(self, blk):
-        return [vector.convert(a.ev(blk), a.t, self.d) for a in self.args]
+        return [vector.convert(a.ev(blk), a.t, self.d, blk.relaxed) for a in self.args]
 
 
 def _check_fits(e, d):
@@ -188,7 +189,7 @@ class TBin(TOp):
     def ev(self, blk):
         if self.const:
             return TV(np.asarray(self.value))
-        return vector.binary(self.op, self.d, *self.operands(blk))
+        return vector.binary(self.op, self.d, *self.operands(blk), blk.relaxed)
 
 
 class TCmp(TOp):
@@ -335,7 +336,7 @@ class TReduce(TExpr):
 
     def ev(self, blk):
         a = self.args[0]
-        x = vector.convert(a.ev(blk), a.t, self.t)
+        x = vector.convert(a.ev(blk), a.t, self.t, blk.relaxed)
         acc = (dtypes.f32 if self.t.bits < 32 else self.t) if self.t.is_float else None
         r = vector.reduce(self.kind, self.t, x, self.axis, acc)
         if self.keepdims:
@@ -477,7 +478,7 @@ class TStore(Stmt):
         return [f"{pad}{self.out}.store({self.e.render()})"]
 
     def ev(self, blk):
-        v = vector.convert(self.e.ev(blk), self.e.t, self.dtype)
+        v = vector.convert(self.e.ev(blk), self.e.t, self.dtype, blk.relaxed)
         v = TV(np.broadcast_to(v.v, self.shape), np.broadcast_to(v.e, self.shape),
                np.broadcast_to(v.bad, self.shape))
         blk.vars[f"<stored {self.out}>"] = v

@@ -66,7 +66,7 @@ def _np(d: DType):
     return np.float64 if d.is_float else d.numpy
 
 
-def convert(x: TV, src, dst: DType) -> TV:
+def convert(x: TV, src, dst: DType, relaxed: frozenset = frozenset()) -> TV:
     """``x`` of type ``src`` (a dtype or a weak marker) as ``dst`` (casts and promotion)."""
     if rules.is_weak(src):
         return literal(x.v.item(), dst)
@@ -86,8 +86,11 @@ def convert(x: TV, src, dst: DType) -> TV:
             t = np.trunc(v)
             out = ~np.isfinite(v) | (t < lo) | (t > hi)
             flips = (x.e > 0) & (np.trunc(v - x.e) != np.trunc(v + x.e))
-        ints = np.array([int(k) for k in np.where(out, 0, t).flat], dtype=object)
-        return TV(ints.astype(dst.numpy).reshape(v.shape), None, x.bad | out | flips)
+        # out of range: the README's saturation (NaN -> 0), checked only if relaxed
+        ints = np.array([0 if k != k else lo if k < lo else hi if k > hi else int(k)
+                         for k in t.flat], dtype=object)
+        bad = x.bad | flips | (False if "float-int-cast" in relaxed else out)
+        return TV(ints.astype(dst.numpy).reshape(v.shape), None, bad)
     if src.is_int:
         flat = [scalar.fround_int(int(k), dst) for k in v.flat]
         return TV(np.array(flat, dtype=np.float64).reshape(v.shape), None, x.bad)
@@ -97,13 +100,13 @@ def convert(x: TV, src, dst: DType) -> TV:
     return TV(r, None, x.bad)
 
 
-def binary(op: str, d: DType, a: TV, b: TV) -> TV:
+def binary(op: str, d: DType, a: TV, b: TV, relaxed: frozenset = frozenset()) -> TV:
     """``a <op> b``, both already of dtype ``d`` (they broadcast)."""
     bad = a.bad | b.bad
     x, y = np.broadcast_arrays(a.v, b.v)
     with np.errstate(all="ignore"):
         if not d.is_float:
-            return TV(*_int_binary(op, d, x, y, bad))
+            return TV(*_int_binary(op, d, x, y, bad, relaxed))
         ea, eb = np.broadcast_arrays(a.e, b.e)
         if op in ("add", "sub"):
             return settle(d, fround(x + y if op == "add" else x - y, d), ea + eb, bad)
@@ -134,17 +137,22 @@ def binary(op: str, d: DType, a: TV, b: TV) -> TV:
     raise AssertionError(op)
 
 
-def _int_binary(op, d, x, y, bad):
+def _int_binary(op, d, x, y, bad, relaxed):
+    """Integer ops; where a guard is lifted (``relaxed``), the README's rule (see scalar)."""
     if op in ("floordiv", "mod"):
-        undefined = (y == 0) | (x < 0) | (y < 0)
-        safe = np.where(undefined, 1, y).astype(x.dtype)
+        zero = y == 0
+        undefined = zero | (x < 0) | (y < 0)
+        safe = np.where(zero, 1, y).astype(x.dtype)
         r = np.floor_divide(x, safe) if op == "floordiv" else np.remainder(x, safe)
-        return r.astype(x.dtype), None, bad | undefined
+        r = np.where(zero, 0, r).astype(x.dtype)
+        return r, None, bad if "int-div" in relaxed else bad | undefined
     if op in ("shl", "shr"):
-        undefined = (y < 0) | (y >= d.bits)
-        s = np.where(undefined, 0, y).astype(x.dtype)
+        big = (y < 0) | (y >= d.bits)
+        s = np.where(big, 0, y).astype(x.dtype)
         r = np.left_shift(x, s) if op == "shl" else np.right_shift(x, s)
-        return r.astype(x.dtype), None, bad | undefined
+        fill = np.where((x < 0) & (op == "shr"), -1, 0).astype(x.dtype)
+        r = np.where(big, fill, r).astype(x.dtype)
+        return r, None, bad if "shift" in relaxed else bad | big
     fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "min": np.minimum,
           "max": np.maximum, "and": np.bitwise_and, "or": np.bitwise_or,
           "xor": np.bitwise_xor}[op]
