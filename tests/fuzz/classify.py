@@ -11,7 +11,7 @@ import re
 
 from fearless import dtypes
 from tests.fuzz import rules, scalar
-from tests.fuzz.tree import Jump, walk
+from tests.fuzz.stmts import Jump, walk
 
 CRASHES = (
     (r"Operands must be the same type, got \((i8, i1|i1, i8)\)|cannot store i1 to i8|"

@@ -20,9 +20,9 @@ from fearless.dtypes import DType
 from tests.fuzz import classify, rules, scalar
 from tests.fuzz.options import Options
 from tests.fuzz.rules import Invalid
-from tests.fuzz.tree import (Assign, Bin, BoolOp, Call, Cast, Cmp, For, Func, If, IfExp,
-                             Jump, Len, Lit, Math, MinMax, Name, Not, Pow, PyCast, Read,
-                             Store, Unary, Where, While)
+from tests.fuzz.stmts import Assign, For, Func, If, Jump, Store, While
+from tests.fuzz.tree import (Bin, BoolOp, Call, Cast, Cmp, IfExp, Len, Lit, Math, MinMax, Name,
+                             Not, Pow, PyCast, Read, Unary, Where)
 
 ARITH = ("add", "sub", "mul", "div", "floordiv", "mod")
 BITS = ("and", "or", "xor", "shl", "shr")

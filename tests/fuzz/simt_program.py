@@ -15,7 +15,8 @@ import fearless as fl
 from tests.fuzz import data, gen_simt, scalar
 from tests.fuzz.options import Options
 from tests.fuzz.scalar import Thread, Undefined, Val
-from tests.fuzz.tree import Frame, ReturnSignal, fl_name, run
+from tests.fuzz.stmts import ReturnSignal, run
+from tests.fuzz.tree import Frame, fl_name
 
 HEADER = '''"""Fuzz kernel (tests/fuzz), seed {seed}. Reproduce: {repro}"""
 import math

@@ -16,7 +16,8 @@ from fearless import dtypes
 from fearless.dtypes import DType
 from tests.fuzz import rules, scalar, vector
 from tests.fuzz.rules import Invalid
-from tests.fuzz.tree import SYMBOL, Expr, Stmt, fl_name, _fold
+from tests.fuzz.stmts import Stmt
+from tests.fuzz.tree import SYMBOL, Expr, _fold, fl_name
 from tests.fuzz.vector import TV
 
 TILE_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "tan", "floor",
