@@ -16,6 +16,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -57,11 +58,14 @@ def main(argv=None) -> int:
     p.add_argument("--stand-in", default=None, help=argparse.SUPPRESS)  # see device.py
     a = p.parse_args(argv)
 
+    # kernels and compiled code live in a scratch directory: --out gets only the log and the
+    # failing kernels (it may travel back from a GPU machine)
+    scratch = Path(tempfile.mkdtemp(prefix="fuzz-"))
+    workdir = scratch / "kernels"
+    workdir.mkdir()
+    os.environ.setdefault("FEARLESS_CACHE_DIR", str(scratch / "cache"))
     if a.out is not None:
         a.out.mkdir(parents=True, exist_ok=True)
-        os.environ.setdefault("FEARLESS_CACHE_DIR", str(a.out / "cache"))
-    workdir = Path(tempfile.mkdtemp(prefix="fuzz-")) if a.out is None else a.out / "kernels"
-    workdir.mkdir(parents=True, exist_ok=True)
 
     from tests.fuzz import device, harness  # after the environment (the cache dir) is set
     from tests.fuzz.options import GUARDS, Options
@@ -101,6 +105,8 @@ def main(argv=None) -> int:
             if o.status != "pass":
                 print(harness.describe(o), end="\n\n")
     print(report.summary(time.monotonic() - t0, "device" if a.device else "cpu"))
+    if a.out is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
     bad = [o for o in report.outcomes if o.status not in ("pass", "not run")]
     return 1 if bad else 0
 

@@ -2,9 +2,9 @@
 
 A value is a ``Val``: ``v`` is a Python bool, int (the exact integer, already wrapped to its
 dtype) or float (an f64 holding a value exactly representable in its dtype); ``e`` bounds how far
-a conforming backend may be from ``v`` (0: bit-exact); ``prod`` is the magnitude of the exact
-product when the value came from a float multiplication (a backend that contracts ``a * b + c``
-into one fma skips that product's rounding).
+a conforming backend may be from ``v`` (0: bit-exact); ``prod`` bounds the rounding error of
+the product when the value came from a float multiplication (u * |a * b| in the product's
+dtype): a backend that contracts ``a * b + c`` into one fma skips that rounding.
 
 Floats are computed in f64 and rounded once to their dtype by ``fround`` (integer rounding with
 ``round``, ties to even). For f32/f16/bf16 operands the f64 result of + - * / and sqrt rounds
@@ -278,8 +278,8 @@ def binary(th: Thread, op: str, d: DType, a: Val, b: Val) -> Val:
         for v in (a, b):
             if v.prod:
                 th.tags.add("contractible")
-        ea += a.prod * UNIT[d.name] * 2
-        eb += b.prod * UNIT[d.name] * 2
+        ea += a.prod
+        eb += b.prod
     if op in ("add", "sub"):
         r = fround(x + y if op == "add" else x - y, d)
         return settle(th, d, r, ea + eb)
@@ -287,7 +287,7 @@ def binary(th: Thread, op: str, d: DType, a: Val, b: Val) -> Val:
         r = fround(x * y, d)
         e = abs(x) * eb + abs(y) * ea + ea * eb if (ea or eb) else 0.0
         out = settle(th, d, r, e)
-        out.prod = abs(x * y) if th.profile.contract else 0.0
+        out.prod = abs(x * y) * UNIT[d.name] if th.profile.contract else 0.0
         return out
     if op == "div":
         r = fround(_ieee_div(x, y), d)

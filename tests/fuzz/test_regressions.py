@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import fearless as fl
+from fearless.errors import CompileError, InternalError
 from fearless.ir import types as T
 
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
@@ -108,3 +109,21 @@ def test_a_variable_assigned_from_itself_settles(backend):
     want = [(int(x[k + 1]) << 3) % 2 ** 64 if k + 1 < n else 0 for k in range(n)]
     assert got.numpy().tolist() == want
     compiles_for_gpus(shifted_neighbour, rd(fl.u64), out(fl.u64))
+
+
+@fl.kernel
+def invert_a_float_literal(out: fl.DisjointSlice[fl.f32]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = ~1.5
+
+
+def test_invert_of_a_float_literal_is_a_compile_error(backend):
+    """Seed 49 (generator): ``~1.5`` folded with Python's ``~`` and ended in an InternalError
+    (TypeError inside the frontend) instead of pointing at the line."""
+    with pytest.raises(CompileError) as info:
+        launch(invert_a_float_literal, 4, fl.zeros(4, fl.f32))
+    assert not isinstance(info.value, InternalError)
+    text = str(info.value)
+    assert "~ needs an integer or bool, not the float 1.5" in text
+    assert "out[i] = ~1.5" in text

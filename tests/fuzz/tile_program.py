@@ -27,6 +27,7 @@ from tests.fuzz.rules import Invalid
 from tests.fuzz.tile_tree import (TILE_MATH, Block, TAssign, TAstype, TBin, TCmp, TFor, TFull,
                                   TIf, TIndex, TLit, TLoad, TMath, TMma, TName, TReduce, TShape,
                                   TStore, TUnary, TWhere, broadcast)
+from tests.fuzz.stmts import walk
 from tests.fuzz.tree import fl_name
 
 HEADER = '''"""Fuzz tile kernel (tests/fuzz), seed {seed}. Reproduce: {repro}"""
@@ -354,12 +355,14 @@ class TileProgram:
         exp = data.Expected(stats=Counter())
         tile = self.gen.tile
         grid = [-(-n // b) for n, b in zip(self.outputs[0].shape, tile)]
+        tags = self.tags()
         for t in self.outputs:
             exp.values[t.name] = args[t.name].astype(np.float64) if t.dtype.is_float else \
                 args[t.name].copy()
             exp.errors[t.name] = np.zeros(t.shape)
             exp.checked[t.name] = np.ones(t.shape, bool)
-            exp.tags[t.name] = np.full(t.shape, frozenset(), dtype=object)
+            exp.tags[t.name] = np.empty(t.shape, dtype=object)
+            exp.tags[t.name].fill(tags)
         for coords in np.ndindex(*grid):
             blk = Block(coords, tensors, profile, self.gen.opts.relax)
             for n, d in self.gen.scalars:
@@ -379,6 +382,27 @@ class TileProgram:
         for t in self.outputs:
             exp.values[t.name] = exp.values[t.name].astype(t.dtype.numpy)
         return exp
+
+
+    def tags(self) -> frozenset:
+        """The operations of the whole kernel that a mismatch may come from (as ``scalar``'s
+        per-thread tags, for every element of a tile kernel)."""
+        out = set()
+        for node in walk(self.body):
+            if isinstance(node, TMath) and node.fn not in ("min", "max"):
+                out.add(f"math.{node.fn}")
+            elif isinstance(node, TBin) and node.op in ("floordiv", "mod") and not node.const \
+                    and node.t.is_float:
+                out.add("float //,%")
+            elif isinstance(node, TReduce) and node.t.is_float:
+                out.add(f"float {node.kind}")
+            elif isinstance(node, TMma):
+                out.add("mma")
+            for e, d in node.conversions():
+                if d is dtypes.bf16 and not rules.is_weak(e.t) and (
+                        e.t is dtypes.f64 or (e.t.is_int and e.t.bits >= 32)):
+                    out.add("bf16<-wide")
+        return frozenset(out)
 
 
 def _scalar_tv(value, d: DType):

@@ -190,7 +190,8 @@ class TBin(TOp):
     def ev(self, blk):
         if self.const:
             return TV(np.asarray(self.value))
-        return vector.binary(self.op, self.d, *self.operands(blk), blk.relaxed)
+        return vector.binary(self.op, self.d, *self.operands(blk), blk.relaxed,
+                             blk.profile.contract)
 
 
 class TCmp(TOp):
@@ -370,9 +371,8 @@ class TShape(TExpr):
     def ev(self, blk):
         x = self.args[0].ev(blk)
         if self.kind == "T":
-            return TV(x.v.T, x.e.T, x.bad.T)
-        return TV(np.broadcast_to(x.v, self.shape), np.broadcast_to(x.e, self.shape),
-                  np.broadcast_to(x.bad, self.shape))
+            return TV(x.v.T, x.e.T, x.bad.T, np.transpose(x.p))
+        return _spread(x, self.shape)
 
 
 class TMma(TExpr):
@@ -404,11 +404,7 @@ class TAssign(Stmt):
 
     def ev(self, blk):
         v = self.e.ev(blk)
-        if self.e.shape is not None:
-            v = TV(np.broadcast_to(v.v, self.e.shape).copy(),
-                   np.broadcast_to(v.e, self.e.shape).copy(),
-                   np.broadcast_to(v.bad, self.e.shape).copy())
-        blk.vars[self.name] = v
+        blk.vars[self.name] = v if self.e.shape is None else _spread(v, self.e.shape)
 
 
 class TFor(Stmt):
@@ -483,6 +479,11 @@ class TStore(Stmt):
         v = TV(np.broadcast_to(v.v, self.shape), np.broadcast_to(v.e, self.shape),
                np.broadcast_to(v.bad, self.shape))
         blk.vars[f"<stored {self.out}>"] = v
+
+
+def _spread(x: TV, shape: tuple) -> TV:
+    """``x`` broadcast to ``shape`` (its bounds and flags too)."""
+    return TV(*(np.broadcast_to(a, shape).copy() for a in (x.v, x.e, x.bad, x.p)))
 
 
 def _block(stmts, pad):

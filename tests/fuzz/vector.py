@@ -18,12 +18,16 @@ from tests.fuzz.scalar import FORMATS, MAX_FINITE, UNIT
 
 
 class TV:
-    __slots__ = ("v", "e", "bad")
+    """``p``: as ``scalar.Val.prod``, the rounding error of the product this value is (0
+    unless it came from a float multiplication and the profile allows fma contraction)."""
 
-    def __init__(self, v, e=None, bad=None):
+    __slots__ = ("v", "e", "bad", "p")
+
+    def __init__(self, v, e=None, bad=None, p=0.0):
         self.v = np.asarray(v)
         self.e = np.zeros(self.v.shape) if e is None else np.asarray(e, dtype=np.float64)
         self.bad = np.zeros(self.v.shape, bool) if bad is None else np.asarray(bad)
+        self.p = p
 
 
 def fround(x: np.ndarray, d: DType) -> np.ndarray:
@@ -97,11 +101,13 @@ def convert(x: TV, src, dst: DType, relaxed: frozenset = frozenset()) -> TV:
     r = fround(v, dst)
     if (x.e > 0).any():
         return settle(dst, r, x.e, x.bad)
-    return TV(r, None, x.bad)
+    return TV(r, None, x.bad, x.p if dst.bits > src.bits else 0.0)
 
 
-def binary(op: str, d: DType, a: TV, b: TV, relaxed: frozenset = frozenset()) -> TV:
-    """``a <op> b``, both already of dtype ``d`` (they broadcast)."""
+def binary(op: str, d: DType, a: TV, b: TV, relaxed: frozenset = frozenset(),
+           contract: bool = False) -> TV:
+    """``a <op> b``, both already of dtype ``d`` (they broadcast); ``contract``: the backend
+    may fuse a product into a following add (``TV.p``)."""
     bad = a.bad | b.bad
     x, y = np.broadcast_arrays(a.v, b.v)
     with np.errstate(all="ignore"):
@@ -109,9 +115,12 @@ def binary(op: str, d: DType, a: TV, b: TV, relaxed: frozenset = frozenset()) ->
             return TV(*_int_binary(op, d, x, y, bad, relaxed))
         ea, eb = np.broadcast_arrays(a.e, b.e)
         if op in ("add", "sub"):
-            return settle(d, fround(x + y if op == "add" else x - y, d), ea + eb, bad)
+            e = ea + eb + a.p + b.p
+            return settle(d, fround(x + y if op == "add" else x - y, d), e, bad)
         if op == "mul":
-            return settle(d, fround(x * y, d), np.abs(x) * eb + np.abs(y) * ea + ea * eb, bad)
+            r = settle(d, fround(x * y, d), np.abs(x) * eb + np.abs(y) * ea + ea * eb, bad)
+            r.p = np.abs(x * y) * UNIT[d.name] if contract else 0.0
+            return r
         if op == "div":
             r = fround(x / y, d)
             near = (eb > 0) & (np.abs(y) <= eb)
@@ -180,7 +189,7 @@ def where(c: TV, a: TV, b: TV) -> TV:
 
 def unary(op: str, d: DType, a: TV) -> TV:
     if d.is_float:
-        return TV(-a.v if op == "neg" else np.abs(a.v), a.e, a.bad)
+        return TV(-a.v if op == "neg" else np.abs(a.v), a.e, a.bad, a.p if op == "neg" else 0.0)
     if op == "invert":
         return TV(~a.v, None, a.bad)
     with np.errstate(all="ignore"):
