@@ -6,8 +6,7 @@
     python -m tests.fuzz --print 123                                      # one kernel's source
 
 ``--skip-known`` avoids the constructs of the bug classes other branches are fixing, so that new
-ones stand out; ``--relax GUARD`` turns off a guard of undefined behaviour (see the package
-docstring). The summary table is printed last; ``--out`` gets ``log.txt`` and each failing
+ones stand out; ``--guard NAME`` keeps one kind of edge case out (see the package docstring). The summary table is printed last; ``--out`` gets ``log.txt`` and each failing
 kernel's source and report in ``failures/``.
 """
 from __future__ import annotations
@@ -47,9 +46,9 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="worker processes")
     p.add_argument("--out", type=Path, help="directory for log.txt and failures/")
     p.add_argument("--skip-known", action="store_true", help="avoid the known bug classes")
-    p.add_argument("--relax", action="append", default=[], metavar="GUARD",
-                   help="turn off a guard of undefined behaviour (int-div, shift, "
-                        "float-int-cast)")
+    p.add_argument("--guard", action="append", default=[], metavar="NAME",
+                   help="keep an edge case out: int-div (signs, zero divisors), shift (by the "
+                        "width or more), float-int-cast (NaN, inf, out of range)")
     p.add_argument("--archs", default="sm_80,sm_90", help="--cpu: archs to compile for "
                    "('' for none)")
     p.add_argument("--time-limit", type=float, default=None,
@@ -71,10 +70,10 @@ def main(argv=None) -> int:
     from tests.fuzz.options import GUARDS, Options
     from tests.fuzz.report import Report
 
-    unknown = set(a.relax) - set(GUARDS)
+    unknown = set(a.guard) - set(GUARDS)
     if unknown:
         p.error(f"unknown guard {', '.join(sorted(unknown))}; guards: {', '.join(GUARDS)}")
-    opts = Options(relax=frozenset(a.relax), skip_known=a.skip_known)
+    opts = Options(guards=frozenset(a.guard), skip_known=a.skip_known)
     if a.print is not None:
         program, known = harness.generate(a.print, opts)
         print(program.source(harness.repro(a.print, opts)), end="")

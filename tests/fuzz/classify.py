@@ -11,6 +11,7 @@ import re
 
 from fearless import dtypes
 from tests.fuzz import rules, scalar
+from tests.fuzz.options import KNOWN
 from tests.fuzz.stmts import Jump, walk
 
 CRASHES = (
@@ -34,15 +35,16 @@ def known_in(program) -> set[str]:
         if not h.simple:
             found |= _converting([(s.e, h.ret_t) for s in walk(h.body)
                                   if isinstance(s, Jump) and s.e is not None])
-    return found
+    return found & set(KNOWN)
 
 
 def known_under(stmts) -> set[str]:
-    """The known classes of the statements or expressions ``stmts`` and everything below."""
+    """The known classes of the statements or expressions ``stmts`` and everything below
+    (only those still open: ``options.KNOWN``)."""
     found = set()
     for node in walk(stmts):
         found |= node.known() | _converting(node.conversions())
-    return found
+    return found & set(KNOWN)
 
 
 def _converting(conversions) -> set[str]:

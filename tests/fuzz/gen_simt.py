@@ -353,9 +353,7 @@ class SimtGen:
                 return PyCast("bool", e) if not e.const else self.literal("bool")
             zero = Lit(0.0) if e.t.is_float else Lit(0)
             return Cmp(["ne"], [e, zero])
-        if d.is_int and not rules.is_weak(e.t) and e.t.is_float:
-            if e.const:
-                raise Invalid("a float constant cast to an integer")
+        if d.is_int and not rules.is_weak(e.t) and e.t.is_float and not e.const:
             return self.float_to_int(c, e, d)
         return Cast(d, e)
 

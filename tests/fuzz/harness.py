@@ -52,7 +52,7 @@ class Outcome:
 
 def repro(seed: int, opts: Options) -> str:
     flags = " --skip-known" if opts.skip_known else ""
-    flags += "".join(f" --relax {r}" for r in sorted(opts.relax))
+    flags += "".join(f" --guard {g}" for g in sorted(opts.guards))
     return f"PYTHONPATH=src python -m tests.fuzz --cpu --seeds {seed}{flags}"
 
 

@@ -77,7 +77,7 @@ class Thread:
 
     def __init__(self, profile: Profile, relaxed: frozenset = frozenset()):
         self.profile = profile
-        self.relaxed = relaxed  # options.GUARDS lifted: follow the README's rule there
+        self.relaxed = relaxed  # options.GUARDS not applied: docs/semantics.md's rule there
         self.uncertain: str | None = None  # why the outputs cannot be checked
         self.tags: set = set()
 
@@ -148,17 +148,15 @@ def settle(th: Thread, d: DType, r: float, e: float) -> Val:
 # conversions -----------------------------------------------------------------------------------
 
 def literal(value, d: DType):
-    """A Python literal as a constant of ``d`` (an int literal wraps; the frontend refuses one
-    that does not fit where the conversion is implicit). Raises Undefined for a float literal
-    outside an integer dtype's range."""
+    """A Python literal as a constant of ``d`` (an int literal wraps, a float saturates; the
+    frontend refuses a literal that does not fit where the conversion is implicit)."""
     if d.is_bool:
         return bool(value)
     if d.is_int:
-        if isinstance(value, float):
+        if isinstance(value, float):  # saturating, as every float -> int conversion
             lo, hi = rules.int_range(d)
-            if not math.isfinite(value) or not lo <= math.trunc(value) <= hi:
-                raise Undefined("a float literal cast to an integer type it does not fit")
-            return math.trunc(value)
+            return 0 if value != value else lo if value <= lo else hi if value >= hi else \
+                math.trunc(value)
         return wrap(int(value), d)
     if isinstance(value, bool) or isinstance(value, int):
         return fround_int(int(value), d)
@@ -202,7 +200,7 @@ def float_to_int(th: Thread, x: Val, d: DType) -> int:
         th.tags.add("float->int out of range")
         if "float-int-cast" not in th.relaxed:
             th.undefined("float -> int cast of NaN, inf or a value out of range")
-        return 0 if v != v else lo if v < 0 else hi  # the README: saturate, NaN -> 0
+        return 0 if v != v else lo if v < 0 else hi  # saturate, NaN -> 0
     if x.e and not (math.isfinite(x.e) and math.trunc(v - x.e) == math.trunc(v + x.e)):
         th.doubt("an int cast near a boundary")
     return math.trunc(v)
@@ -224,19 +222,19 @@ def _int_binary(th: Thread, op: str, d: DType, a: int, b: int):
             th.tags.add("int div by zero")
             if "int-div" not in th.relaxed:
                 th.undefined("integer division by zero")
-            return 0  # the README: integer division by zero gives 0
+            return 0  # docs/semantics.md: an integer division by zero gives 0
         if a < 0 or b < 0:
             th.tags.add("int div sign")
             if "int-div" not in th.relaxed:
                 th.undefined("integer division or modulo of a negative operand")
-        return wrap(a // b if op == "floordiv" else a % b, d)  # the README: floor, as Python
+        return wrap(a // b if op == "floordiv" else a % b, d)  # floor, as Python
     if op in ("shl", "shr"):
         if not 0 <= b < d.bits:
             th.tags.add("shift >= width")
             if "shift" not in th.relaxed:
                 th.undefined("shift by a negative amount or by the width or more")
-            # the README: shifts by the width or more give 0 (the sign, shifting right a
-            # signed value); a negative amount counts as a huge unsigned one
+            # shifts by the width or more give 0 (the sign, shifting right a signed value); a
+            # negative amount counts as a huge unsigned one
             return -1 if op == "shr" and a < 0 else 0
         return wrap(a << b, d) if op == "shl" else a >> b
     if d.is_bool:
@@ -254,8 +252,14 @@ def _ieee_div(a: float, b: float) -> float:
         return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
-def _float_floordiv_mod(th: Thread, op: str, a: float, b: float) -> float:
+def _float_floordiv_mod(th: Thread, op: str, a: float, b: float, d: DType) -> float:
+    """Python's floor division and modulo (NumPy's, CPython's float_divmod), in f32 for f16
+    and bf16 operands (docs/semantics.md)."""
     th.tags.add("float //,%")
+    if d.bits == 16:
+        with np.errstate(all="ignore"):
+            fn = np.floor_divide if op == "floordiv" else np.remainder
+            return float(fn(np.float32(a), np.float32(b)))
     if b == 0:
         th.tags.add("float //,% by zero")
         return math.floor(_ieee_div(a, b)) if op == "floordiv" and not math.isnan(
@@ -298,7 +302,7 @@ def binary(th: Thread, op: str, d: DType, a: Val, b: Val) -> Val:
             return Val(r, math.inf)
         return settle(th, d, r, (ea + abs(r) * eb) / (abs(y) - eb))
     if op in ("floordiv", "mod"):
-        r = fround(_float_floordiv_mod(th, op, x, y), d)
+        r = fround(_float_floordiv_mod(th, op, x, y, d), d)
         if not (ea or eb):
             return Val(r)
         q = _ieee_div(x, y)
@@ -310,16 +314,14 @@ def binary(th: Thread, op: str, d: DType, a: Val, b: Val) -> Val:
         if op == "floordiv":
             return Val(r)
         return settle(th, d, r, ea + abs(math.floor(q)) * eb)
-    if op in ("min", "max"):
+    if op in ("min", "max"):  # IEEE minimumNumber/maximumNumber: NaN ignored, -0 < +0
+        th.tags.add(f"float {op}")
         if x != x or y != y:
             th.tags.add("nan min/max")
-            th.undefined("min/max with a NaN operand")
-        if x == y and math.copysign(1, x) != math.copysign(1, y):
-            th.tags.add("min/max of signed zeros")
-            th.undefined("min/max of +0 and -0")
-        if (ea or eb) and abs(x - y) <= ea + eb:
-            return Val(min(x, y) if op == "min" else max(x, y), max(ea, eb) + abs(x - y))
-        return Val(min(x, y) if op == "min" else max(x, y), max(ea, eb))
+            return Val(y if x != x else x, eb if x != x else ea)
+        key = (lambda v: (v, math.copysign(1.0, v)))
+        r = min(x, y, key=key) if op == "min" else max(x, y, key=key)
+        return Val(r, max(ea, eb))
     raise AssertionError(op)
 
 

@@ -17,6 +17,7 @@ import operator
 from fearless import dtypes
 from fearless.dtypes import DType
 from tests.fuzz import rules, scalar
+from tests.fuzz.options import GUARDS
 from tests.fuzz.rules import Invalid
 from tests.fuzz.scalar import Thread, Val
 
@@ -389,7 +390,8 @@ class Cast(Compound):
         if a.const:
             self.const = True
             try:
-                self.value = scalar.convert(Thread(scalar.CPU), Val(a.value), a.t, d).v
+                self.value = scalar.convert(Thread(scalar.CPU, frozenset(GUARDS)),
+                                            Val(a.value), a.t, d).v
             except scalar.Undefined:
                 raise Invalid("a constant float -> int cast out of range") from None
 

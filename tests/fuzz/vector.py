@@ -128,7 +128,8 @@ def binary(op: str, d: DType, a: TV, b: TV, relaxed: frozenset = frozenset(),
             return settle(d, r, e, bad | near)
         if op in ("floordiv", "mod"):  # unchecked where the error could cross a step
             fn = np.floor_divide if op == "floordiv" else np.remainder
-            r = fround(fn(x, y), d)
+            r = fround(fn(x.astype(np.float32), y.astype(np.float32)) if d.bits == 16
+                       else fn(x, y), d)  # 16-bit floats: computed in f32, rounded once
             q = x / y
             inexact = (ea > 0) | (eb > 0)
             eq = np.where(np.abs(y) > eb, (ea + np.abs(q) * eb) / (np.abs(y) - eb), np.inf)
@@ -138,11 +139,14 @@ def binary(op: str, d: DType, a: TV, b: TV, relaxed: frozenset = frozenset(),
                 return TV(r, None, bad | step)
             return settle(d, r, np.where(inexact, ea + np.abs(np.floor(q)) * eb, 0.0),
                           bad | step)
-        if op in ("min", "max"):
-            nan = np.isnan(x) | np.isnan(y)
-            zeros = (x == y) & (np.signbit(x) != np.signbit(y))
-            r = np.minimum(x, y) if op == "min" else np.maximum(x, y)
-            return TV(r, np.maximum(ea, eb), bad | nan | zeros)
+        if op in ("min", "max"):  # IEEE minimumNumber/maximumNumber: NaN ignored, -0 < +0
+            r = np.fmin(x, y) if op == "min" else np.fmax(x, y)
+            zeros = (x == 0) & (y == 0)
+            pick_neg = (np.signbit(x) | np.signbit(y)) if op == "min" else \
+                (np.signbit(x) & np.signbit(y))
+            r = np.where(zeros, np.where(pick_neg, -0.0, 0.0), r)
+            e = np.where(np.isnan(x), eb, np.where(np.isnan(y), ea, np.maximum(ea, eb)))
+            return TV(r, e, bad)
     raise AssertionError(op)
 
 
@@ -237,14 +241,19 @@ def reduce(kind: str, d: DType, a: TV, axis: int, acc: DType | None) -> TV:
     (in any order: the bound is n * u * sum |x|) and rounds once to ``d``."""
     x = a.v
     bad = a.bad.any(axis=axis)
-    if kind in ("max", "min"):
+    if kind in ("max", "min"):  # NaN ignored (all NaN: NaN), -0 < +0
+        if not d.is_float:
+            return TV(x.max(axis=axis) if kind == "max" else x.min(axis=axis), None, bad)
         with np.errstate(invalid="ignore"):
-            nan = np.isnan(x).any(axis=axis) if d.is_float else False
-            r = x.max(axis=axis) if kind == "max" else x.min(axis=axis)
-        if d.is_float:
-            zeros = (x == 0).any(axis=axis) & (r == 0)
-            return TV(r, a.e.max(axis=axis), bad | nan | zeros)
-        return TV(r, None, bad)
+            nan = np.isnan(x)
+            r = np.where(nan, -np.inf if kind == "max" else np.inf, x)
+            r = r.max(axis=axis) if kind == "max" else r.min(axis=axis)
+            if kind == "max":
+                zero = np.where(((x == 0) & ~np.signbit(x)).any(axis=axis), 0.0, -0.0)
+            else:
+                zero = np.where(((x == 0) & np.signbit(x)).any(axis=axis), -0.0, 0.0)
+            r = np.where(nan.all(axis=axis), np.nan, np.where(r == 0, zero, r))
+        return TV(r, a.e.max(axis=axis), bad)
     if not d.is_float:
         return TV(x.astype(d.numpy).sum(axis=axis, dtype=d.numpy), None, bad)
     n = x.shape[axis]
@@ -255,16 +264,25 @@ def reduce(kind: str, d: DType, a: TV, axis: int, acc: DType | None) -> TV:
     return settle(d, fround(wide, d), e, bad | ~np.isfinite(r))
 
 
-def mma(a: TV, b: TV, acc: TV, in_dtype: DType, profile) -> TV:
-    """acc + a @ b: products exact in f64; the accumulation (and TF32 inputs for f32 on the
-    GPU) bounded by (k + 1) * u * sum |a||b| + |acc| * u."""
-    k = a.v.shape[1]
+def _tf32(x: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
-        r = a.v @ b.v + acc.v
-        mag = np.abs(a.v) @ np.abs(b.v)
+        finite = np.isfinite(x) & (x != 0)
+        e = np.frexp(np.where(finite, x, 1.0))[1]
+        y = np.ldexp(np.rint(np.ldexp(np.where(finite, x, 1.0), 11 - e)), e - 11)
+    return np.where(finite, y, x)
+
+
+def mma(a: TV, b: TV, acc: TV, in_dtype: DType, profile) -> TV:
+    """acc + a @ b (docs/semantics.md): f32 inputs rounded to TF32 first, products exact in
+    f64, the accumulation in any order, bounded by (k + 2) * u * (sum |a||b| + |acc|)."""
+    k = a.v.shape[1]
+    x, y = a.v, b.v
+    if in_dtype is dtypes.f32:  # f32 inputs are rounded to TF32 (11 significant bits, RNE)
+        x, y = _tf32(x), _tf32(y)
+    with np.errstate(all="ignore"):
+        r = x @ y + acc.v
+        mag = np.abs(x) @ np.abs(y)
         u = UNIT["f64" if in_dtype is dtypes.f64 else "f32"]
-        if in_dtype is dtypes.f32 and profile.contract:
-            u = 2.0 ** -11  # TF32 inputs
         e = (k + 2) * u * (mag + np.abs(acc.v)) + np.abs(a.v) @ b.e + a.e @ np.abs(b.v) + acc.e
     out_d = dtypes.f64 if in_dtype is dtypes.f64 else dtypes.f32
     bad = acc.bad | a.bad.any(axis=1, keepdims=True) | b.bad.any(axis=0, keepdims=True)
