@@ -6,8 +6,9 @@
     python -m tests.fuzz --print 123                                      # one kernel's source
 
 ``--skip-known`` avoids the constructs of the bug classes other branches are fixing, so that new
-ones stand out; ``--guard NAME`` keeps one kind of edge case out (see the package docstring). The summary table is printed last; ``--out`` gets ``log.txt`` and each failing
-kernel's source and report in ``failures/``.
+ones stand out; ``--guard NAME`` keeps one kind of edge case out (see the package docstring).
+The summary table is printed last; ``--out`` gets ``log.txt`` and, in ``failures/``, each
+failing kernel's source and report. Kernels and compiled code go to a scratch directory.
 """
 from __future__ import annotations
 
