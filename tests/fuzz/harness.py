@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import re
 import time
 import traceback
 import warnings
@@ -20,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fearless.config import CONFIG
 from fearless.errors import BackendError, CompileError, FearlessError
-from fearless.runtime import device
+from fearless.runtime import ahead, device
 from tests.fuzz import classify, data, scalar, simt_program, tile_program
 from tests.fuzz.options import Options
 
@@ -117,11 +119,15 @@ def _run_seed(seed, opts, workdir, archs, device_arch) -> Outcome:
     device.set_backend("cpu")
     try:
         got = program.launch(kernel, args)
-    except CompileError as exc:
-        cls = "maybe: " + ", ".join(sorted(known)) if known else type(exc).__name__
-        return out.fail("rejected", f"rejected: {cls}", _text(exc))
     except Exception as exc:
-        return out.fail("crash", "cpu: " + classify.crash_class(_text(exc), known), _text(exc))
+        notes = " ".join(getattr(exc, "__notes__", ()))
+        cross = re.search(r"for (sm_\d+) \(FEARLESS_CROSS_COMPILE\)", notes)
+        where = f"{cross.group(1)}: " if cross else "cpu: "  # a GPU compile at the launch
+        if isinstance(exc, CompileError) and not cross:
+            cls = "maybe: " + ", ".join(sorted(known)) if known else type(exc).__name__
+            return out.fail("rejected", f"rejected: {cls}", _text(exc))
+        return out.fail("crash", where + classify.crash_class(_text(exc), known),
+                        _text(exc) + "\n" + notes)
     finally:
         device.set_backend(previous)
     t3 = time.perf_counter()
@@ -130,7 +136,7 @@ def _run_seed(seed, opts, workdir, archs, device_arch) -> Outcome:
     if bad:
         cls = classify.mismatch_class(bad[0].tags, known)
         out.fail("mismatch", "cpu: " + cls, "\n".join(map(str, bad)))
-    for arch in archs:
+    for arch in [a for a in archs if a not in ahead.archs(CONFIG)]:  # else the launch did
         try:
             program.compile_gpu(kernel, arch)
         except Exception as exc:
