@@ -20,7 +20,7 @@ from tests.fuzz import __main__ as cli
 from tests.fuzz import harness, rules, scalar, vector
 from tests.fuzz.options import KNOWN, Options
 
-CI_SEEDS = range(0, 100)
+CI_SEEDS = range(0, 120)
 
 
 @pytest.fixture(scope="module")
