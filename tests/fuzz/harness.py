@@ -183,6 +183,3 @@ def describe(out: Outcome) -> str:
               if source else ""]
     return "\n".join(lines)
 
-
-def outputs_equal(a: dict, b: dict) -> bool:
-    return all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)

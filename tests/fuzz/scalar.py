@@ -41,18 +41,18 @@ class Profile:
     """What a backend may do beyond exact rounding: ``contract`` a*b+c into an fma, and the
     ulps (of the result's dtype) each approximate math function may be off."""
 
-    def __init__(self, name: str, contract: bool, ulps: dict, tile_sum_f16_acc: str = "f32"):
+    def __init__(self, name: str, contract: bool, ulps: dict):
         self.name, self.contract, self.ulps = name, contract, ulps
-        self.tile_sum_f16_acc = tile_sum_f16_acc
 
     def math_ulps(self, d: DType) -> float:
         return self.ulps[d.name]
 
 
-# f16/bf16 math is computed in f32 and rounded once: at most one ulp away from the reference's
-# f64-then-round. f32/f64: NumPy's and libdevice's documented maximum errors (<= 4 and <= 5
-# ulps) plus the reference's own half ulp.
-CPU = Profile("cpu", False, {"f16": 1.0, "bf16": 1.0, "f32": 5.0, "f64": 6.0})
+# docs/semantics.md: the CPU rounds NumPy's f64 result once, as the reference does (one ulp
+# allowed: NumPy's f64 functions may differ by an ulp between a scalar and a vectorised call);
+# the GPU is held to CUDA's table (f32 <= 4 ulps, f64 <= 5) plus half an ulp, plus the
+# reference's own half ulp; a 16-bit result is off by at most one of its ulps.
+CPU = Profile("cpu", False, {"f16": 1.0, "bf16": 1.0, "f32": 1.0, "f64": 2.0})
 GPU = Profile("gpu", True, {"f16": 1.0, "bf16": 1.0, "f32": 5.0, "f64": 6.0})
 
 
