@@ -376,9 +376,14 @@ def math_call(th: Thread, fn: str, d: DType, args: list[Val]):
     if fn in EXACT_MATH or th.uncertain:
         return settle(th, d, r, e) if e and math.isfinite(e) else Val(r)
     th.tags.add(f"math.{fn}")
-    if r != r or math.isinf(r) or (center == 0 and not e):  # an exact 0: sin(0), log(1)
-        return settle(th, d, r, e) if e else Val(r)
+    if r != r or math.isinf(r) or (not e and (center == 0 or _exact_pow(fn, xs))):
+        return settle(th, d, r, e) if e else Val(r)  # an exact 0 (sin(0), log(1)), pow(x, 0)
     return Val(r, e + th.profile.math_ulps(d) * ulp(d, abs(r)) + (ulp(d, abs(r) + e) if e else 0))
+
+
+def _exact_pow(fn: str, xs) -> bool:
+    """pow(x, +-0) and pow(1, y) are exactly 1 in every C library (C99 Annex F)."""
+    return fn == "pow" and (xs[1] == 0 or xs[0] == 1)
 
 
 def _propagated(th: Thread, fn: str, xs, errs, center: float) -> float:

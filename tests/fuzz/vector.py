@@ -230,7 +230,8 @@ def math_call(fn: str, d: DType, args: list[TV], profile) -> TV:
                                            np.abs(y - center), 0.0))
     if fn in scalar.EXACT_MATH:
         return settle(d, r, e, bad) if (e > 0).any() else TV(r, None, bad)
-    finite = np.isfinite(r) & ~((center == 0) & (e == 0))  # an exact 0: sin(0), log(1)
+    exact = (center == 0) | ((xs[1] == 0) | (xs[0] == 1) if fn == "pow" else False)
+    finite = np.isfinite(r) & ~(exact & (e == 0))  # an exact 0 (sin(0), log(1)), pow(x, 0)
     approx = np.where(finite, profile.math_ulps(d) * ulp(d, np.abs(r)), 0.0)
     own = np.where(e > 0, ulp(d, np.abs(r) + e), 0.0)
     return TV(r, e + approx + own, bad | (~finite & (e > 0)))
