@@ -79,9 +79,10 @@ def crash_class(text: str, known=()) -> str:
 
 
 def mismatch_class(tags: frozenset, known=()) -> str:
-    """A wrong value's class, from the operations the reference saw in its thread."""
+    """A wrong value's class, from the operations the reference saw in its thread (only the
+    classes still open count; the operations are listed in the detail anyway)."""
     for tag, name in MISMATCH_TAGS:
-        if tag in tags:
+        if tag in tags and name in KNOWN:
             return name
     if known:
         return "maybe: " + ", ".join(sorted(known))

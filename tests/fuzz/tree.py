@@ -187,7 +187,14 @@ class Bin(Compound):
 
 
 def _fold(op, x, y):
-    """Python's own result of ``x <op> y`` on two literals, when the frontend folds it."""
+    """Python's own result of ``x <op> y`` on two literals, when the frontend folds it; ``min``
+    and ``max`` give the unfolded op's kind (a float if either is, else an int: bools count
+    as i64) and are not folded for NaN or two zeros (docs/semantics.md: literal folding)."""
+    if op in ("min", "max"):
+        if x != x or y != y or x == y == 0:
+            raise Invalid("min/max of literals that the frontend leaves to run time")
+        r = FOLD[op](x, y)
+        return float(r) if isinstance(x, float) or isinstance(y, float) else int(r)
     try:
         r = FOLD[op](x, y)
     except (ZeroDivisionError, OverflowError, ValueError, TypeError):
