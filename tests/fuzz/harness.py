@@ -149,7 +149,9 @@ def _run_seed(seed, opts, workdir, archs, device_arch) -> Outcome:
     out.times["gpu-compile"] = time.perf_counter() - t3
     if device_arch is not None and out.status == "pass":
         try:
+            t4 = time.perf_counter()
             program.compile_cached(kernel, device_arch)
+            out.times["device-compile"] = time.perf_counter() - t4
             out.gpu_expected = program.reference(args, scalar.GPU)
         except Exception as exc:
             return out.fail("crash", f"{device_arch}: " + classify.crash_class(
