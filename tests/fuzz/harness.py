@@ -55,7 +55,7 @@ class Outcome:
 def repro(seed: int, opts: Options) -> str:
     flags = " --skip-known" if opts.skip_known else ""
     flags += "".join(f" --guard {g}" for g in sorted(opts.guards))
-    return f"PYTHONPATH=src python -m tests.fuzz --cpu --seeds {seed}{flags}"
+    return f"PYTHONPATH=src python -m tests.fuzz --cpu --seeds {seed}{flags} -v"
 
 
 def generate(seed: int, opts: Options):
@@ -154,6 +154,8 @@ def _run_seed(seed, opts, workdir, archs, device_arch) -> Outcome:
             out.times["device-compile"] = time.perf_counter() - t4
             out.gpu_expected = program.reference(args, scalar.GPU)
         except Exception as exc:
+            if isinstance(exc, BackendError) and "not installed" in str(exc):
+                return out.fail("not run", "tileiras is not installed", str(exc))
             return out.fail("crash", f"{device_arch}: " + classify.crash_class(
                 _text(exc), known), _text(exc))
         out.outputs = got
