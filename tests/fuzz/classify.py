@@ -19,6 +19,7 @@ CRASHES = (
      r"cannot store i8 to i1|with type 'i(1|8)' but expected 'i(8|1)'|"
      r"assert lhs.type == rhs.type", "bool-i8"),  # the last: a select of i8 and i1
     (r"float too large to pack", "f16-const-overflow"),
+    (r"tileiras crashed", "tileiras-crash"),  # seed 2968: a load in an `if` after a tile loop
     (r"KeyError: '(min|max)'", "literal-minmax"),
     (r"Python integer .* out of bounds|OverflowError: Python int|expected number, got int",
      "literal-cast-range"),

@@ -90,11 +90,12 @@ def convert(x: TV, src, dst: DType, relaxed: frozenset = frozenset()) -> TV:
             t = np.trunc(v)
             out = ~np.isfinite(v) | (t < lo) | (t > hi)
             flips = (x.e > 0) & (np.trunc(v - x.e) != np.trunc(v + x.e))
-        # out of range: the README's saturation (NaN -> 0), checked only if relaxed
-        ints = np.array([0 if k != k else lo if k < lo else hi if k > hi else int(k)
-                         for k in t.flat], dtype=object)
+        # out of range: saturate, NaN -> 0 (Python floats: NumPy's would compare 2**64 - 1
+        # as a float and let 2.0**64 through)
+        ints = [0 if k != k else lo if k < lo else hi if k > hi else int(k)
+                for k in np.ravel(t).tolist()]
         bad = x.bad | flips | (False if "float-int-cast" in relaxed else out)
-        return TV(ints.astype(dst.numpy).reshape(v.shape), None, bad)
+        return TV(np.array(ints, dtype=dst.numpy).reshape(v.shape), None, bad)
     if src.is_int:
         flat = [scalar.fround_int(int(k), dst) for k in v.flat]
         return TV(np.array(flat, dtype=np.float64).reshape(v.shape), None, x.bad)
