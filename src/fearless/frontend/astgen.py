@@ -89,19 +89,29 @@ class GenContext:
             self.slots[key] = ref
         return ref
 
-    def unified(self) -> dict:
-        out = dict(self.var_types)
+    def unified(self) -> tuple[dict, dict]:
+        """Each variable's type from this pass's assignments, and the variables whose
+        assignments had no common type, with the error. Such a variable's next guess leaves
+        out what this pass computed from its own guess (an assignment of its slot's type): a
+        literal's default type guessed in the first pass must not refuse the kernel."""
+        out, errors = dict(self.var_types), {}
         for key, seen in self.observed.items():
             if key in self.declared:
                 out[key] = self.declared[key]
                 continue
-            prior = [out[key]] if key in out else []
-            try:
-                out[key] = join(prior + [t for t, _ in seen])
+            try:  # this pass's assignments only: a type an earlier pass guessed must not
+                # widen the variables computed from it
+                out[key] = join([t for t, _ in seen])
             except TypingError as exc:
-                raise CompileError(f"variable '{key.split('.')[-1]}' {exc}", kernel=self.kernel,
-                                   span=seen[-1][1]) from None
-        return out
+                errors[key] = CompileError(f"variable '{key.split('.')[-1]}' {exc}",
+                                           kernel=self.kernel, span=seen[-1][1])
+                guess = self.slots[key].type.elem
+                rest = [t for t, _ in seen if t != guess]
+                try:
+                    out[key] = join(rest) if rest else guess
+                except TypingError:
+                    out[key] = guess
+        return out, errors
 
 
 def _type_or_marker(fv):
@@ -708,6 +718,7 @@ def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect =
     are not parameters of the IR function.
     """
     var_types: dict = {}
+    failed: set = set()
     for _ in range(_MAX_PASSES):
         ctx = GenContext(cap.name, var_types, Builder(Region()), dialect=dialect)
         error, fn = None, None
@@ -715,7 +726,11 @@ def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect =
             fn = _generate_once(ctx, cap, params, constants or {})
         except CompileError as exc:
             error = exc
-        new_types = ctx.unified()
+        new_types, join_errors = ctx.unified()
+        again = [key for key in join_errors if key in failed]
+        if again or (join_errors and new_types == var_types):
+            raise join_errors[(again or list(join_errors))[0]]
+        failed |= set(join_errors)
         if new_types == var_types:
             if error is not None:
                 raise error

@@ -180,6 +180,8 @@ class Emitter:
 
     def unary(self, op: str, a):
         if isinstance(a, Const) and a.weak:
+            if op == "not" and isinstance(a.value, float):
+                raise TypingError(f"~ needs an integer or bool, not the float {a.value!r}")
             value = {"neg": lambda x: -x, "abs": abs,
                      "not": lambda x: not x if isinstance(x, bool) else ~x}[op](a.value)
             return Const(value)

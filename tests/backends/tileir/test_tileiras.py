@@ -156,3 +156,16 @@ def test_nothing_installed_is_none(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(tileiras, "_wheel_roots", list)
     assert tileiras.find({"PATH": str(tmp_path)}) is None
+
+
+def test_a_tileiras_crash_is_named(tmp_path):
+    """tileiras 13.5 segfaults on some valid kernels (fuzz seed 2968: a load used inside an `if`
+    after a `for` that carries a tile), printing nothing: the error said only "could not
+    compile". It names the crash now."""
+    root = _fake_root(tmp_path)
+    (root / "bin" / "tileiras").write_text("#!/bin/sh\nkill -SEGV $$\n")
+    tc = tileiras.check(root / "bin" / "tileiras")
+    with pytest.raises(CompileError) as info:
+        tc.compile(b"not read", "sm_90", kernel="k")
+    assert "tileiras could not compile the Tile IR for sm_90:\ntileiras crashed (SIGSEGV)" in \
+        str(info.value)

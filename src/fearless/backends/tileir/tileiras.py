@@ -23,6 +23,7 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -40,6 +41,13 @@ _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
 
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _trim(text: str, limit: int = 2000) -> str:
@@ -95,6 +103,9 @@ class Toolchain:
             proc = self._run(cmd, kernel)
             if proc.returncode != 0 or not out.exists():
                 said = _trim((proc.stderr + "\n" + proc.stdout).replace(tmp + os.sep, ""))
+                if proc.returncode < 0:  # killed by a signal: a crash, often with no output
+                    said = (f"tileiras crashed ({_signal_name(-proc.returncode)})" +
+                            (f":\n{said}" if said else ""))
                 raise CompileError(f"tileiras could not compile the Tile IR for {arch}:\n{said}",
                                    kernel=kernel,
                                    help="this is a fearless bug if the kernel type-checked; "

@@ -1,0 +1,116 @@
+"""The fuzzer in CI: a fixed range of seeds, each generated kernel run on the CPU backend against
+the reference and compiled for sm_80 and sm_90; plus checks of the fuzzer's own parts.
+
+A seed that fails prints its kernel, what went wrong and a one-line command that reproduces it.
+Failures of the known classes other branches are fixing (``options.KNOWN``) are expected
+failures (xfail) with their class; when a fix lands, those seeds pass.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fearless import dtypes
+from fearless.frontend import infer
+from tests.fuzz import __main__ as cli
+from tests.fuzz import harness, rules, scalar, vector
+from tests.fuzz.options import KNOWN, Options
+
+CI_SEEDS = range(0, 120)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("fuzz")
+
+
+def _known(o: harness.Outcome) -> bool:
+    """A failure of a known class, by its message or its operations, or of a kernel holding
+    a known class's construct (``maybe: ...``)."""
+    names = re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)+", o.cls)
+    return "maybe: " in o.cls or any(n in KNOWN for n in names)
+
+
+@pytest.mark.parametrize("seed", CI_SEEDS)
+def test_seed(seed, workdir):
+    o = harness.run_seed(seed, Options(), workdir)
+    if o.status == "pass":
+        return
+    if o.status in ("crash", "mismatch", "rejected") and _known(o):
+        pytest.xfail(f"{o.cls} (a known class): {harness.repro(seed, Options())}")
+    pytest.fail(harness.describe(o), pytrace=False)
+
+
+# the fuzzer's own parts ---------------------------------------------------------------------
+
+def test_promotion_rules_agree_with_the_frontend_table():
+    """rules.promote is written again from the README; it must agree with infer.promote."""
+    for a, b in itertools.product(dtypes.ALL, repeat=2):
+        try:
+            want = infer.promote(a, b)
+        except infer.TypingError:
+            with pytest.raises(rules.Invalid):
+                rules.promote(a, b)
+            continue
+        assert rules.promote(a, b) is want, (a, b)
+        for w, marker in ((rules.WINT, infer.WEAK_INT), (rules.WFLOAT, infer.WEAK_FLOAT),
+                          (rules.WBOOL, infer.WEAK_BOOL)):
+            assert rules.promote_weak(a, w) is infer.promote_weak(a, marker)
+
+
+@pytest.mark.parametrize("d", [dtypes.f16, dtypes.f32], ids=str)
+def test_rounding_matches_numpys_correctly_rounded_conversions(d):
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.standard_normal(2000) * 10.0 ** rng.integers(-8, 6, 2000),
+                        [65519.99, 65520.0, 1e-7, 2.0 ** -24 * 1.5, -0.0, 1e40]])
+    with np.errstate(over="ignore"):
+        want = x.astype(d.numpy).astype(np.float64)
+    assert [scalar.fround(float(v), d) for v in x] == want.tolist()
+    assert np.array_equal(vector.fround(x, d), want)
+
+
+def test_bf16_rounding_is_single_to_nearest_even():
+    """From f32 values (one rounding in ml_dtypes), and at an f64 halfway point plus a bit,
+    where rounding through f32 first would round down."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(2000) * 100).astype(np.float32).astype(np.float64)
+    want = x.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    assert np.array_equal(vector.fround(x, dtypes.bf16), want)
+    above_half = 1.0 + 2.0 ** -8 + 2.0 ** -40  # halfway between 1 and 1 + 2^-7, plus a little
+    assert scalar.fround(above_half, dtypes.bf16) == 1.0 + 2.0 ** -7
+    assert scalar.fround_int((1 << 60) + (1 << 52) + 1, dtypes.bf16) == float((1 << 60) +
+                                                                              (1 << 53))
+
+
+def test_a_seed_is_the_same_kernel_every_time():
+    a, _ = harness.generate(12, Options())
+    b, _ = harness.generate(12, Options())
+    assert a.source("r") == b.source("r")
+    assert all(np.array_equal(x, y) for x, y in zip(a.arguments().values(),
+                                                     b.arguments().values()))
+
+
+def test_skip_known_generates_none_of_the_known_constructs():
+    for seed in range(40):
+        _, known = harness.generate(seed, Options(skip_known=True))
+        assert not known, (seed, known)
+
+
+def test_device_mode_plumbing_with_the_cpu_standing_in(tmp_path, capsys):
+    """Compile workers, the GPU process (the CPU backend plays it), a process that dies and
+    one that hangs are each recorded, and the summary comes last."""
+    stand_in = '{"arch": "sm_90", "crash_seed": 1, "hang_seed": 3, "hang_seconds": 3}'
+    rc = cli.main(["--device", "--stand-in", stand_in, "--seeds", "0:5", "--jobs", "3",
+                   "--skip-known", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    summary = out[out.index("fuzz summary (device): 5 kernels"):]
+    assert "gpu: the GPU process died (exit code 3): 1" in summary
+    assert "gpu: the GPU process stopped answering for 3 s: 3" in summary
+    assert "pass: 3" in summary and rc == 1
+    log = (tmp_path / "log.txt").read_text()
+    assert "seed 0 " in log and "gpu-run=" in log
+    assert (tmp_path / "failures" / "seed_1.py").exists()

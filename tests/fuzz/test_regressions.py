@@ -1,0 +1,129 @@
+"""Bugs the differential fuzzer found and that were fixed: one minimal kernel each, reduced from
+the fuzz seed named in its docstring, checked against NumPy on the CPU backend, compiled for
+sm_80 and sm_90, and run on the GPU with ``pytest -m gpu``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fearless as fl
+from fearless.errors import CompileError, InternalError
+from fearless.ir import types as T
+
+BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+
+
+def launch(kernel, n, *args):
+    kernel[kernel.prepare(n)](*args)
+
+
+def compiles_for_gpus(kernel, *types):
+    for arch in ("sm_80", "sm_90"):
+        assert "cubin" in kernel.inspect("cubin", types, arch)
+
+
+def rd(dtype):
+    return T.Array(dtype, 1, T.Access.READ, True)
+
+
+def out(dtype):
+    return T.Array(dtype, 1, T.Access.DISJOINT, True)
+
+
+# a variable's type is the join of what is assigned to it, not of an earlier pass's guess ------
+
+@fl.kernel
+def neighbour_sum(x: fl.Slice[fl.i8], y: fl.Slice[fl.i8], out: fl.DisjointSlice[fl.i64]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        nb = 0                      # nb is i8: the join of 0 and x[i + 1]
+        if i + 1 < len(x):
+            nb = x[i + 1]
+        v = nb + y[i]               # so v is i8 too, and v * 2 wraps in i8
+        out[i] = v * 2
+
+
+def test_variable_types_do_not_keep_a_guessed_literal_type(backend):
+    """Seed 290: the frontend's first pass types ``nb`` as i64 (the literal's default) and the
+    variables computed from it kept i64 after nb settled to i8, so v * 2 did not wrap."""
+    rng = np.random.default_rng(290)
+    n = 100
+    x = rng.integers(-128, 128, n).astype(np.int8)
+    y = rng.integers(-128, 128, n).astype(np.int8)
+    got = fl.full(n, -7, fl.i64)
+    launch(neighbour_sum, n, fl.asarray(x), fl.asarray(y), got)
+    nb = np.append(x[1:], np.int8(0))
+    with np.errstate(over="ignore"):
+        want = ((nb + y) * np.int8(2)).astype(np.int64)
+    assert got.numpy().tolist() == want.tolist()
+    compiles_for_gpus(neighbour_sum, rd(fl.i8), rd(fl.i8), out(fl.i64))
+
+
+@fl.kernel
+def neighbour_or_scalar(x: fl.Slice[fl.u64], s: fl.u64, out: fl.DisjointSlice[fl.u64]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        nb = 0                      # u64 once settled; the first pass guesses i64
+        if i + 1 < len(x):
+            nb = x[i + 1]
+        w = s
+        if i % 2 == 0:
+            w = nb                  # w: u64 and u64, not u64 and the guessed i64
+        out[i] = w
+
+
+def test_a_guessed_type_does_not_refuse_a_variable(backend):
+    """Seed 688: joining ``w``'s assignments in the first pass met nb's guessed i64 and
+    refused the kernel ("no integer type holds both u64 and i64")."""
+    rng = np.random.default_rng(688)
+    n = 33
+    x = rng.integers(0, 2 ** 64, n, dtype=np.uint64)
+    got = fl.full(n, 5, fl.u64)
+    launch(neighbour_or_scalar, n, fl.asarray(x), np.uint64(2 ** 63 + 3), got)
+    want = [int(x[k + 1]) if k + 1 < n else 0 for k in range(n)]
+    want = [want[k] if k % 2 == 0 else 2 ** 63 + 3 for k in range(n)]
+    assert got.numpy().tolist() == want
+    compiles_for_gpus(neighbour_or_scalar, rd(fl.u64), T.Scalar(fl.u64), out(fl.u64))
+
+
+@fl.kernel
+def shifted_neighbour(x: fl.Slice[fl.u64], out: fl.DisjointSlice[fl.u64]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        nb = 0
+        if i + 1 < len(x):
+            nb = x[i + 1]
+        nb <<= 3                    # nb << 3 is u64 once nb is; i64 from the first guess
+        out[i] = nb
+
+
+def test_a_variable_assigned_from_itself_settles(backend):
+    """Seed 688: ``nb <<= k`` computed from nb's guessed i64 met nb = x[i + 1] (u64)."""
+    rng = np.random.default_rng(6880)
+    n = 40
+    x = rng.integers(0, 2 ** 64, n, dtype=np.uint64)
+    got = fl.full(n, 5, fl.u64)
+    launch(shifted_neighbour, n, fl.asarray(x), got)
+    want = [(int(x[k + 1]) << 3) % 2 ** 64 if k + 1 < n else 0 for k in range(n)]
+    assert got.numpy().tolist() == want
+    compiles_for_gpus(shifted_neighbour, rd(fl.u64), out(fl.u64))
+
+
+@fl.kernel
+def invert_a_float_literal(out: fl.DisjointSlice[fl.f32]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = ~1.5
+
+
+def test_invert_of_a_float_literal_is_a_compile_error(backend):
+    """Seed 49 (generator): ``~1.5`` folded with Python's ``~`` and ended in an InternalError
+    (TypeError inside the frontend) instead of pointing at the line."""
+    with pytest.raises(CompileError) as info:
+        launch(invert_a_float_literal, 4, fl.zeros(4, fl.f32))
+    assert not isinstance(info.value, InternalError)
+    text = str(info.value)
+    assert "~ needs an integer or bool, not the float 1.5" in text
+    assert "out[i] = ~1.5" in text
