@@ -182,6 +182,13 @@ class GpuRunner:
         if self.proc.is_alive():
             self.proc.kill()
 
+def _cpu_worker():
+    """Workers run the CPU side (reference, CPU backend, tensors for the GPU signature) even on
+    a machine whose GPU would make cuda the default backend; they only compile for the GPU."""
+    from fearless.runtime import device
+    device.set_backend("cpu")
+
+
 def run_device(seeds, opts: Options, jobs: int, workdir: Path, report, time_limit: float,
                stand_in: dict | None = None):
     """Device mode over ``seeds``; outcomes go to ``report``. Stops scheduling new seeds after
@@ -190,7 +197,7 @@ def run_device(seeds, opts: Options, jobs: int, workdir: Path, report, time_limi
     ctx = mp.get_context("spawn")
     t0 = time.monotonic()
     gpu = GpuRunner(ctx, opts, workdir, stand_in)
-    pool = ctx.Pool(jobs)
+    pool = ctx.Pool(jobs, initializer=_cpu_worker)
     task = partial(compile_task, opts=opts, workdir=workdir, arch=gpu.arch)
     finished = set()
     try:
