@@ -130,7 +130,8 @@ def test_constants_pack_little_endian():
     b.return_()
     _, sections = bc.read_sections(m.encode())
     blobs = bc.read_table(sections[bc.SEC_CONSTANT], 8)
-    assert [x.hex() for x in blobs] == ["04003c00c0", "02803f", "020100", "04ffffffff"]
+    # i1 is bit-packed: [True, False] is the one byte 0b01 (test_tileiras reads it back)
+    assert [x.hex() for x in blobs] == ["04003c00c0", "02803f", "0101", "04ffffffff"]
 
 
 def test_constant_size_is_checked():

@@ -169,3 +169,30 @@ def test_a_tileiras_crash_is_named(tmp_path):
         tc.compile(b"not read", "sm_90", kernel="k")
     assert "tileiras could not compile the Tile IR for sm_90:\ntileiras crashed (SIGSEGV)" in \
         str(info.value)
+
+
+@pytest.mark.parametrize("shape", [(1,), (2, 1), (8,), (4, 4), (128,)])
+@pytest.mark.parametrize("value", [True, False])
+def test_bool_splats_read_back_as_one_value(toolchain, shape, value):
+    """An i1 constant is bit-packed (MLIR's dense elements): a splat True written as the byte
+    0x01 read back as [[true], [false]] for a (2, 1) tile, and the GPU computed with that."""
+    from fearless.backends.tileir.tir import I1
+    m = Module((13, 4))
+    b = m.entry("k", []).builder()
+    b.constant(value, tile(I1, shape))
+    b.return_()
+    text = toolchain.disasm(m.encode())
+    want = "true" if value else "false"
+    assert f"constant <i1: {want}> : tile<{'x'.join(map(str, shape))}xi1>" in text, text
+
+
+def test_bool_constants_pack_one_bit_per_element(toolchain):
+    from fearless.backends.tileir.tir import I1
+    m = Module((13, 4))
+    b = m.entry("k", []).builder()
+    b.constant([[True], [False], [True], [True]], tile(I1, (4, 1)))
+    b.constant([k % 3 == 0 for k in range(16)], tile(I1, (16,)))
+    b.return_()
+    text = toolchain.disasm(m.encode())
+    assert "constant <i1: [[true], [false], [true], [true]]> : tile<4x1xi1>" in text, text
+    assert ", ".join("true" if k % 3 == 0 else "false" for k in range(16)) in text, text

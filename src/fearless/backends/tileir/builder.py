@@ -66,6 +66,8 @@ def pack_constant(value, ty: TileType) -> bytes:
     n = math.prod(ty.shape)
     if len(flat) not in (1, n):
         raise ValueError(f"constant has {len(flat)} elements, {ty!r} needs 1 (splat) or {n}")
+    if elem is I1:
+        return _pack_bools(flat, n)
     width = max(1, elem.bits // 8)
     out = bytearray()
     for x in flat:
@@ -74,10 +76,24 @@ def pack_constant(value, ty: TileType) -> bytes:
                               bfloat=elem.name == "bf16")
             out += bits.to_bytes(width, "little")
         else:
-            x = int(bool(x)) if elem is I1 else int(x)
-            if not -(1 << (elem.bits - 1)) <= x < (1 << elem.bits) or (elem is I1 and x > 1):
+            x = int(x)
+            if not -(1 << (elem.bits - 1)) <= x < (1 << elem.bits):
                 raise ValueError(f"constant {x} does not fit {elem!r}")
             out += (x & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
+    return bytes(out)
+
+
+def _pack_bools(flat: list, n: int) -> bytes:
+    """i1 constants as MLIR's dense elements store them: one bit per element, element k at bit
+    k % 8 of byte k // 8; a splat is the single byte 0x00 or 0xFF. (A splat written as 0x01
+    reads back as [true, false, ...] wherever the tile has at most 8 elements: tileiras took
+    ``ft.full((2, 1), True)`` for [[true], [false]].)"""
+    bits = [bool(x) for x in flat]
+    if len(set(bits)) == 1:
+        return b"\xff" if bits[0] else b"\x00"
+    out = bytearray((n + 7) // 8)
+    for k, b in enumerate(bits):
+        out[k // 8] |= b << (k % 8)
     return bytes(out)
 
 
