@@ -34,11 +34,14 @@ def _libdevice():
 
 
 def _nvjitlink():
-    from fearless.runtime.module import nvjitlink_version
+    from fearless.runtime.module import nvjitlink_problem, nvjitlink_version
     v = nvjitlink_version()
     if v == "unavailable":
         return False, ("nvJitLink not found: PTX -> cubin falls back to the driver's JIT "
                        "(pip install nvidia-nvjitlink)")
+    problem = nvjitlink_problem()
+    if problem:
+        return False, f"PTX -> cubin: {problem}"
     return True, f"PTX -> cubin: nvJitLink {v}"
 
 

@@ -141,3 +141,8 @@ class CacheWarning(UserWarning):
     """A JIT cache entry was damaged (and is compiled again), the GPU driver refused cached code
     (compiled again), or the cache folder cannot be written. Never a wrong result: filter it with
     ``warnings.filterwarnings("ignore", category=fearless.errors.CacheWarning)``."""
+
+
+class ToolchainWarning(UserWarning):
+    """An installed compiler component is known to miscompile code fearless emits (the message
+    names it, the wrong result it gives and the version to install)."""

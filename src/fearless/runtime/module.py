@@ -11,11 +11,13 @@ import functools
 import warnings
 from dataclasses import dataclass
 
-from fearless.errors import BackendError, CacheWarning
+from fearless.errors import BackendError, CacheWarning, ToolchainWarning
 
 
 def ptx_to_cubin(ptx: str, arch: str, name: str) -> bytes:
-    """Assemble PTX for ``arch`` (``"sm_90"``). Raises BackendError naming the kernel."""
+    """Assemble PTX for ``arch`` (``"sm_90"``). Raises BackendError naming the kernel; warns
+    (ToolchainWarning, once) when the nvJitLink in use is one known to miscompile."""
+    _warn_if_old_nvjitlink()
     try:
         from cuda.core import Program, ProgramOptions
         obj = Program(ptx, "ptx", ProgramOptions(arch=arch, name=name)).compile("cubin")
@@ -35,6 +37,30 @@ def nvjitlink_version() -> str:
         return f"{major}.{minor}"
     except Exception:
         return "unavailable"
+
+
+# nvJitLink 13.0 (CUDA 13.0's, as on a toolkit without the pip wheel) drops the sign extension
+# after a 16-bit negation: fl.i64(-x) of an i16 x = -32768 gave +32768 on an H200 (driver 580),
+# where 13.5 (the wheel pip installs) is right (fuzz seed 5545, tests/backends/test_nvjitlink.py).
+GOOD_NVJITLINK = (13, 5)
+
+
+def nvjitlink_problem() -> str | None:
+    """Why the nvJitLink in use cannot be trusted, or None (also None when none is found)."""
+    v = nvjitlink_version()
+    if v == "unavailable" or tuple(int(p) for p in v.split(".")) >= GOOD_NVJITLINK:
+        return None
+    good = ".".join(map(str, GOOD_NVJITLINK))
+    return (f"nvJitLink {v} miscompiles 16-bit negation (-x of an i16 -32768 sign-extends to "
+            f"+32768); pip install 'nvidia-nvjitlink>={good}' (a toolkit's older copy was "
+            f"found first)")
+
+
+@functools.lru_cache(maxsize=1)
+def _warn_if_old_nvjitlink() -> None:
+    problem = nvjitlink_problem()
+    if problem:
+        warnings.warn(problem, ToolchainWarning, stacklevel=3)
 
 
 @dataclass
