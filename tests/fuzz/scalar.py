@@ -345,14 +345,16 @@ def unary(th: Thread, op: str, d: DType, a: Val) -> Val:
 
 # math functions --------------------------------------------------------------------------------
 
-# NumPy's power of 0-d operands gives NaN for (-inf) ** 0.5 where its array loop gives C's +inf
+# NumPy's power takes sqrt for an exponent of 0.5 given as a scalar or a stride-0 array: NaN for
+# (-inf) ** 0.5 and -0.0 for (-0.0) ** 0.5, where C's pow (and its array loop) give +inf and +0.0
 _NP = {"sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
        "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
        "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
        "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
        "atanh": np.arctanh, "erf": np.vectorize(math.erf), "erfc": np.vectorize(math.erfc),
        "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "fabs": np.fabs, "cbrt": np.cbrt,
-       "pow": lambda x, y: np.power(np.atleast_1d(x), np.atleast_1d(y)).reshape(np.shape(x)),
+       "pow": lambda x, y: np.power(*(np.atleast_1d(v).copy() for v in np.broadcast_arrays(
+           x, y))).reshape(np.broadcast(x, y).shape),
        "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
        "fmod": np.fmod, "rsqrt": lambda x: 1.0 / np.sqrt(x), "isnan": np.isnan,
        "isinf": np.isinf, "isfinite": np.isfinite}

@@ -52,6 +52,16 @@ def _float_rule(fn):
     return rule
 
 
+def _pow(x, y):
+    """C's ``pow`` (docs/semantics.md). NumPy's ``power`` takes a square root when the exponent
+    is the scalar 0.5, or an array of it with stride 0 (a broadcast), and ``sqrt`` differs from
+    ``pow`` at -inf (NaN, not +inf) and -0.0 (-0.0, not +0.0): the exponent is copied into an
+    array of at least one element, which takes NumPy's ``pow`` loop."""
+    shape = np.broadcast_shapes(np.shape(x), np.shape(y))
+    x1, y1 = (np.broadcast_to(v, shape).reshape(shape or (1,)) for v in (x, y))
+    return np.power(x1, y1.copy()).reshape(shape)  # a copy: fresh strides, never 0
+
+
 def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x).astype(np.asarray(x).dtype)
 
@@ -126,7 +136,7 @@ _NUMPY_MATH = {
     "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
     "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
     "atanh": np.arctanh, "erf": _erf, "erfc": _erfc, "floor": np.floor, "ceil": np.ceil,
-    "trunc": np.trunc, "fabs": np.fabs, "cbrt": np.cbrt, "pow": np.power,
+    "trunc": np.trunc, "fabs": np.fabs, "cbrt": np.cbrt, "pow": _pow,
     "rsqrt": lambda x: 1 / np.sqrt(x), "atan2": np.arctan2, "hypot": np.hypot,
     "copysign": np.copysign, "fmod": np.fmod,
 }
