@@ -213,7 +213,7 @@ def read_sections(data: bytes) -> tuple[tuple[int, int, int], dict[int, bytes]]:
     return version, sections
 
 
-# --- scalar packing for constants and float attributes (stdlib only: no NumPy here) ---------
+# --- scalar packing for constants and float attributes (floats round through dtypes) -------
 
 def float_bits(value: float, bits: int, bfloat: bool = False) -> int:
     """IEEE bit pattern of `value` as a float of `bits` bits, rounded once to nearest even

@@ -23,7 +23,7 @@ import math
 
 from fearless.backends.tileir import tir
 from fearless.backends.tileir.builder import Builder
-from fearless.dtypes import DType
+from fearless.dtypes import DType, int_range
 from fearless.errors import CompileError, InternalError
 from fearless.ir import types as T
 from fearless.ir.core import Function, Region
@@ -413,8 +413,7 @@ def _float_to_int(low: Lowering, a, src: DType, dst: DType, shape):
     """Truncate toward zero, saturate, NaN -> 0. Tile IR's ftoi is undefined for NaN, infinities
     and out-of-range values, so those lanes convert 0 and take their result from a select."""
     bb, to = low.b, elem(dst)
-    lo, hi = ((-(1 << (dst.bits - 1)), (1 << (dst.bits - 1)) - 1) if dst.is_signed
-              else (0, (1 << dst.bits) - 1))
+    lo, hi = int_range(dst)
     # the limits rounded to the source type: where hi is not exact it rounds up, past the range
     above = bb.cmpf("ge", a, low.const(float(hi), elem(src), shape))
     below = bb.cmpf("le", a, low.const(float(lo), elem(src), shape))
