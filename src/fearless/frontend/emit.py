@@ -36,14 +36,10 @@ def describe(fv) -> str:
 
 
 def constant_value(value, dtype: DType):
-    """The attribute of an ``arith.constant`` of ``dtype`` for a Python number: a bool, an int,
-    or a float already rounded to ``dtype`` (once, by ``dtypes.cast``), so that no backend rounds
-    it again."""
-    if dtype.is_bool:
-        return bool(value)
-    if dtype.is_int:
-        return int(value)
-    return float(dtypes.cast(value, dtype))
+    """The attribute of an ``arith.constant`` of ``dtype`` for a Python number, converted by the
+    rules of a cast (``dtypes.cast``): a bool, an int in range, or a float already rounded to
+    ``dtype`` once, so that no backend rounds it again."""
+    return dtypes.cast(value, dtype).item()
 
 
 class Emitter:
@@ -78,7 +74,7 @@ class Emitter:
                 if why:  # NumPy 2 (NEP 50) refuses a Python int its partner's type cannot hold
                     raise TypingError(why, help="cast the other operand to a wider type, "
                                                 "for example fl.i64(x)")
-            return self.constant(dtypes.cast(fv.value, target).item(), target)  # a cast's rules
+            return self.constant(fv.value, target)  # by a cast's rules
         if isinstance(fv, Value) and isinstance(fv.type, T.ThreadIndex):
             fv = self.b.create("simt.index_value", [fv], [T.INDEX]).result
         if not (isinstance(fv, Value) and isinstance(fv.type, T.Scalar)):
@@ -104,7 +100,7 @@ class Emitter:
                 fv.dtype, target.dtype)
             if why:
                 raise TypingError(f"cannot assign {fv.value!r} to {what} ({target}): {why}")
-            return self.constant(dtypes.cast(fv.value, target.dtype).item(), target.dtype)
+            return self.constant(fv.value, target.dtype)
         v = self.scalar(fv)
         why = implicit_conversion_error(v.type.dtype, target.dtype)
         if why:
