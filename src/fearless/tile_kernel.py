@@ -298,10 +298,8 @@ class TileKernel:
             gpu_types = types if only else tuple(  # the checks passed: only layouts differ
                 ty if t is None else replace(ty, layout=self._layout(t, backend, True))
                 for ty, t in zip(types, tensors))
-            for arch in targets:
-                with ahead.compiling(self.name, gpu_types, arch):
-                    compiled = self.compile_for(gpu_types, constants, "cuda", arch)
-                ahead.record(self, gpu_types, constants, arch, compiled)
+            ahead.compile_each(self, gpu_types, constants, targets,
+                               lambda arch: self.compile_for(gpu_types, constants, "cuda", arch))
         if only:
             def enqueue(stream):
                 pass  # compile-only: nothing runs
