@@ -27,6 +27,7 @@ import importlib
 import importlib.util
 import sys
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 
 from fearless import dtypes
@@ -120,6 +121,18 @@ def _script(spec: str) -> Path:
     return path
 
 
+@contextmanager
+def _user_code(what: str):
+    """Around running the user's code: an exception from it (not fearless's, not the command
+    line's) becomes a ScriptError ``"{what} raised ..."``, whose cause main() prints."""
+    try:
+        yield
+    except (FearlessError, UsageError):
+        raise
+    except Exception as exc:
+        raise ScriptError(f"{what} raised {type(exc).__name__}") from exc
+
+
 def _load_module(spec: str):
     if spec.endswith(".py") or "/" in spec:
         path = _script(spec)
@@ -127,25 +140,18 @@ def _load_module(spec: str):
         mod_spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(mod_spec)
         sys.modules[path.stem] = module
-        try:
+        with _user_code(f"loading {spec}"):
             mod_spec.loader.exec_module(module)
-        except FearlessError:
-            raise
-        except Exception as exc:
-            raise ScriptError(f"loading {spec} raised {type(exc).__name__}") from exc
         return module
     sys.path.insert(0, str(Path.cwd()))  # like `python -c "import spec"` run here
-    try:
-        return importlib.import_module(spec)
-    except ModuleNotFoundError as exc:
-        if exc.name != spec.split(".")[0] and not spec.startswith(f"{exc.name}."):
-            raise ScriptError(f"importing {spec} raised ModuleNotFoundError") from exc
-        raise UsageError(f"cannot import {spec!r} ({exc}); give module:function of an "
-                         f"importable module, or path/to/file.py:function") from None
-    except FearlessError:
-        raise
-    except Exception as exc:
-        raise ScriptError(f"importing {spec} raised {type(exc).__name__}") from exc
+    with _user_code(f"importing {spec}"):
+        try:
+            return importlib.import_module(spec)
+        except ModuleNotFoundError as exc:
+            if exc.name == spec.split(".")[0] or spec.startswith(f"{exc.name}."):
+                raise UsageError(f"cannot import {spec!r} ({exc}); give module:function of an "
+                                 f"importable module, or path/to/file.py:function") from None
+            raise  # a module the user's code imports is missing: its error
 
 
 def _kernels(target: str):
@@ -322,13 +328,8 @@ def compile_ahead(scripts: list[str], archs: list[str]) -> int:
     for script, path in zip(scripts, paths):
         sys.path.insert(0, str(path.parent))
         t0 = time.perf_counter()
-        with compile_only(archs) as made:
-            try:
-                runpy.run_path(str(path), run_name="__main__")
-            except (FearlessError, SystemExit):
-                raise
-            except Exception as exc:
-                raise ScriptError(f"running {script} raised {type(exc).__name__}") from exc
+        with compile_only(archs) as made, _user_code(f"running {script}"):
+            runpy.run_path(str(path), run_name="__main__")
         for kernel, types, constants, arch, compiled in made:
             shapes = ", ".join(f"{t}" for t in types)
             consts = "".join(f", {k}={v}" for k, v in sorted(constants.items()))

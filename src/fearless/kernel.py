@@ -365,10 +365,9 @@ class Kernel:
         names = [n for n, _ in kinds]
         if backend == "cpu":
             compiled = self.compile_for(types, "cpu", None, prove)
-            for arch in ahead.archs(CONFIG):  # FEARLESS_CROSS_COMPILE, `fearless compile`
-                with ahead.compiling(self.name, types, arch):
-                    made = self.compile_for(types, "cuda", arch, prove)
-                ahead.record(self, types, {}, arch, made)
+            # for the GPUs of FEARLESS_CROSS_COMPILE or `fearless compile` too
+            ahead.compile_each(self, types, {}, ahead.archs(CONFIG),
+                               lambda arch: self.compile_for(types, "cuda", arch, prove))
             return _Entry(types, names, compiled, None)
         arch = device.cuda_arch()
         compiled, loaded = load_rebuilding(

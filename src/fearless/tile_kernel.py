@@ -18,7 +18,7 @@ alignment and divisibility, which decide whether tileiras can use TMA and tensor
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, TypeVar, overload
 
 import numpy as np
@@ -295,11 +295,11 @@ class TileKernel:
         partitions = [v for p, v in runtime if isinstance(p, TensorParam) and p.role == "out"]
         targets = ahead.archs(CONFIG) if backend == "cpu" or only else ()
         if targets:  # the specialisation a GPU would compile: with the tensors' layout facts
-            gpu_types = types if only else self._signature(values, backend, True)[0]
-            for arch in targets:
-                with ahead.compiling(self.name, gpu_types, arch):
-                    compiled = self.compile_for(gpu_types, constants, "cuda", arch)
-                ahead.record(self, gpu_types, constants, arch, compiled)
+            gpu_types = types if only else tuple(  # the checks passed: only layouts differ
+                ty if t is None else replace(ty, layout=self._layout(t, backend, True))
+                for ty, t in zip(types, tensors))
+            ahead.compile_each(self, gpu_types, constants, targets,
+                               lambda arch: self.compile_for(gpu_types, constants, "cuda", arch))
         if only:
             def enqueue(stream):
                 pass  # compile-only: nothing runs

@@ -30,24 +30,21 @@ def compiling_ahead() -> bool:
     return bool(getattr(_STATE, "archs", ()))
 
 
-def record(kernel, types: tuple, constants: dict, arch: str, compiled) -> None:
-    """Note one compile made for ``arch`` (listed by ``fearless compile``)."""
+def compile_each(kernel, types: tuple, constants: dict, targets, build) -> None:
+    """``build(arch)`` for every arch of ``targets``, each compile noted for ``fearless compile``
+    to list. A failure keeps its type and gains a note naming the kernel, its specialisation
+    and the arch (the test that launched it fails with it)."""
     made = getattr(_STATE, "made", None)
-    if made is not None and not any(c is compiled for *_, c in made):
-        made.append((kernel, types, constants, arch, compiled))
-
-
-@contextmanager
-def compiling(kernel: str, types: tuple, arch: str):
-    """Around one compile for ``arch``: a failure keeps its type and gains a note naming the
-    kernel, its specialisation and the arch (the test that launched it fails with it)."""
-    try:
-        yield
-    except Exception as exc:
-        how = "fearless compile" if compiling_ahead() else "FEARLESS_CROSS_COMPILE"
-        exc.add_note(f"while compiling kernel '{kernel}' for {arch} ({how}), parameter types "
-                     f"({', '.join(map(str, types))}); it runs on the cpu backend")
-        raise
+    for arch in targets:
+        try:
+            compiled = build(arch)
+        except Exception as exc:
+            how = "fearless compile" if compiling_ahead() else "FEARLESS_CROSS_COMPILE"
+            exc.add_note(f"while compiling kernel '{kernel.name}' for {arch} ({how}), parameter "
+                         f"types ({', '.join(map(str, types))}); it runs on the cpu backend")
+            raise
+        if made is not None and not any(c is compiled for *_, c in made):
+            made.append((kernel, types, constants, arch, compiled))
 
 
 @contextmanager

@@ -121,14 +121,7 @@ def plan(kernel, index_space: int, size, block, backend: str, shared: int | None
     limits = device_limits(backend)
     if any(b == 0 for b in block):
         raise ContractError(f"block {block} has no threads", kernel=name)
-    threads = math.prod(block)
-    if threads > limits.max_threads_per_block:
-        raise ContractError(f"block {block} has {threads} threads; the device allows at most "
-                            f"{limits.max_threads_per_block} threads per block", kernel=name)
-    for axis, (b, most) in enumerate(zip(block, limits.max_block)):
-        if b > most:
-            raise ContractError(f"block {'xyz'[axis]} = {b} exceeds the device limit {most}",
-                                kernel=name)
+    _check_block(name, block, limits)
     # x runs along the last (fastest) axis of the problem
     grid = tuple(-(-extent // b) for extent, b in zip(reversed(size), block))
     for axis, (g, most) in enumerate(zip(grid, limits.max_grid)):
@@ -158,16 +151,8 @@ def plan_raw(kernel, grid, block, backend: str, shared: int = 0) -> PreparedLaun
     rank = max(len(grid), len(block))
     grid, block = grid + (1,) * (rank - len(grid)), block + (1,) * (rank - len(block))
     limits = device_limits(backend)
-    threads = math.prod(block)
-    if threads > limits.max_threads_per_block:
-        raise ContractError(f"launch_raw: block {block} has {threads} threads; the device allows "
-                            f"at most {limits.max_threads_per_block} threads per block",
-                            kernel=name)
-    for what, dims, most in (("block", block, limits.max_block), ("grid", grid, limits.max_grid)):
-        for axis, (n, m) in enumerate(zip(dims, most)):
-            if n > m:
-                raise ContractError(f"launch_raw: {what} {'xyz'[axis]} = {n} exceeds the device "
-                                    f"limit {m}", kernel=name)
+    _check_block(name, block, limits, "launch_raw: ")
+    _check_axes(name, "launch_raw: grid", grid, limits.max_grid)
     if isinstance(shared, bool) or not isinstance(shared, int) or \
             not 0 <= shared <= limits.max_shared_optin:
         raise ContractError(f"launch_raw: shared= must be bytes of dynamic shared memory from 0 "
@@ -175,6 +160,23 @@ def plan_raw(kernel, grid, block, backend: str, shared: int = 0) -> PreparedLaun
                             kernel=name)
     size = tuple(g * b for g, b in zip(reversed(grid), reversed(block)))
     return PreparedLaunch(kernel, backend, size, grid, block, shared)
+
+
+def _check_block(name: str, block: tuple, limits: Limits, prefix: str = "") -> None:
+    """ContractError unless ``block`` is within the device's threads per block and per-axis
+    limits; ``prefix`` starts each message."""
+    threads = math.prod(block)
+    if threads > limits.max_threads_per_block:
+        raise ContractError(f"{prefix}block {block} has {threads} threads; the device allows at "
+                            f"most {limits.max_threads_per_block} threads per block", kernel=name)
+    _check_axes(name, f"{prefix}block", block, limits.max_block)
+
+
+def _check_axes(name: str, what: str, dims: tuple, most: tuple) -> None:
+    for axis, (n, m) in enumerate(zip(dims, most)):
+        if n > m:
+            raise ContractError(f"{what} {'xyz'[axis]} = {n} exceeds the device limit {m}",
+                                kernel=name)
 
 
 def _raw_dims(name: str, what: str, value) -> tuple:
