@@ -5,8 +5,13 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fearless import dtypes
+
+# Both backends, for ``@pytest.mark.parametrize("backend", BACKENDS, indirect=True)``: the cuda
+# case is marked ``gpu``, so conftest's ``backend`` fixture runs it on the GPU (or skips it).
+BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
 
 def random_array(dt: dtypes.DType, shape, seed: int = 0) -> np.ndarray:

@@ -23,9 +23,9 @@ from fearless.backends.tileir.tir import F32, I32, Module, ptr, tensor_view, til
 from fearless.compiler import compile_tile
 from fearless.ir import types as T
 from fearless.runtime import device
+from tests.support import BACKENDS
 from tests.tile import tile_kernels as K
 
-BOTH = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 U16, U32 = 2.0 ** -11, 2.0 ** -24  # unit roundoff of f16 and f32
 
 OUT1 = T.TensorView(f32, 1, T.Role.OUT, (128,))
@@ -206,7 +206,7 @@ def _store_load_store(xh):
     return out.unpartition().numpy()
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_store_then_load_back_then_store(backend):
     xh = rand(1000, 1)  # 7 whole tiles and a partial one
     got = _store_load_store(xh)
@@ -224,7 +224,7 @@ def _loop(xh, n):
     return out.unpartition().numpy()
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_store_and_load_back_in_a_loop(backend):
     xh, n = rand(700, 2), 6
     got = _loop(xh, n)
@@ -243,7 +243,7 @@ def _branch(xh, flip):
     return out.unpartition().numpy()
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_store_and_load_back_in_both_branches(backend):
     xh = rand(300, 3)
     x = xh.astype(np.float64)
@@ -289,7 +289,7 @@ def _rope_reference(xh, wh, ch, sh):
     return want, 1.01 * bound
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_fused_rmsnorm_and_partial_rope_stores_twice(backend):
     inputs = _rope_inputs()
     got = _rope(*inputs)
@@ -306,7 +306,7 @@ def _read_own_tile(xh):
     return out.unpartition().numpy(), aux.unpartition().numpy()
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_every_allowed_read_of_an_output_gives_the_blocks_own_tile(backend):
     """out.load(), ft.load at out.tile_index (in the kernel and in a helper) and ft.load_like of
     an Out all read back what this block stored: x + x + 4 x + 8 aux + 16 aux with aux = 2 x + 1,
