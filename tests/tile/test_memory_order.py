@@ -22,8 +22,7 @@ from fearless.backends.tileir.reader import decode
 from fearless.backends.tileir.tir import F32, I32, Module, ptr, tensor_view, tile
 from fearless.compiler import compile_tile
 from fearless.ir import types as T
-from fearless.runtime import device
-from tests.support import BACKENDS
+from tests.support import BACKENDS, on_cpu
 from tests.tile import tile_kernels as K
 
 U16, U32 = 2.0 ** -11, 2.0 ** -24  # unit roundoff of f16 and f32
@@ -189,16 +188,6 @@ def rand(shape, seed, dtype=np.float32):
 
 def poisoned(shape, dtype=f32):
     return fl.full(shape, np.nan, dtype)
-
-
-def on_cpu(run):
-    """``run()`` on the CPU backend, whatever the test's backend."""
-    previous = device.current_backend()
-    device.set_backend("cpu")
-    try:
-        return run()
-    finally:
-        device.set_backend(previous)
 
 
 def _store_load_store(xh):

@@ -13,8 +13,7 @@ from fearless.backends.tileir import tileiras
 from fearless.compiler import compile_tile
 from fearless.errors import CompileError
 from fearless.ir import types as T
-from fearless.runtime import device
-from tests.support import BACKENDS, import_source
+from tests.support import BACKENDS, import_source, on_cpu
 from tests.tile import tile_kernels as K
 
 UNIT = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8, "f32": 2.0 ** -24}
@@ -23,15 +22,6 @@ ROWS, N = 32, 1024
 
 def gamma(k: int, u: float) -> float:
     return k * u / (1 - k * u)
-
-
-def on_cpu(run):
-    previous = device.current_backend()
-    device.set_backend("cpu")
-    try:
-        return run()
-    finally:
-        device.set_backend(previous)
 
 
 def _data(dtype, n=N):
