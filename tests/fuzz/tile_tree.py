@@ -16,7 +16,7 @@ from fearless import dtypes
 from fearless.dtypes import DType
 from tests.fuzz import rules, scalar, vector
 from tests.fuzz.rules import Invalid
-from tests.fuzz.stmts import Stmt
+from tests.fuzz.stmts import Stmt, _block
 from tests.fuzz.tree import SYMBOL, Expr, _check_fits, _fold, fl_name
 from tests.fuzz.vector import TV
 
@@ -479,10 +479,3 @@ class TStore(Stmt):
 def _spread(x: TV, shape: tuple) -> TV:
     """``x`` broadcast to ``shape`` (its bounds and flags too)."""
     return TV(*(np.broadcast_to(a, shape).copy() for a in (x.v, x.e, x.bad, x.p)))
-
-
-def _block(stmts, pad):
-    lines = []
-    for s in stmts:
-        lines += s.render(pad + "    ")
-    return lines or [pad + "    pass"]
