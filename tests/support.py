@@ -5,8 +5,14 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fearless import dtypes
+from fearless.runtime import device
+
+# Both backends, for ``@pytest.mark.parametrize("backend", BACKENDS, indirect=True)``: the cuda
+# case is marked ``gpu``, so conftest's ``backend`` fixture runs it on the GPU (or skips it).
+BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
 
 def random_array(dt: dtypes.DType, shape, seed: int = 0) -> np.ndarray:
@@ -23,6 +29,16 @@ def random_array(dt: dtypes.DType, shape, seed: int = 0) -> np.ndarray:
     if a.size and not a.any():
         a.flat[0] = 1
     return a
+
+
+def on_cpu(run):
+    """``run()`` on the CPU backend, whatever the test's backend (a GPU test's CPU reference)."""
+    previous = device.current_backend()
+    device.set_backend("cpu")
+    try:
+        return run()
+    finally:
+        device.set_backend(previous)
 
 
 def import_source(path: Path, name: str):

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from examples import NAMES
-
-BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+from tests.support import BACKENDS
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)

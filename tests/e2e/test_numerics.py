@@ -17,8 +17,8 @@ from fearless import bf16, f16, f32, f64, i8, i16, i32, i64, u8, u32, u64
 from fearless import tile as ft
 from tests.numerics.reference import (FORMATS, Format, halfway_cases, int_range, round_float,
                                       saturate, ulp, wrap)
+from tests.support import BACKENDS
 
-BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 T = TypeVar("T")
 U = TypeVar("U")

@@ -13,8 +13,8 @@ import pytest
 
 import fearless as fl
 from fearless import tile as ft
+from tests.support import BACKENDS
 
-BOTH = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 X = np.array([-math.inf, -0.0, 0.0, 4.0, 2.25, math.inf, -4.0, 1e-300], np.float64)
 
 
@@ -45,14 +45,14 @@ def _check(got):
     assert list(np.signbit(got[real])) == list(np.signbit(want[real]))
 
 
-@pytest.mark.parametrize("where", BOTH)
+@pytest.mark.parametrize("where", BACKENDS)
 def test_simt_power_is_c_pow(where):
     out = fl.full(X.size, 7.0, fl.f64)  # poison
     root[root.prepare(X.size)](fl.asarray(X), out)
     _check(out.numpy())
 
 
-@pytest.mark.parametrize("where", BOTH)
+@pytest.mark.parametrize("where", BACKENDS)
 def test_tile_power_is_c_pow(where):
     o, _ = root_tile(fl.full(X.size, 7.0, fl.f64).partition(8), fl.asarray(X)).sync()
     _check(o.unpartition().numpy())

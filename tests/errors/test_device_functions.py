@@ -14,10 +14,9 @@ from fearless.errors import CompileError, FearlessError, KernelBoundsError, Safe
 from fearless.ir import types as T
 from tests.errors import bad_funcs as bf
 from tests.errors.test_diagnostics import INTERNAL
-from tests.support import random_array
+from tests.support import BACKENDS, random_array
 
 FILE = bf.__file__
-BOTH = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
 SLOPE = 0.5
 
@@ -64,7 +63,7 @@ def _expected(x, y):
                      _leaky(x * f(3.0), bias=y) + _leaky(y, f(0.25))])
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_defaults_and_keyword_arguments(backend):
     n = 1000
     x, y = random_array(fl.f32, n, 1), random_array(fl.f32, n, 2)
@@ -118,7 +117,7 @@ def tile_calls(z: ft.Out[f32], x: ft.In[f32]):
     z.store(scale_tile(t, shift=1.0) + scale_tile(shift=0.5, t=t, factor=-3.0))
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_tile_kernels_call_with_defaults_and_keywords(backend):
     n = 3000
     x = random_array(fl.f32, n, 3)

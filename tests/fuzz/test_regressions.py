@@ -10,8 +10,8 @@ import pytest
 import fearless as fl
 from fearless.errors import CompileError, InternalError
 from fearless.ir import types as T
+from tests.support import BACKENDS
 
-BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 
 

@@ -16,8 +16,8 @@ from fearless import dtypes
 from fearless.dtypes import DType
 from tests.fuzz import rules, scalar, vector
 from tests.fuzz.rules import Invalid
-from tests.fuzz.stmts import Stmt
-from tests.fuzz.tree import SYMBOL, Expr, _fold, fl_name
+from tests.fuzz.stmts import Stmt, _block
+from tests.fuzz.tree import SYMBOL, Expr, _check_fits, _fold, fl_name
 from tests.fuzz.vector import TV
 
 TILE_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "tan", "floor",
@@ -154,11 +154,6 @@ class TOp(TExpr):
 
     def operands(self, blk):
         return [vector.convert(a.ev(blk), a.t, self.d, blk.relaxed) for a in self.args]
-
-
-def _check_fits(e, d):
-    if rules.is_weak(e.t) and not rules.literal_fits(e.value, d):
-        raise Invalid(f"{e.value!r} does not fit {d}")
 
 
 class TBin(TOp):
@@ -484,10 +479,3 @@ class TStore(Stmt):
 def _spread(x: TV, shape: tuple) -> TV:
     """``x`` broadcast to ``shape`` (its bounds and flags too)."""
     return TV(*(np.broadcast_to(a, shape).copy() for a in (x.v, x.e, x.bad, x.p)))
-
-
-def _block(stmts, pad):
-    lines = []
-    for s in stmts:
-        lines += s.render(pad + "    ")
-    return lines or [pad + "    pass"]

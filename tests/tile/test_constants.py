@@ -11,6 +11,7 @@ import pytest
 
 import fearless as fl
 from fearless import tile as ft
+from tests.support import BACKENDS
 
 
 @ft.kernel
@@ -21,10 +22,7 @@ def bool_columns(o: ft.Out[fl.i32], x: ft.In[fl.i8]):
                                                                           fl.bool_) * 2))
 
 
-BOTH = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
-
-
-@pytest.mark.parametrize("where", BOTH)
+@pytest.mark.parametrize("where", BACKENDS)
 def test_small_bool_constants_are_every_element(where):
     rng = np.random.default_rng(7)
     x = rng.integers(-100, 100, 88).astype(np.int8)

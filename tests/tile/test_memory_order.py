@@ -22,10 +22,9 @@ from fearless.backends.tileir.reader import decode
 from fearless.backends.tileir.tir import F32, I32, Module, ptr, tensor_view, tile
 from fearless.compiler import compile_tile
 from fearless.ir import types as T
-from fearless.runtime import device
+from tests.support import BACKENDS, on_cpu
 from tests.tile import tile_kernels as K
 
-BOTH = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 U16, U32 = 2.0 ** -11, 2.0 ** -24  # unit roundoff of f16 and f32
 
 OUT1 = T.TensorView(f32, 1, T.Role.OUT, (128,))
@@ -191,22 +190,12 @@ def poisoned(shape, dtype=f32):
     return fl.full(shape, np.nan, dtype)
 
 
-def on_cpu(run):
-    """``run()`` on the CPU backend, whatever the test's backend."""
-    previous = device.current_backend()
-    device.set_backend("cpu")
-    try:
-        return run()
-    finally:
-        device.set_backend(previous)
-
-
 def _store_load_store(xh):
     out, _ = K.store_load_store(poisoned(xh.size).partition(128), fl.asarray(xh)).sync()
     return out.unpartition().numpy()
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_store_then_load_back_then_store(backend):
     xh = rand(1000, 1)  # 7 whole tiles and a partial one
     got = _store_load_store(xh)
@@ -224,7 +213,7 @@ def _loop(xh, n):
     return out.unpartition().numpy()
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_store_and_load_back_in_a_loop(backend):
     xh, n = rand(700, 2), 6
     got = _loop(xh, n)
@@ -243,7 +232,7 @@ def _branch(xh, flip):
     return out.unpartition().numpy()
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_store_and_load_back_in_both_branches(backend):
     xh = rand(300, 3)
     x = xh.astype(np.float64)
@@ -289,7 +278,7 @@ def _rope_reference(xh, wh, ch, sh):
     return want, 1.01 * bound
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_fused_rmsnorm_and_partial_rope_stores_twice(backend):
     inputs = _rope_inputs()
     got = _rope(*inputs)
@@ -306,7 +295,7 @@ def _read_own_tile(xh):
     return out.unpartition().numpy(), aux.unpartition().numpy()
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_every_allowed_read_of_an_output_gives_the_blocks_own_tile(backend):
     """out.load(), ft.load at out.tile_index (in the kernel and in a helper) and ft.load_like of
     an Out all read back what this block stored: x + x + 4 x + 8 aux + 16 aux with aux = 2 x + 1,

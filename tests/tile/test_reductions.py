@@ -13,26 +13,15 @@ from fearless.backends.tileir import tileiras
 from fearless.compiler import compile_tile
 from fearless.errors import CompileError
 from fearless.ir import types as T
-from fearless.runtime import device
-from tests.support import import_source
+from tests.support import BACKENDS, import_source, on_cpu
 from tests.tile import tile_kernels as K
 
-BOTH = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 UNIT = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8, "f32": 2.0 ** -24}
 ROWS, N = 32, 1024
 
 
 def gamma(k: int, u: float) -> float:
     return k * u / (1 - k * u)
-
-
-def on_cpu(run):
-    previous = device.current_backend()
-    device.set_backend("cpu")
-    try:
-        return run()
-    finally:
-        device.set_backend(previous)
 
 
 def _data(dtype, n=N):
@@ -60,7 +49,7 @@ def f32_sum_bound(xh, dtype):
     return UNIT[dtype.name] * (np.abs(s) + g * a) + g * a
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("dtype", [f16, bf16], ids=lambda d: d.name)
 def test_16_bit_sums_accumulate_in_f32_and_round_once(backend, dtype):
     xh = _data(dtype)
@@ -72,7 +61,7 @@ def test_16_bit_sums_accumulate_in_f32_and_round_once(backend, dtype):
         assert np.all(np.abs(got - on_cpu(lambda: _sums(K.row_sum, xh, dtype))) <= 2 * bound)
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("dtype", [f16, bf16], ids=lambda d: d.name)
 def test_acc_dtype_keeps_the_16_bit_accumulator(backend, dtype):
     n = 64  # small enough that the any-order bound says something for bf16 (63 u = 0.25)
@@ -125,7 +114,7 @@ def ints(out: ft.Out, x: ft.In):
         mod.ints(fl.zeros((4, 1), fl.i32).partition((4, 1)), fl.zeros((4, 1), fl.i32))
 
 
-@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_minus_float_inf_is_a_constant(backend):
     xh = np.random.default_rng(8).standard_normal((16, 64)).astype(np.float32)
     out = fl.full((16, 1), np.nan, f32).partition((8, 1))
