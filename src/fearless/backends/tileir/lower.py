@@ -648,7 +648,24 @@ def _for(low: Lowering, op):
         low.region(body)
         low.b.continue_([low.slots[key] for key in carried])
     for key, result in zip(carried, loop.results):
-        low.slots[key] = result
+        low.slots[key] = _copy(low.b, result)
+
+
+def _copy(b: Builder, value: tir.Value) -> tir.Value:
+    """An exact copy of the ``for`` result `value` (a numeric tile), for the code after the loop.
+
+    tileiras 13.4 crashes (SIGSEGV) or computes wrong values when an ``if`` branch yields, as it
+    is, the result of a ``for`` loop whose carried tile started as a constant (fuzz seeds 2968,
+    11181; tests/tile/test_loop_results.py). Yielding a copy avoids it, but tileiras folds
+    ``x | 0`` and ``x + 0`` back into the loop result, in a branch too, so the copy is made once,
+    right after the loop, as an op tileiras keeps: ``x + (-0.0)`` (exact for every float, +0.0
+    included) or ``assume bounded<?, ?>`` (a fact that always holds) for an integer tile."""
+    t = value.type
+    if not isinstance(t, tir.TileType) or isinstance(t.elem, tir.PtrType):
+        return value
+    if t.elem.kind == "float":
+        return b.addf(value, b.constant(-0.0, t))
+    return b.assume_bounded(value)
 
 
 def _if(low: Lowering, op):
