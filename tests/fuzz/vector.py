@@ -260,7 +260,7 @@ def reduce(kind: str, d: DType, a: TV, axis: int, acc: DType | None) -> TV:
         return TV(x.astype(d.numpy).sum(axis=axis, dtype=d.numpy), None, bad)
     n = x.shape[axis]
     with np.errstate(all="ignore"):
-        r = x.sum(axis=axis)
+        r = x.sum(axis=axis, initial=-0.0)  # addends all -0.0 sum to -0.0 (IEEE 754)
         e = a.e.sum(axis=axis) + n * UNIT[acc.name] * np.abs(x).sum(axis=axis)
         wide = fround(r, acc)
     return settle(d, fround(wide, d), e, bad | ~np.isfinite(r))

@@ -81,6 +81,24 @@ def test_acc_dtype_keeps_the_16_bit_accumulator(backend, dtype):
         assert np.all(np.abs(got - cpu) <= bound + gamma(int(np.log2(n)), u) * a)
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("kernel", [K.row_sum, K.row_sum_own_dtype], ids=["f32_acc", "own_acc"])
+@pytest.mark.parametrize("dtype", [f16, f32], ids=lambda d: d.name)
+def test_a_sum_is_minus_zero_only_when_every_addend_is(backend, kernel, dtype):
+    # IEEE 754: -0.0 + -0.0 == -0.0 and -0.0 + +0.0 == +0.0 in any order, so a zero sum's sign
+    # is defined; a reduction started from +0.0 made it +0.0 (fuzz seed 13567: 1 // sum gave
+    # +inf on one backend and -inf on the other)
+    n = 64
+    xh = np.full((ROWS, n), -0.0, dtype.numpy)
+    xh[1::2, np.arange(ROWS // 2) % n] = 0.0  # odd rows: one +0.0 among the -0.0s
+    xh[2::4, 5], xh[2::4, 9] = 3.0, -3.0  # and some rows cancel exactly (to +0.0 in RN)
+    got = _sums(kernel, xh, dtype)
+    want_minus = np.zeros(ROWS, bool)
+    want_minus[0::4] = True  # rows 0, 4, ...: all -0.0 (rows 2, 6, ... cancel; odd rows +0.0)
+    assert np.all(got == 0)
+    assert list(np.signbit(got)) == list(want_minus)
+
+
 def test_the_cpu_rounds_every_partial_sum_of_a_16_bit_accumulator():
     xh = np.zeros((ROWS, N), np.float16)
     xh[:, 0] = 2048.0

@@ -142,7 +142,12 @@ def _reduce(block, op):
     axis, kind = op.attrs["axis"], op.attrs["kind"]
     d = op.results[0].type.dtype
     if kind == "sum":
-        total = _tree_sum(x, axis) if d.is_float and d.bits == 16 else np.sum(x, axis=axis)
+        if d.is_float and d.bits == 16:
+            total = _tree_sum(x, axis)
+        elif d.is_float:  # from -0.0, so that only addends all -0.0 sum to -0.0 (IEEE 754)
+            total = np.sum(x, axis=axis, initial=-0.0)
+        else:
+            total = np.sum(x, axis=axis)
         block.set(op, np.asarray(total).astype(d.numpy))
     else:
         fn = np.fmax if kind == "max" else np.fmin
@@ -157,7 +162,7 @@ def _tree_sum(x: np.ndarray, axis: int) -> np.ndarray:
     x = np.moveaxis(x, axis, -1)
     while x.shape[-1] > 1:
         if x.shape[-1] % 2:
-            x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,), x.dtype)], axis=-1)
+            x = np.concatenate([x, np.full(x.shape[:-1] + (1,), -0.0, x.dtype)], axis=-1)
         half = x.shape[-1] // 2
         x = x[..., :half] + x[..., half:]
     return x[..., 0]
