@@ -2,8 +2,8 @@
 is not: with an exponent 0.5 given as a scalar or a broadcast, NumPy takes a square root, so
 ``(-inf) ** 0.5`` was NaN and ``(-0.0) ** 0.5`` was -0.0 in SIMT kernels on the CPU backend, where
 C and the GPU give +inf and +0.0 (found through the differential fuzzer's tile seeds 4114 and
-7712, whose reference had the same flaw). On the GPU's tile track, Tile IR's ``pow`` missed C's
-exact ``pow(1, y) == 1`` (fuzz seed 13567).
+7712, whose reference had the same flaw). The GPU is held to C's special cases exactly (C99
+Annex F) and to its ulp bound elsewhere; those cases did not run on the GPU before 2026-12-01.
 """
 from __future__ import annotations
 

@@ -88,3 +88,9 @@ def copy(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
     i = fl.thread.index_1d()
     if i < len(out):
         out[i] = x[i + 2]
+
+
+@fl.kernel
+def huge_shift(out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    out[i] = float(i >> (1 << (1 << 40)))  # Python would build a 2**40-bit int first

@@ -116,6 +116,12 @@ kernel 'list_literal': List is not supported in kernels
    |              ^^^^^^^^^^
 help: kernels support numbers, arrays, if/for/while, calls of @fearless.func functions and the \
 math module"""),
+    "huge_shift": (CompileError, """\
+kernel 'huge_shift': 1 << 1099511627776 has more than 1024 bits; a literal must fit in 64 bits
+  --> bad_kernels.py:96:26
+   |
+96 |     out[i] = float(i >> (1 << (1 << 40)))  # Python would build a 2**40-bit int first
+   |                          ^^^^^^^^^^^^^^"""),
 }
 
 

@@ -195,6 +195,8 @@ def _fold(op, x, y):
             raise Invalid("min/max of literals that the frontend leaves to run time")
         r = FOLD[op](x, y)
         return float(r) if isinstance(x, float) or isinstance(y, float) else int(r)
+    if op == "shl" and isinstance(y, int) and y > 70:  # the frontend refuses it past 1024 bits
+        raise Invalid("literal shift too large")
     try:
         r = FOLD[op](x, y)
     except (ZeroDivisionError, OverflowError, ValueError, TypeError):

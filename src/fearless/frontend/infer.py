@@ -183,8 +183,20 @@ _FOLD = {
 }
 
 
+# Python's ints have no bound, but a literal must end up in 64 bits: a fold past this many bits
+# (``1 << 10**12`` would take the compiler minutes and gigabytes) is refused, not attempted
+FOLD_BITS = 1024
+
+
 def fold(op: str, a: Const, b: Const) -> Const | None:
-    """Fold two weak constants (Python semantics); None when folding would raise."""
+    """Fold two weak constants (Python semantics); None when folding would raise.
+    Raises TypingError for an integer ``<<`` or ``**`` whose result passes FOLD_BITS bits."""
+    x, y = a.value, b.value
+    if op in ("shl", "pow") and all(isinstance(v, int) for v in (x, y)) and y > 0 and \
+            (abs(x).bit_length() + y if op == "shl" and x else
+             (abs(x).bit_length() - 1) * y) > FOLD_BITS:
+        raise TypingError(f"{x} {'<<' if op == 'shl' else '**'} {y} has more than {FOLD_BITS} "
+                          "bits; a literal must fit in 64 bits")
     minmax = op in ("min", "max")
     if minmax and (any(x != x for x in (a.value, b.value)) or a.value == b.value == 0):
         return None  # NaN, or zeros of two signs: the op's rule, not Python's order-dependent one

@@ -464,21 +464,13 @@ def _math(name):
     def rule(low: Lowering, op):
         args = [low.v(x) for x in op.operands]
         d = op.operands[0].type.dtype
-        fn = (lambda *xs: _pow(low.b, *xs)) if name == "pow" else getattr(low.b, name)
+        fn = getattr(low.b, name)
         if d.bits == 16:  # computed in f32 and rounded once, as on the SIMT track
             wide = [low.b.ftof(a, tir.F32) for a in args]
             low.set(op, low.b.ftof(fn(*wide), elem(d)))
         else:
             low.set(op, fn(*args))
     return rule
-
-
-def _pow(b: Builder, x, y):
-    """C's pow (C99 Annex F): ``pow(1, y)`` and ``pow(x, +-0)`` are exactly 1, NaN operands too.
-    Tile IR's ``pow`` gave 1 - 1 ulp for ``1.0 ** 3.0`` on sm_90 (fuzz seed 13567)."""
-    t = x.type
-    exact = b.ori(b.cmpf("eq", x, b.constant(1.0, t)), b.cmpf("eq", y, b.constant(0.0, t)))
-    return b.select(exact, b.constant(1.0, t), b.pow(x, y))
 
 
 # tile ops ---------------------------------------------------------------------------------------
