@@ -28,7 +28,8 @@ _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
            ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
            ast.GtE: "ge"}
-_MAX_PASSES = 16
+_MAX_PASSES = 64  # each regenerates the IR; most kernels settle in 2 or 3
+_WIDEN_AFTER = 16  # passes; kernels that settled within them keep exactly their old types
 _PARAMS = (T.Array, T.TensorView)  # bound once, never stored in a variable
 
 
@@ -719,7 +720,7 @@ def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect =
     """
     var_types: dict = {}
     failed: set = set()
-    for _ in range(_MAX_PASSES):
+    for attempt in range(_MAX_PASSES):
         ctx = GenContext(cap.name, var_types, Builder(Region()), dialect=dialect)
         error, fn = None, None
         try:
@@ -735,8 +736,29 @@ def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect =
             if error is not None:
                 raise error
             return fn
-        var_types = new_types
-    raise CompileError("variable types did not settle", kernel=cap.name, span=cap.span(cap.tree))
+        if attempt >= _WIDEN_AFTER:  # still moving (fuzz seeds 4961, 11214 went round in
+            # circles): from now on types only widen, which ends, as each variable climbs a
+            # finite ladder of types. Before, a guess that a later pass no longer assigns may be
+            # dropped, so that literals keep their narrow types.
+            new_types = _widened(var_types, new_types)
+        moving, var_types = [k for k in new_types if new_types[k] != var_types.get(k)], new_types
+    names = ", ".join(sorted({f"'{k.split('.')[-1]}'" for k in moving}))
+    raise CompileError(f"the types of {names} did not settle in {_MAX_PASSES} passes",
+                       kernel=cap.name, span=cap.span(cap.tree),
+                       help="give the variable one type: annotate it (x: f32 = ...) or convert "
+                            "what is assigned to it")
+
+
+def _widened(old: dict, new: dict) -> dict:
+    """Each variable's type in `new` joined with its type in `old` (where they join)."""
+    out = dict(new)
+    for key, t in old.items():
+        if key in new and new[key] != t:
+            try:
+                out[key] = join([t, new[key]])
+            except TypingError:
+                pass
+    return out
 
 
 def _generate_once(ctx: GenContext, cap: Captured, params, constants) -> Function:
