@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import os
 import shutil
@@ -96,8 +97,8 @@ def main(argv=None) -> int:
         task = partial(device.cpu_task, opts=opts, workdir=workdir, archs=archs)
         if a.jobs > 1:
             with mp.get_context("spawn").Pool(a.jobs) as pool:
-                results = pool.imap_unordered(task, a.seeds, chunksize=2)
-                _collect(results, report, a, t0)
+                results = pool.imap_unordered(task, a.seeds)
+                _collect(device.until(results, t0 + (a.time_limit or math.inf)), report, a, t0)
         else:
             _collect(map(task, a.seeds), report, a, t0)
     report.close()
@@ -113,10 +114,19 @@ def main(argv=None) -> int:
 
 
 def _collect(results, report, a, t0):
+    """Outcomes into `report` (None: nothing new yet) until the time limit; the seeds left then
+    are reported as not run."""
+    from tests.fuzz.harness import Outcome
+    done = set()
     for o in results:
-        report.add(o)
+        if o is not None:
+            report.add(o)
+            done.add(o.seed)
         if a.time_limit and time.monotonic() - t0 > a.time_limit:
             break
+    for seed in a.seeds:
+        if seed not in done:
+            report.add(Outcome(seed, status="not run", cls="time limit"))
 
 
 if __name__ == "__main__":

@@ -182,6 +182,20 @@ class GpuRunner:
         if self.proc.is_alive():
             self.proc.kill()
 
+def until(results, deadline: float, tick: float = 1.0):
+    """The results of a pool's ``imap_unordered`` (chunksize 1: larger chunks give a generator
+    without ``next(timeout)``) until they end or ``time.monotonic()`` passes
+    `deadline`; None every `tick` seconds without one, so that a worker stuck on a seed (the
+    frontend once folded ``1 << 2**40`` for hours) cannot keep the summary from printing."""
+    while time.monotonic() < deadline:
+        try:
+            yield results.next(timeout=tick)
+        except mp.TimeoutError:
+            yield None
+        except StopIteration:
+            return
+
+
 def _cpu_worker():
     """Workers run the CPU side (reference, CPU backend, tensors for the GPU signature) even on
     a machine whose GPU would make cuda the default backend; they only compile for the GPU."""
@@ -201,17 +215,15 @@ def run_device(seeds, opts: Options, jobs: int, workdir: Path, report, time_limi
     task = partial(compile_task, opts=opts, workdir=workdir, arch=gpu.arch)
     finished = set()
     try:
-        for o in pool.imap_unordered(task, seeds, chunksize=2):
-            if o.status == "pass":
+        for o in until(pool.imap_unordered(task, seeds), t0 + time_limit):
+            if o is not None and o.status == "pass":
                 gpu.send(o)
-            else:
+            elif o is not None:
                 report.add(o)
                 finished.add(o.seed)
             for done in gpu.poll():
                 report.add(done)
                 finished.add(done.seed)
-            if time.monotonic() - t0 > time_limit:
-                break
         pool.terminate()
         while gpu.sent and time.monotonic() - t0 < time_limit + HANG_SECONDS:
             for done in gpu.poll(timeout=1.0):

@@ -8,7 +8,9 @@ failures (xfail) with their class; when a fix lands, those seeds pass.
 from __future__ import annotations
 
 import itertools
+import multiprocessing as mp
 import re
+import time
 
 import ml_dtypes
 import numpy as np
@@ -18,6 +20,7 @@ from fearless import dtypes
 from fearless.frontend import infer
 from tests.fuzz import __main__ as cli
 from tests.fuzz import harness, rules, scalar, vector
+from tests.fuzz.device import until
 from tests.fuzz.options import KNOWN, Options
 
 CI_SEEDS = range(0, 120)
@@ -117,3 +120,21 @@ def test_device_mode_plumbing_with_the_cpu_standing_in(tmp_path, capsys):
     log = (tmp_path / "log.txt").read_text()
     assert "seed 0 " in log and "gpu-run=" in log
     assert (tmp_path / "failures" / "seed_1.py").exists()
+
+
+def nap(seconds: float) -> float:
+    """A pool task (module level, so a spawned worker can import it)."""
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_stuck_worker_cannot_hold_back_the_summary():
+    """Seeds 7608 and 12096 once kept a compile worker busy for hours (a literal fold): the
+    results stop at the deadline, and until then a None comes every tick."""
+    with mp.get_context("spawn").Pool(2) as pool:
+        t0 = time.monotonic()
+        results = pool.imap_unordered(nap, [0.0, 600.0, 0.0])
+        got = list(until(results, t0 + 8.0, tick=0.25))
+        assert time.monotonic() - t0 < 12
+    assert sorted(o for o in got if o is not None) == [0.0, 0.0]
+    assert None in got
