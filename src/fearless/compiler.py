@@ -33,6 +33,7 @@ from fearless.frontend.capture import Captured
 from fearless.frontend.tile_emit import TileEmitter
 from fearless.ir import types as T
 from fearless.ir.core import Function
+from fearless.ir.opdef import checked_reads
 from fearless.ir.printer import print_function
 from fearless.ir.verify import verify
 from fearless.passes import PassOptions, run_all
@@ -85,15 +86,12 @@ def _ir(s: _State):
     s.out.ir = print_function(s.out.fn)
 
 
-CHECKED_OPS = ("mem.load", "mem.atomic", "warp.ldmatrix", "mem.async_copy")  # bounds.py's
-
-
 def _passes(s: _State):
     fn = run_all(s.out.fn, s.options, verify)
     s.out.fn = fn
     # no read left checked: no error word (the lowering then takes no such parameter)
-    checked = any(op.attrs.get("checked") for op in fn.walk()
-                  if op.name in CHECKED_OPS)
+    reads = checked_reads()
+    checked = any(op.attrs.get("checked") for op in fn.walk() if op.name in reads)
     s.out.meta = {"index_space": fn.attrs["index_space"],
                   "bounds_sites": [(name, span) for name, span in fn.attrs["bounds_sites"]]
                   if checked else [],

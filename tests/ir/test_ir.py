@@ -10,7 +10,7 @@ from fearless.backends.tileir import lower as tileir
 from fearless.errors import InternalError, SafetyError
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Function, Param, Region, Value
-from fearless.ir.opdef import REGISTRY
+from fearless.ir.opdef import REGISTRY, checked_reads, only
 from fearless.ir.printer import print_function
 from fearless.ir.verify import verify
 from fearless.passes import PASSES, PassOptions, run_all
@@ -43,6 +43,20 @@ def test_every_op_has_a_rule_or_a_reason_in_every_backend(backend):
     assert set(REGISTRY) == covered, set(REGISTRY) ^ covered
     assert not set(backend.RULES) & set(backend.UNSUPPORTED)
     assert all(backend.UNSUPPORTED.values())
+
+
+@pytest.mark.parametrize("backend, other", [(cpu_simt, "tile"), (llvm, "tile"),
+                                            (cpu_tile, "simt"), (tileir, "simt")],
+                         ids=lambda x: getattr(x, "__name__", x))
+def test_each_backend_refuses_the_other_tracks_ops_and_has_rules_for_its_own(backend, other):
+    assert set(only(other)) <= set(backend.UNSUPPORTED)
+    mine = "simt" if other == "tile" else "tile"
+    assert set(only(mine)) <= set(backend.RULES)
+
+
+def test_the_bounds_pass_checks_exactly_the_reads_of_user_memory():
+    assert checked_reads() == {"mem.load", "mem.atomic", "warp.ldmatrix", "mem.async_copy"}
+    assert all(REGISTRY[name].track == "simt" for name in checked_reads())
 
 
 def test_printer_is_stable_text():

@@ -1,9 +1,11 @@
 """The op registry: every IR op is defined once here, by an OpDef, and read by all backends.
 
 An OpDef names the op, says how many regions it has, whether it ends control flow
-(``terminator``), whether it has side effects, and carries a verifier that checks operand and
-result types. Backends keep one rule per op name in their own ``RULES`` table; a test checks
-that every backend covers every op in ``REGISTRY``.
+(``terminator``), whether it has side effects, which kernels use it (``track``), whether it is a
+read the bounds pass checks (``checked_read``), and carries a verifier that checks operand and
+result types. Backends keep one rule per op name in their own ``RULES`` table and derive the ops
+they refuse from ``track`` (``only``); a test checks that every backend covers every op in
+``REGISTRY``.
 """
 from __future__ import annotations
 
@@ -23,14 +25,29 @@ class OpDef:
     regions: int = 0
     terminator: bool = False
     side_effects: bool = False
+    track: str = "both"         # "simt", "tile" or "both": the kernels whose IR may hold it
+    checked_read: bool = False  # a read of user memory that passes/bounds.py may check
 
 
 REGISTRY: dict[str, OpDef] = {}
+TRACKS = ("simt", "tile", "both")
+
+
+def only(track: str) -> list[str]:
+    """The names of the ops that only ``track``'s kernels use ("simt" or "tile")."""
+    return [name for name, d in REGISTRY.items() if d.track == track]
+
+
+def checked_reads() -> frozenset[str]:
+    """The names of the reads of user memory that the bounds pass checks."""
+    return frozenset(name for name, d in REGISTRY.items() if d.checked_read)
 
 
 def define(name: str, doc: str, verify: Verifier, **traits) -> OpDef:
     if name in REGISTRY:
         raise ValueError(f"op {name!r} defined twice")
+    if traits.get("track", "both") not in TRACKS:
+        raise ValueError(f"op {name!r}: track must be one of {TRACKS}")
     opdef = REGISTRY[name] = OpDef(name, doc, verify, **traits)
     return opdef
 

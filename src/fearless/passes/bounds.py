@@ -1,5 +1,6 @@
-"""Bounds checks on reads: mark every ``mem.load`` (and ``mem.atomic``, ``warp.ldmatrix``,
-``mem.async_copy``, which also check alignment) checked and number it.
+"""Bounds checks on reads: mark every read of user memory (the ops whose OpDef says
+``checked_read``: ``mem.load``, and ``mem.atomic``, ``warp.ldmatrix``, ``mem.async_copy``, which
+also check alignment) checked and number it.
 
 A checked read that is out of bounds is skipped (it yields zero) and the first such event of a
 launch is recorded (site, index, extent, axis) in the launch's error word; the host raises
@@ -9,14 +10,16 @@ to ``(parameter name, span)`` for that message. ``fl.unchecked`` kernels skip th
 from __future__ import annotations
 
 from fearless.ir.core import Function
+from fearless.ir.opdef import checked_reads
 from fearless.passes.common import array_name, params_by_value
 
 
 def run(fn: Function, options) -> Function:
     params = params_by_value(fn)
     sites = []
+    reads = checked_reads()
     for op in fn.walk():
-        if op.name not in ("mem.load", "mem.atomic", "warp.ldmatrix", "mem.async_copy"):
+        if op.name not in reads:
             continue
         op.attrs["checked"] = options.bounds_checks
         if options.bounds_checks:

@@ -30,6 +30,7 @@ from fearless.backends.cpu.ops import ARITH, MATH, constant
 from fearless.backends.cpu.races import READ, WRITE, RaceDetector
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Region
+from fearless.ir.opdef import only
 from fearless.ir.types import Access, ThreadIndex
 
 LANES_PER_BATCH = 1 << 18
@@ -348,7 +349,4 @@ def run(fn: Function, grid: tuple, block: tuple, args: list, on_bounds_error: Ca
 
 
 # tile ops belong to tile kernels, which run on the cpu tile interpreter and the Tile IR backend
-UNSUPPORTED = {name: "tile kernels only" for name in (
-    "tile.block_index", "tile.num_blocks", "tile.dim", "tile.load", "tile.load_own",
-    "tile.store", "tile.splat", "tile.broadcast", "tile.reshape", "tile.permute",
-    "tile.reduce", "tile.argmax", "tile.iota", "tile.mma")}
+UNSUPPORTED = {name: "tile kernels only" for name in only("tile")}

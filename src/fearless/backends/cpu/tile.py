@@ -21,7 +21,7 @@ import numpy as np
 from fearless.backends.cpu.ops import ARITH, MATH, constant
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Region
-from fearless.ir.opdef import REGISTRY
+from fearless.ir.opdef import only
 from fearless.ir.types import Tile
 
 
@@ -286,5 +286,4 @@ RULES = {
 }
 
 # ops of the SIMT language (threads, element access, shared memory), which tile kernels lack
-UNSUPPORTED = {name: "SIMT only" for name in REGISTRY
-               if name.startswith(("mem.", "simt.", "warp.", "mma."))}
+UNSUPPORTED = {name: "SIMT only" for name in only("simt")}

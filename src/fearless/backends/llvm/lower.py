@@ -15,6 +15,7 @@ from fearless.backends.llvm import arith, mma, nvvm, simt, warp
 from fearless.backends.llvm.nvvm import GPTR, I1, I8, I64, llvm_type
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Operation, Region
+from fearless.ir.opdef import only
 from fearless.ir.types import Array, LocalRef, ThreadIndex
 
 
@@ -393,7 +394,4 @@ RULES = {
 }
 
 # tile ops belong to tile kernels, which run on the cpu tile interpreter and the Tile IR backend
-UNSUPPORTED = {name: "tile kernels only" for name in (
-    "tile.block_index", "tile.num_blocks", "tile.dim", "tile.load", "tile.load_own",
-    "tile.store", "tile.splat", "tile.broadcast", "tile.reshape", "tile.permute",
-    "tile.reduce", "tile.argmax", "tile.iota", "tile.mma")}
+UNSUPPORTED = {name: "tile kernels only" for name in only("tile")}

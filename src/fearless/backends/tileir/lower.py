@@ -27,7 +27,7 @@ from fearless.dtypes import DType, int_range
 from fearless.errors import CompileError, InternalError
 from fearless.ir import types as T
 from fearless.ir.core import Function, Region
-from fearless.ir.opdef import REGISTRY
+from fearless.ir.opdef import only
 
 _SCALARS = {"bool": tir.I1, "i8": tir.I8, "i16": tir.I16, "i32": tir.I32, "i64": tir.I64,
             "u8": tir.I8, "u16": tir.I16, "u32": tir.I32, "u64": tir.I64, "f16": tir.F16,
@@ -741,8 +741,7 @@ RULES = {
 }
 
 UNSUPPORTED = {
-    **{name: "SIMT only" for name in REGISTRY
-       if name.startswith(("mem.", "simt.", "warp.", "mma."))},
+    **{name: "SIMT only" for name in only("simt")},
     "scf.while": "while loops are not supported in tile kernels yet",
     "scf.condition": "while loops are not supported in tile kernels yet",
     "cf.break": "break is not supported in tile kernels yet",

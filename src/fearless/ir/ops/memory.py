@@ -101,11 +101,11 @@ def _atomic(op):
     return None
 
 
-define("mem.load", "read one array element", _load)
-define("mem.store", "write one array element", _store, side_effects=True)
+define("mem.load", "read one array element", _load, track="simt", checked_read=True)
+define("mem.store", "write one array element", _store, side_effects=True, track="simt")
 define("mem.atomic", "atomic read-modify-write of one element; returns the old value", _atomic,
-       side_effects=True)
-define("mem.dim", "extent of one array axis", _dim)
+       side_effects=True, track="simt", checked_read=True)
+define("mem.dim", "extent of one array axis", _dim, track="simt")
 define("local.alloc", "a zero-initialised local variable slot", all_of(counts(0, 1), _alloc),
        side_effects=True)
 define("local.load", "read a local slot", _local_load)

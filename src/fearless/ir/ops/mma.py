@@ -90,13 +90,14 @@ def _async_wait(op):
 
 
 define("warp.mma", "warp-wide tensor-core matrix multiply-accumulate (mma.sync.aligned)",
-       all_of(counts(10, 4), _mma), side_effects=True)
+       all_of(counts(10, 4), _mma), side_effects=True, track="simt")
 define("warp.ldmatrix", "warp-wide load of 8x8 16-bit matrices from shared memory (ldmatrix)",
-       _ldmatrix, side_effects=True)
-define("mma.pack", "two 16-bit floats as one u32 fragment register", all_of(counts(2, 1), _pack))
+       _ldmatrix, side_effects=True, track="simt", checked_read=True)
+define("mma.pack", "two 16-bit floats as one u32 fragment register", all_of(counts(2, 1), _pack),
+       track="simt")
 define("mem.async_copy", "asynchronous global -> shared copy of 4/8/16 bytes (cp.async)",
-       _async_copy, side_effects=True)
+       _async_copy, side_effects=True, track="simt", checked_read=True)
 define("mem.async_commit", "close the thread's group of async copies (cp.async.commit_group)",
-       counts(0, 0), side_effects=True)
+       counts(0, 0), side_effects=True, track="simt")
 define("mem.async_wait", "wait for all but the n latest groups (cp.async.wait_group n)",
-       all_of(counts(0, 0), _async_wait), side_effects=True)
+       all_of(counts(0, 0), _async_wait), side_effects=True, track="simt")

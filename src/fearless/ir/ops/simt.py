@@ -71,11 +71,14 @@ def _print(op):
 
 
 define("simt.print", "print numbers and text from each thread (vprintf)", _print,
-       side_effects=True)
+       side_effects=True, track="simt")
 define("simt.thread_index", "this thread's coordinate in the launch's index space (or block)",
-       all_of(counts(0, 1), _thread_index))
-define("simt.index_value", "the i64 value of a ThreadIndex", all_of(counts(1, 1), _index_value))
-define("simt.special", "a block/grid/lane coordinate as i64", all_of(counts(0, 1), _special))
-define("simt.barrier", "block-wide barrier (__syncthreads)", counts(0, 0), side_effects=True)
+       all_of(counts(0, 1), _thread_index), track="simt")
+define("simt.index_value", "the i64 value of a ThreadIndex", all_of(counts(1, 1), _index_value),
+       track="simt")
+define("simt.special", "a block/grid/lane coordinate as i64", all_of(counts(0, 1), _special),
+       track="simt")
+define("simt.barrier", "block-wide barrier (__syncthreads)", counts(0, 0), side_effects=True,
+       track="simt")
 define("simt.shared_alloc", "a block-shared array (static shape or the launch's dynamic bytes)",
-       all_of(counts(0, 1), _shared_alloc), side_effects=True)
+       all_of(counts(0, 1), _shared_alloc), side_effects=True, track="simt")

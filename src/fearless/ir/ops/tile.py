@@ -165,26 +165,31 @@ def _mma(op):
     return None if op.result.type == acc else "result must be the accumulator's type"
 
 
-define("tile.block_index", "this tile block's coordinate along attr axis", _index_result)
-define("tile.num_blocks", "number of tile blocks along attr axis", _index_result)
+define("tile.block_index", "this tile block's coordinate along attr axis", _index_result,
+       track="tile")
+define("tile.num_blocks", "number of tile blocks along attr axis", _index_result, track="tile")
 define("tile.dim", "extent of one axis of a tensor parameter",
-       all_of(counts(1, 1), _dim, lambda op: None if op.result.type == INDEX else "gives i64"))
-define("tile.load", "load the tile at tile coordinates; zero past the edge", _load)
+       all_of(counts(1, 1), _dim, lambda op: None if op.result.type == INDEX else "gives i64"),
+       track="tile")
+define("tile.load", "load the tile at tile coordinates; zero past the edge", _load, track="tile")
 define("tile.load_own", "load the block's own tile of an Out partition",
-       all_of(counts(1, 1), _load_own))
+       all_of(counts(1, 1), _load_own), track="tile")
 define("tile.store", "store the block's own tile of an Out partition",
-       all_of(counts(2, 0), _store), side_effects=True)
+       all_of(counts(2, 0), _store), side_effects=True, track="tile")
 define("tile.splat", "a scalar repeated over the result shape",
-       all_of(counts(1, 1), _tile_result, _splat))
+       all_of(counts(1, 1), _tile_result, _splat), track="tile")
 define("tile.broadcast", "repeat extents of 1", all_of(counts(1, 1), _tile_result,
-                                                       _same_dtype_tile, _broadcast))
+                                                       _same_dtype_tile, _broadcast), track="tile")
 define("tile.reshape", "same elements, another shape", all_of(counts(1, 1), _tile_result,
-                                                              _same_dtype_tile, _reshape))
+                                                              _same_dtype_tile, _reshape),
+       track="tile")
 define("tile.permute", "reorder axes", all_of(counts(1, 1), _tile_result, _same_dtype_tile,
-                                              _permute))
+                                              _permute), track="tile")
 define("tile.reduce", "sum/max/min along an axis", all_of(counts(1, 1), _tile_result,
-                                                          _same_dtype_tile, _reduce))
+                                                          _same_dtype_tile, _reduce), track="tile")
 define("tile.argmax", "index of the first maximum along an axis",
-       all_of(counts(1, 1), _tile_result, _argmax))
-define("tile.iota", "0, 1, 2, ... as a 1-d i32 tile", all_of(counts(0, 1), _tile_result, _iota))
-define("tile.mma", "matrix multiply-accumulate acc + a @ b", all_of(counts(3, 1), _mma))
+       all_of(counts(1, 1), _tile_result, _argmax), track="tile")
+define("tile.iota", "0, 1, 2, ... as a 1-d i32 tile", all_of(counts(0, 1), _tile_result, _iota),
+       track="tile")
+define("tile.mma", "matrix multiply-accumulate acc + a @ b", all_of(counts(3, 1), _mma),
+       track="tile")
