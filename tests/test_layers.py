@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "fearless"
 RANKS = [  # (module prefix, rank); the longest matching prefix wins
-    ("fearless.frontend.spans", 0), ("fearless.errors", 1), ("fearless.dtypes", 2),
+    ("fearless.frontend.spans", 0), ("fearless.version", 0), ("fearless.errors", 1), ("fearless.dtypes", 2),
     ("fearless.config", 2), ("fearless.tracebacks", 2), ("fearless.simt", 3), ("fearless.tile.lang", 3), ("fearless.tile.views", 3), ("fearless.ir", 4), ("fearless.frontend", 5),
     ("fearless.passes", 6), ("fearless.backends", 7), ("fearless.runtime", 8),
     ("fearless.compiler", 9), ("fearless.kernel", 10), ("fearless.tile_kernel", 10), ("fearless.doctor", 11),

@@ -9,6 +9,7 @@ where pyright is installed, the README's kernels type-check.
 from __future__ import annotations
 
 import builtins
+import importlib.metadata
 import inspect
 import json
 import pydoc
@@ -16,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import traceback
 import types
 from pathlib import Path
@@ -185,3 +187,12 @@ def test_pyright_accepts_the_readme_kernels_and_launches(tmp_path):
     run = subprocess.run(["pyright", "--pythonpath", sys.executable, str(tmp_path)],
                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_version_is_written_once():
+    """src/fearless/version.py: pyproject.toml reads it, the package and the cache keys use it."""
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+                            .read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert fl.__version__ == importlib.metadata.version("fearless")
+    assert sys.modules["fearless.kernel"].VERSION is fl.__version__

@@ -34,7 +34,7 @@ else:
     from fearless.dtypes import (bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32,
                                  u64)
 
-__version__ = "0.1.0"
+from fearless.version import __version__
 
 __all__ = [
     "kernel", "func", "unchecked", "unsafe", "Kernel", "DeviceFunction", "PreparedLaunch",

@@ -14,12 +14,15 @@ Tile kernels (TILE_STAGES) share ``ast`` and ``ir``, then:
     cubin   machine code, from tileiras
     sass    the cubin disassembled
 
-``compile_simt(..., until=stage)`` (and ``compile_tile``) runs the stages up to and including ``stage`` and returns a
-``Compiled`` holding every stage's output; ``show(compiled, stage)`` renders one as text.
+``compile_simt(..., until=stage)`` (and ``compile_tile``) runs the stages up to and including
+``stage`` and returns a ``Compiled`` holding every stage's output; ``show(compiled, stage)``
+renders one as text, and the stages named in ``dump`` (FEARLESS_DUMP) are printed to stderr as
+they finish.
 """
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass, field
 
 from fearless.backends.llvm.lower import lower
@@ -129,7 +132,7 @@ STAGE_NAMES = tuple(name for name, _ in SIMT_STAGES)
 
 def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassOptions,
                  arch: str | None, until: str = "cubin", contract=None,
-                 resume: Compiled | None = None) -> Compiled:
+                 resume: Compiled | None = None, dump=frozenset()) -> Compiled:
     """Run the stages up to ``until``. GPU stages (llvm and later) need ``arch``; ``contract``
     (a launch contract) adds its launch bounds to the code. ``resume``: a compile of the same
     kernel, parameters, options and contract that ran to ``passes`` (the cpu backend's); the
@@ -148,6 +151,7 @@ def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassO
             raise ValueError(f"stage {name!r} needs a target arch such as 'sm_90'")
         if name not in skip:
             stage(state)
+            _dump(state, name, dump)
         if name == until:
             break
     return state.out
@@ -178,7 +182,8 @@ TILE_STAGE_NAMES = tuple(name for name, _ in TILE_STAGES)
 
 
 def compile_tile(cap: Captured, params: list[tuple[str, T.Type]], constants: dict,
-                 arch: str | None, until: str = "cubin", hints: dict | None = None) -> Compiled:
+                 arch: str | None, until: str = "cubin", hints: dict | None = None,
+                 dump=frozenset()) -> Compiled:
     """Run the tile stages up to ``until``; ``tileir`` and ``cubin`` need ``arch``."""
     if until not in TILE_STAGE_NAMES:
         raise ValueError(f"unknown stage {until!r}; stages: {', '.join(TILE_STAGE_NAMES)}")
@@ -189,6 +194,7 @@ def compile_tile(cap: Captured, params: list[tuple[str, T.Type]], constants: dic
         if name in ("tileir", "cubin", "sass") and arch is None:
             raise ValueError(f"stage {name!r} needs a target arch such as 'sm_90'")
         stage(state)
+        _dump(state, name, dump)
         if name == until:
             break
     if state.out.fn is not None and state.out.tileir is None:
@@ -197,6 +203,12 @@ def compile_tile(cap: Captured, params: list[tuple[str, T.Type]], constants: dic
         # when the pipeline stops before the tileir stage (the GPU path lowers there anyway).
         lower_tile(state.out.fn, DEFAULT_TILE_VERSION, state.hints, arch)
     return state.out
+
+
+def _dump(s: _State, stage: str, dump) -> None:
+    if stage in dump:
+        print(f"// fearless: kernel '{s.cap.name}', stage {stage}, for {s.arch or 'cpu'}\n"
+              f"{show(s.out, stage)}", end="", file=sys.stderr, flush=True)
 
 
 def show(compiled: Compiled, stage: str) -> str:

@@ -7,7 +7,9 @@ Variables:
     FEARLESS_BACKEND    ``cpu`` or ``cuda``; unset picks cuda when a usable GPU is present.
     FEARLESS_CACHE_DIR  JIT cache directory; default ``$XDG_CACHE_HOME/fearless`` (``~/.cache``).
     FEARLESS_CACHE      ``0`` disables the on-disk JIT cache (the in-memory one stays).
-    FEARLESS_DUMP       comma list of stages to print while compiling: ``ir,llvm,ptx``.
+    FEARLESS_DUMP       comma list of compile stages to print to stderr as each kernel compiles
+                        (``ir,passes,ptx``; the names of ``fearless inspect --stage``, DUMP_STAGES).
+                        A compile the disk cache answers prints nothing: add FEARLESS_CACHE=0.
     FEARLESS_RACECHECK  ``0`` turns off the cpu backend's race detector, which is on by default:
                         it watches shared memory, UnsafeSlice and atomic arrays and raises
                         RaceError. The cpu backend is where kernels are developed, so races
@@ -33,6 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+# the compile stages of both tracks (compiler.STAGE_NAMES and TILE_STAGE_NAMES; a test keeps
+# them equal): config sits below the compiler and cannot import it
+DUMP_STAGES = ("ast", "ir", "passes", "llvm", "ptx", "cubin", "sass", "tileir")
+
+
 @dataclass(frozen=True)
 class Config:
     backend: str | None
@@ -53,6 +60,10 @@ class Config:
         xdg = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         cache_dir = Path(env.get("FEARLESS_CACHE_DIR") or Path(xdg) / "fearless")
         dump = frozenset(s.strip() for s in env.get("FEARLESS_DUMP", "").split(",") if s.strip())
+        if dump - set(DUMP_STAGES):
+            raise ValueError(f"FEARLESS_DUMP={env['FEARLESS_DUMP']!r}: "
+                             f"{sorted(dump - set(DUMP_STAGES))[0]!r} is not a stage; stages: "
+                             f"{', '.join(DUMP_STAGES)}")
         archs = tuple(dict.fromkeys(
             a.strip() for a in env.get("FEARLESS_CROSS_COMPILE", "").split(",") if a.strip()))
         bad = [a for a in archs if not re.fullmatch(r"sm_\d+a?", a)]

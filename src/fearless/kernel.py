@@ -46,8 +46,9 @@ from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.simt import thread
 from fearless.simt.safety import in_unsafe, unsafe  # noqa: F401 (re-exported)
 from fearless.tracebacks import hide_internal_frames, user_facing
+from fearless.version import __version__
 
-VERSION = "0.1.0"
+VERSION = __version__  # in every disk-cache key
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -224,7 +225,7 @@ class Kernel:
                 CONFIG, key, self.captured, types,
                 lambda: compile_simt(self.captured, params, self._options(prove), arch,
                                      "passes" if backend == "cpu" else "cubin", self.contract,
-                                     resume=cpu),
+                                     resume=cpu, dump=CONFIG.dump),
                 f"kernel '{self.name}' ({', '.join(map(str, types))}) for {arch or 'cpu'}",
                 keep_ir=backend == "cpu", fresh=fresh)
         except FearlessError as exc:

@@ -248,14 +248,15 @@ class TileKernel:
                 return cached_compile(CONFIG, self.cache_key(types, constants, None),
                                       self.captured, types,
                                       lambda: compile_tile(self.captured, params, constants,
-                                                           None, "ir"), what, keep_ir=True)
+                                                           None, "ir", dump=CONFIG.dump),
+                                      what, keep_ir=True)
             from fearless.backends.tileir import tileiras
             tc = tileiras.find()
             built_by = tc.fingerprint() if tc is not None else None
 
             def run():
                 compiled = compile_tile(self.captured, params, constants, arch, "cubin",
-                                        self.hints)
+                                        self.hints, dump=CONFIG.dump)
                 compiled.meta = {"tileiras": built_by}
                 return compiled
 
