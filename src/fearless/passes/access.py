@@ -8,7 +8,7 @@ from __future__ import annotations
 from fearless.errors import SafetyError
 from fearless.ir.core import Function
 from fearless.ir.types import Access
-from fearless.passes.common import array_name, params_by_value
+from fearless.analysis.common import array_name, params_by_value
 
 
 def run(fn: Function, options) -> Function:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fearless.ir.core import Function
 from fearless.ir.opdef import checked_reads
-from fearless.passes.common import array_name, params_by_value
+from fearless.analysis.common import array_name, params_by_value
 
 
 def run(fn: Function, options) -> Function:

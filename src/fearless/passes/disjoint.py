@@ -6,7 +6,7 @@ expression *is* the value returned by ``fl.thread.index_1d()`` (or the ``(row, c
 type check: a rank-n Disjoint array needs ``tid<nd, axis k>`` at position k, and no two threads
 of a launch share a ThreadIndex. An array accessed at computed indices (a thread that owns
 several elements, ``out[r0 + ty + 8 * k, c0 + tx]``) is proved by enumerating the threads of a
-block over all its accesses together (``passes/owners.py``); that needs the contract's exact
+block over all its accesses together (``analysis/owners.py``); that needs the contract's exact
 block. Either proof makes the writes race-free.
 
 Sets ``fn.attrs["coverage"]``: for each array proved by enumeration, what a launch writes of it
@@ -15,11 +15,12 @@ covers the whole output.
 """
 from __future__ import annotations
 
+from fearless.analysis import owners
+from fearless.analysis.common import params_by_value
+from fearless.analysis.linear import guard_facts
 from fearless.errors import SafetyError
 from fearless.ir.core import Function
 from fearless.ir.types import Access, ThreadIndex
-from fearless.passes import inbounds, owners
-from fearless.passes.common import params_by_value
 
 _AXIS = {0: "row", 1: "column"}
 
@@ -36,7 +37,7 @@ def run(fn: Function, options) -> Function:
         bad = [(op, k) for op in accesses for k in _computed(op)]
         if not bad:
             continue
-        prover = prover or inbounds.guard_facts(fn)
+        prover = prover or guard_facts(fn)
         name = params[id(accesses[0].operands[0])].name
         try:
             coverage[name] = owners.prove(prover, accesses, getattr(options, "block", None),

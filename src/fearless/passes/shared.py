@@ -5,7 +5,7 @@ Proved here, for every shared array (``fl.shared.array`` / ``fl.shared.dynamic``
    ``(ty, tx)`` of ``index_in_block_2d()`` for a 2-d array), so no two threads of a block
    write one element; or, with the contract's exact block, the array's writes at computed
    slots (``tile[ty + 8 * k, tx]``, swizzles) reach no slot from two threads, checked by
-   enumerating the block's threads (``passes/owners.py``); such a write counts as a write of
+   enumerating the block's threads (``analysis/owners.py``); such a write counts as a write of
    any slot for the barrier rules below;
 2. a read of any other slot (a computed index) is separated from every earlier write of the
    array by a barrier (read-after-write), and every later write is separated from that read by a
@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import math
 
+from fearless.analysis import owners
+from fearless.analysis.linear import guard_facts
+from fearless.analysis.uniformity import varying
 from fearless.errors import CompileError, SafetyError
 from fearless.ir.core import Function, Operation, Region
 from fearless.ir.types import Access, Scalar, ThreadIndex
-from fearless.passes import barriers, inbounds, owners
 
 STATIC_LIMIT = 48 * 1024  # bytes of static shared memory PTX lets a block declare (sm_80+)
 _WRITES, _READS, _ATOMICS, _INFLIGHT = 0, 1, 2, 3
@@ -93,11 +95,11 @@ def _locals(key):
 class _Checker:
     def __init__(self, fn: Function, block):
         self.fn = fn
-        self.guards = inbounds.guard_facts(fn)
+        self.guards = guard_facts(fn)
         # computed: arrays written at proved computed slots, where another thread may write a
         # thread's own slot t, so a read of s[t] is a read of another thread's slot
         self.owned, self.computed, self.unowned = self.prove_owners(fn, block)
-        self.varying = barriers.varying(fn)
+        self.varying = varying(fn)
         self.async_targets = {id(op.operands[0]): op for op in fn.walk()
                               if op.name == "mem.async_copy"}
         self.loops: list[list] = []   # per loop: [break states, continue states]
@@ -105,7 +107,7 @@ class _Checker:
     def prove_owners(self, fn: Function, block):
         """(ids of stores proven to reach slots no other thread of the block writes, ids of
         their arrays, {array id: why not}) for arrays written at computed slots
-        (``passes/owners.py``)."""
+        (``analysis/owners.py``)."""
         stores: dict[int, list] = {}
         for op in fn.walk():
             if op.name == "mem.store" and op.operands[0].type.access is Access.SHARED and \

@@ -3,7 +3,7 @@
 A full-mask warp op (``fl.warp.shuffle(v, k)`` and friends without ``mask=``) under a condition
 that can differ between the lanes of a warp, or after such a condition let some lanes leave a
 loop or the kernel, is undefined on the GPU (``shfl.sync`` waits for lanes that never come, or
-reads a value nobody wrote). The lane-level uniformity analysis of ``passes/barriers.py`` finds
+reads a value nobody wrote). The lane-level uniformity analysis (``analysis/uniformity.py``) finds
 those; they are refused with a SafetyError pointing at the call and the condition, unless the
 call gives an explicit ``mask=`` inside ``with fl.unsafe():`` (the cpu backend then checks at run
 time that exactly the lanes of the mask arrive).
@@ -13,9 +13,9 @@ warps (a block size that is a multiple of 32), checked by the runtime.
 """
 from __future__ import annotations
 
+from fearless.analysis.uniformity import analyse
 from fearless.errors import SafetyError
 from fearless.ir.core import Function
-from fearless.passes.barriers import analyse
 
 _CALLS = {"warp.shuffle": "a warp shuffle", "warp.vote": "a warp vote",
           "warp.reduce": "a warp reduction", "warp.mma": "a tensor-core mma",

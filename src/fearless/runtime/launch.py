@@ -345,7 +345,7 @@ def check_arguments(kernel: str, names: list[str], types: tuple, tensors: list) 
 def check_coverage(kernel: str, launch: PreparedLaunch, names, types, tensors,
                    owned: dict) -> None:
     """Every element of a written array must belong to some thread of the launch. ``owned``:
-    per array written at computed indices, its coverage (``passes/owners.py``: per axis,
+    per array written at computed indices, its coverage (``analysis/owners.py``: per axis,
     ``(grid axis, elements per block)`` or ``(None, extent)``), or None when not known."""
     for name, ty, tensor in zip(names, types, tensors):
         if tensor is None or ty.access is not T.Access.DISJOINT:

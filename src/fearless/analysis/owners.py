@@ -3,7 +3,7 @@
 Used by ``passes/disjoint.py`` (a DisjointSlice accessed at computed indices: a thread that owns
 several elements, such as the four rows of a 32 x 8-thread transpose block) and by
 ``passes/shared.py`` (shared-memory writes at computed slots, such as a swizzled tile). The
-index of each access, along each axis, is a linear form (``passes/inbounds.py``) whose atoms are
+index of each access, along each axis, is a linear form (``analysis/linear.py``) whose atoms are
 either *thread parts*, computable from the thread's coordinates in its block, constants and the
 counters of constant-bound loops (``+ - * // % & | ^ << >>``, ``min``, ``max``), or *block
 parts*, equal in every thread of a block. With the contract's exact block, every thread of one
@@ -54,7 +54,7 @@ class NoBlock(Unproven):
 def prove(prover, accesses: list[Operation], block: tuple | None, shared: bool):
     """Raise ``Unproven`` unless no two threads of a launch reach one element through
     ``accesses`` (loads and stores of one array; operand 0 the array, then one index per axis).
-    ``prover``: a ``passes.inbounds._Prover`` of the function (value keys, linear forms, loop
+    ``prover``: ``analysis.linear.Facts`` of the function (value keys, linear forms, loop
     counters). ``block``: the contract's exact block (x, y) or None. ``shared``: the array is
     per block.
 
