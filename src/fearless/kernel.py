@@ -25,6 +25,7 @@ from typing import Any, Callable, Generic, ParamSpec, TypeVar, overload
 import numpy as np
 
 from fearless import dtypes
+from fearless.backends.llvm.shared_pool import pooled_bytes
 from fearless.compiler import Compiled, compile_simt, show
 from fearless.config import CONFIG, Config
 from fearless.errors import ArgumentTypeError, CompileError, ContractError, FearlessError, \
@@ -36,7 +37,6 @@ from fearless.passes import PassOptions
 from fearless.runtime import ahead, cache, device, dispatch, launch as contracts, progress
 from fearless.runtime.contract import Contract
 from fearless.runtime.lazy import DeviceOperation
-from fearless.passes.shared import pooled_bytes
 from fearless.runtime.module import allow_dynamic_shared, load, load_rebuilding, \
     nvjitlink_version
 from fearless.runtime.ownership import refuse_while_executing

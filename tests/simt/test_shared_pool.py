@@ -12,7 +12,7 @@ import pytest
 import fearless as fl
 from fearless import f32
 from fearless.ir import types as T
-from fearless.passes.shared import pooled_bytes
+from fearless.backends.llvm.shared_pool import pooled_bytes
 
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 BIG = 16384 + 4096  # 80 KB of f32 in two arrays

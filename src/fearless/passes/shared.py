@@ -44,7 +44,6 @@ from fearless.errors import CompileError, SafetyError
 from fearless.ir.core import Function, Operation, Region
 from fearless.ir.types import Access, Scalar, ThreadIndex
 
-STATIC_LIMIT = 48 * 1024  # bytes of static shared memory PTX lets a block declare (sm_80+)
 _WRITES, _READS, _ATOMICS, _INFLIGHT = 0, 1, 2, 3
 _MAX_AGE = 8  # wait_group takes 0..7: an older group is complete after any wait
 EMPTY = ({}, {}, {}, {})
@@ -371,27 +370,6 @@ _DISJOINT_HELP = ("; or, within one barrier interval, guard the write of the own
 
 def _first(records):
     return next(iter(records))[0] if records else None
-
-
-def pool(sizes) -> tuple[list[int], int]:
-    """Byte offsets of static shared arrays of ``sizes`` bytes laid out one after another, each
-    16-byte aligned (what ``cp.async`` and ``ldmatrix`` need), and the total."""
-    offsets, total = [], 0
-    for size in sizes:
-        offsets.append(total)
-        total += -(-size // 16) * 16
-    return offsets, total
-
-
-def pooled_bytes(shared_meta) -> int:
-    """The bytes of a kernel's static shared arrays (``fn.attrs["shared"]``) when they exceed
-    STATIC_LIMIT, else 0. Such arrays live at the start of the block's dynamic shared memory
-    (``backends/llvm/simt.py``), which may grow past 48 KB once the kernel opts in, and every
-    launch asks for that many more dynamic bytes."""
-    from fearless.dtypes import from_name
-    total = pool(math.prod(shape) * from_name(d).itemsize
-                 for _, shape, d in shared_meta if shape is not None)[1]
-    return total if total > STATIC_LIMIT else 0
 
 
 def run(fn: Function, options) -> Function:

@@ -271,7 +271,7 @@ def check_shared(kernel: str, launch: PreparedLaunch, shared: tuple, contract=No
                  if shape is not None)
     limit = SHARED_LIMIT
     if (contract is not None and contract.shared_range[1] > SHARED_LIMIT) or \
-            static > SHARED_LIMIT:  # over 48 KB, the static arrays opt in (passes/shared.py)
+            static > SHARED_LIMIT:  # over 48 KB, the static arrays opt in (llvm/shared_pool.py)
         limit = device_limits(launch.backend).max_shared_optin
     if static + launch.shared > limit:
         raise ContractError(f"the kernel uses {static} bytes of static and {launch.shared} of "

@@ -20,7 +20,7 @@ from llvmlite import ir
 from fearless.backends.llvm import nvvm
 from fearless.backends.llvm.nvvm import I16, I32, I64
 from fearless.ir.types import Access
-from fearless.passes import shared as shared_pass
+from fearless.backends.llvm import shared_pool
 
 SHARED = 3  # NVPTX address space of shared memory
 _SCOPE = {"block": "cta", "device": "gpu", "system": "sys"}
@@ -92,16 +92,16 @@ def _shared_pool(low):
     the start of dynamic shared memory). One global, ``__fl_shared``, rather than one per array:
     the stages of a pipeline then differ by constant offsets, which PTX folds into
     ``[reg + imm]`` addresses, so a shared index computed once serves every stage (fewer
-    registers). Above ``shared.STATIC_LIMIT`` (48 KB, as much as PTX lets a block declare) the
-    arrays sit at the start of the dynamic shared memory instead, and the launch asks for
-    their bytes too (``passes.shared.pooled_bytes``, ``runtime/dispatch.py``)."""
+    registers). Above ``shared_pool.STATIC_LIMIT`` (48 KB, as much as PTX lets a block declare)
+    the arrays sit at the start of the dynamic shared memory instead, and the launch asks for
+    their bytes too (``shared_pool.pooled_bytes``, ``runtime/dispatch.py``)."""
     if low.shared_pool is None:
         allocs = [op for op in low.fn.walk()
                   if op.name == "simt.shared_alloc" and op.attrs["shape"] is not None]
-        starts, total = shared_pass.pool(math.prod(op.attrs["shape"]) *
+        starts, total = shared_pool.pool(math.prod(op.attrs["shape"]) *
                                          op.result.type.dtype.itemsize for op in allocs)
         offsets = {id(op): start for op, start in zip(allocs, starts)}
-        if total > shared_pass.STATIC_LIMIT:
+        if total > shared_pool.STATIC_LIMIT:
             low.shared_pool = _dynamic_shared(low.b.module), offsets, total
             return low.shared_pool
         gv = ir.GlobalVariable(low.b.module, ir.ArrayType(ir.IntType(8), total), "__fl_shared",
