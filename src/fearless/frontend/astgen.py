@@ -253,7 +253,7 @@ class FunctionGen(ast.NodeVisitor):
         if isinstance(cond, Const):  # decided at compile time: only one branch exists
             return self.body(node.body if cond.value else node.orelse)
         then, other = Region(), Region()
-        self.b.create("scf.if", [cond], [], regions=[then, other])
+        self.b.create("scf.if", [cond], regions=[then, other])
         with self.b.at(then):
             left = self.nested(node.body)
         with self.b.at(other):
@@ -297,7 +297,7 @@ class FunctionGen(ast.NodeVisitor):
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the loop variable must be a plain name")
         body = Region([Value(T.INDEX, node.target.id)])
-        self.b.create("scf.for", bounds, [], {"step_sign": sign}, [body])
+        self.b.create("scf.for", bounds, attrs={"step_sign": sign}, regions=[body])
         with self.b.at(body):
             self.assign_slot(node.target.id, body.args[0], node.target)
             self.loop(node.body)
@@ -332,12 +332,12 @@ class FunctionGen(ast.NodeVisitor):
         if node.orelse:
             raise self.error(node, "while ... else is not supported")
         cond, body = Region(), Region()
-        self.b.create("scf.while", [], [], regions=[cond, body])
+        self.b.create("scf.while", [], regions=[cond, body])
         with self.b.at(cond):
             test = self.emit.truth(self.visit(node.test))
             if isinstance(test, Const):
                 test = self.emit.constant(test.value, T.BOOL.dtype)
-            self.b.create("scf.condition", [test], [])
+            self.b.create("scf.condition", [test])
         with self.b.at(body):
             self.loop(node.body)
         return False
@@ -350,11 +350,11 @@ class FunctionGen(ast.NodeVisitor):
             self.loop_depth -= 1
 
     def visit_Break(self, node):
-        self.b.create("cf.break", [], [])
+        self.b.create("cf.break", [])
         return True
 
     def visit_Continue(self, node):
-        self.b.create("cf.continue", [], [])
+        self.b.create("cf.continue", [])
         return True
 
     def visit_Return(self, node):
@@ -369,7 +369,7 @@ class FunctionGen(ast.NodeVisitor):
                 raise self.error(node, "this return gives a value of another shape than an "
                                        "earlier return")
             self.returned = binding
-        self.b.create("cf.return", [], [])
+        self.b.create("cf.return", [])
         return True
 
     # assignment -----------------------------------------------------------------------------
@@ -429,7 +429,7 @@ class FunctionGen(ast.NodeVisitor):
         ref = self.ctx.slot(key, observed)
         name = key.rsplit(".", 1)[-1]
         stored = self.emit.implicit(value, ref.type.elem, f"variable '{name}'")
-        self.b.create("local.store", [ref, stored], [])
+        self.b.create("local.store", [ref, stored])
         return Slot(key)
 
     def read_binding(self, binding):
@@ -438,7 +438,7 @@ class FunctionGen(ast.NodeVisitor):
         if isinstance(binding, TupleSlot):
             return TupleValue(tuple(self.read_binding(b) for b in binding.items))
         ref = self.ctx.slots[binding.key]
-        return self.b.create("local.load", [ref], [ref.type.elem]).result
+        return self.b.create("local.load", [ref]).result
 
     # expressions ----------------------------------------------------------------------------
 
@@ -565,26 +565,26 @@ class FunctionGen(ast.NodeVisitor):
             return self.visit(ast.copy_location(ast.BoolOp(node.op, rest), node))
         key = f"{self.prefix}<bool@{node.lineno}:{node.col_offset}>"
         ref = self.ctx.slot(key, T.BOOL)
-        self.b.create("local.store", [ref, first], [])
+        self.b.create("local.store", [ref, first])
         for value in node.values[1:]:
-            current = self.b.create("local.load", [ref], [T.BOOL]).result
+            current = self.b.create("local.load", [ref]).result
             if not is_and:
                 current = self.emit.unary("not", current)
             then = Region()
-            self.b.create("scf.if", [current], [], regions=[then, Region()])
+            self.b.create("scf.if", [current], regions=[then, Region()])
             with self.b.at(then):
                 nxt = self.emit.truth(self.visit(value))
                 if isinstance(nxt, Const):
                     nxt = self.emit.constant(nxt.value, T.BOOL.dtype)
-                self.b.create("local.store", [ref, nxt], [])
-        return self.b.create("local.load", [ref], [T.BOOL]).result
+                self.b.create("local.store", [ref, nxt])
+        return self.b.create("local.load", [ref]).result
 
     def visit_IfExp(self, node):
         cond = self.emit.truth(self.visit(node.test))
         if isinstance(cond, Const):
             return self.visit(node.body if cond.value else node.orelse)
         then, other = Region(), Region()
-        self.b.create("scf.if", [cond], [], regions=[then, other])
+        self.b.create("scf.if", [cond], regions=[then, other])
         with self.b.at(then):
             a = self.visit(node.body)
         with self.b.at(other):
@@ -595,8 +595,8 @@ class FunctionGen(ast.NodeVisitor):
         for region, v in ((then, a), (other, c)):
             with self.b.at(region):
                 stored = self.emit.implicit(v, ref.type.elem, "the conditional expression")
-                self.b.create("local.store", [ref, stored], [])
-        return self.b.create("local.load", [ref], [ref.type.elem]).result
+                self.b.create("local.store", [ref, stored])
+        return self.b.create("local.load", [ref]).result
 
     def visit_Call(self, node):
         func = self.visit(node.func)
@@ -683,9 +683,9 @@ class FunctionGen(ast.NodeVisitor):
         indices, spans = indices
         array = self.array(array, node)
         operands = self.index_operands(array, indices, node)
-        return self.b.create("mem.load", [array, *operands], [T.Scalar(array.type.dtype)],
-                             {"checked": False, "index_spans": spans, **self.unsafe_attr(),
-                              **({"rmw": True} if rmw else {})}).result
+        attrs = {"checked": False, "index_spans": spans, **self.unsafe_attr(),
+                 **({"rmw": True} if rmw else {})}
+        return self.b.create("mem.load", [array, *operands], attrs=attrs).result
 
     def store(self, array, indices, value, node, rmw=False):
         indices, spans = indices
@@ -695,9 +695,8 @@ class FunctionGen(ast.NodeVisitor):
                              help=f"write {describe_rmw(node)}")
         operands = self.index_operands(array, indices, node)
         stored = self.emit.implicit(value, T.Scalar(array.type.dtype), "an array element")
-        self.b.create("mem.store", [array, *operands, stored], [],
-                      {"index_spans": spans, **self.unsafe_attr(), **({"rmw": True} if rmw
-                                                                       else {})})
+        attrs = {"index_spans": spans, **self.unsafe_attr(), **({"rmw": True} if rmw else {})}
+        self.b.create("mem.store", [array, *operands, stored], attrs=attrs)
 
     def unsafe_attr(self) -> dict:
         """``{"unsafe": True}`` for ops written inside ``with fl.unsafe():``, else nothing."""

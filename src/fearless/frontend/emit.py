@@ -76,7 +76,7 @@ class Emitter:
                                                 "for example fl.i64(x)")
             return self.constant(fv.value, target)  # by a cast's rules
         if isinstance(fv, Value) and isinstance(fv.type, T.ThreadIndex):
-            fv = self.b.create("simt.index_value", [fv], [T.INDEX]).result
+            fv = self.b.create("simt.index_value", [fv]).result
         if not (isinstance(fv, Value) and isinstance(fv.type, T.Scalar)):
             raise TypingError(f"expected a number, got {describe(fv)}")
         return fv if dtype is None else self.cast(fv, dtype)
@@ -86,7 +86,7 @@ class Emitter:
             return v
         if dtype.is_bool:  # Python's bool(x): x != 0
             zero = self.constant(0, v.type.dtype)
-            return self.b.create("arith.cmp", [v, zero], [T.BOOL], {"pred": "ne"}).result
+            return self.b.create("arith.cmp", [v, zero], attrs={"pred": "ne"}).result
         return self.b.create("arith.cast", [v], [T.Scalar(dtype)]).result
 
     def implicit(self, fv, target: T.Type, what: str) -> Value:
@@ -155,7 +155,7 @@ class Emitter:
             base = self.scalar(a, d)
             result = self.constant(1, d)
             for _ in range(b.value):  # x**n by repeated products: exact for integers
-                result = self.b.create("arith.mul", [result, base], [T.Scalar(d)]).result
+                result = self.b.create("arith.mul", [result, base]).result
             return result
         d = self.common(a, b, "pow")
         if not d.is_float:
@@ -172,7 +172,7 @@ class Emitter:
                     and const_fits(c, d):
                 d = promote(d, dtypes.i64)
         va, vb = self.scalar(a, d), self.scalar(b, d)
-        return self.b.create("arith.cmp", [va, vb], [T.BOOL], {"pred": pred}).result
+        return self.b.create("arith.cmp", [va, vb], attrs={"pred": pred}).result
 
     def unary(self, op: str, a):
         if isinstance(a, Const) and a.weak:
@@ -191,7 +191,7 @@ class Emitter:
     def select(self, cond: Value, a, b):
         d = self.common(a, b, "select")
         va, vb = self.scalar(a, d), self.scalar(b, d)
-        return self.b.create("arith.select", [cond, va, vb], [T.Scalar(d)]).result
+        return self.b.create("arith.select", [cond, va, vb]).result
 
     def math(self, fn: str, args: list):
         """``math.<fn>`` on floats: integers go to f64, a weak literal takes the other's type."""
@@ -203,5 +203,4 @@ class Emitter:
         if not d.is_float:
             d = dtypes.f64
         values = [self.scalar(a, d) for a in args]
-        result = T.BOOL if fn in ("isnan", "isinf", "isfinite") else T.Scalar(d)
-        return self.b.create(f"math.{fn}", values, [result]).result
+        return self.b.create(f"math.{fn}", values).result

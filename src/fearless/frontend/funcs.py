@@ -54,7 +54,7 @@ def call(gen: "FunctionGen", func, node: ast.Call):
             callee.body(cap.tree.body[:-1])
             return callee.visit(tail.value)
         region = Region()
-        gen.b.create("scf.inline", [], [], {"name": cap.name}, [region])
+        gen.b.create("scf.inline", [], attrs={"name": cap.name}, regions=[region])
         with gen.b.at(region):
             callee.body(cap.tree.body)
         if callee.returned is None:

@@ -116,7 +116,7 @@ def _array_attribute(gen, array: Value, attr: str, node):
     if attr in _ATOMIC_METHODS and array.type.access in (T.Access.ATOMIC, T.Access.SHARED):
         return Static(ArrayMethod(array, attr))
     if attr == "shape":
-        return TupleValue(tuple(gen.b.create("mem.dim", [array], [T.INDEX], {"axis": k}).result
+        return TupleValue(tuple(gen.b.create("mem.dim", [array], attrs={"axis": k}).result
                                 for k in range(array.type.ndim)))
     if attr == "ndim":
         return Const(array.type.ndim)
@@ -201,28 +201,26 @@ def _math(gen, name, args, node):
 
 def _index_1d(gen, args, node):
     _arity(gen, args, node, 0)
-    return gen.b.create("simt.thread_index", [], [T.ThreadIndex(1, 0)],
-                        {"space": 1, "axis": 0}).result
+    return gen.b.create("simt.thread_index", [], attrs={"space": 1, "axis": 0}).result
 
 
 def _index_2d(gen, args, node):
     _arity(gen, args, node, 0)
-    return TupleValue(tuple(
-        gen.b.create("simt.thread_index", [], [T.ThreadIndex(2, axis)],
-                     {"space": 2, "axis": axis}).result for axis in (0, 1)))
+    return TupleValue(tuple(gen.b.create("simt.thread_index", [], attrs={"space": 2, "axis": axis})
+                            .result for axis in (0, 1)))
 
 
 def _index_in_block(gen, args, node):
     _arity(gen, args, node, 0)
-    return gen.b.create("simt.thread_index", [], [T.ThreadIndex(1, 0, True)],
-                        {"space": 1, "axis": 0, "block": True}).result
+    return gen.b.create("simt.thread_index", [],
+                        attrs={"space": 1, "axis": 0, "block": True}).result
 
 
 def _index_in_block_2d(gen, args, node):
     _arity(gen, args, node, 0)
     return TupleValue(tuple(
-        gen.b.create("simt.thread_index", [], [T.ThreadIndex(2, axis, True)],
-                     {"space": 2, "axis": axis, "block": True}).result for axis in (0, 1)))
+        gen.b.create("simt.thread_index", [], attrs={"space": 2, "axis": axis, "block": True})
+        .result for axis in (0, 1)))
 
 
 def _special(reg):
@@ -234,18 +232,18 @@ def _special(reg):
                     and not isinstance(args[0].value, bool)):
                 raise gen.error(node.args[0], "the axis must be the constant 0 (x) or 1 (y)")
             axis = args[0].value
-        return gen.b.create("simt.special", [], [T.INDEX], {"reg": reg, "axis": axis}).result
+        return gen.b.create("simt.special", [], attrs={"reg": reg, "axis": axis}).result
     return handler
 
 
 def _lane(gen, args, node):
     _arity(gen, args, node, 0)
-    return gen.b.create("simt.special", [], [T.INDEX], {"reg": "lane", "axis": 0}).result
+    return gen.b.create("simt.special", [], attrs={"reg": "lane", "axis": 0}).result
 
 
 def _sync_threads(gen, args, node):
     _arity(gen, args, node, 0)
-    gen.b.create("simt.barrier", [], [], gen.unsafe_attr())
+    gen.b.create("simt.barrier", [], attrs=gen.unsafe_attr())
     return Static(None)
 
 
@@ -309,7 +307,7 @@ def _atomic(gen, method: ArrayMethod, node):
     values = [gen.emit.implicit(v, T.Scalar(d), f"the atomic {method.name}") for v in args[1:]]
     attrs.update(gen.unsafe_attr())
     attrs["index_spans"] = (gen.span(node.args[0]),)
-    return gen.b.create("mem.atomic", [array, index, *values], [T.Scalar(d)], attrs).result
+    return gen.b.create("mem.atomic", [array, index, *values], attrs=attrs).result
 
 
 def _len(gen, args, node):
@@ -318,7 +316,7 @@ def _len(gen, args, node):
     if isinstance(x, TupleValue):
         return Const(len(x.items))
     if isinstance(x, Value) and isinstance(x.type, T.Array):
-        return gen.b.create("mem.dim", [x], [T.INDEX], {"axis": 0}).result
+        return gen.b.create("mem.dim", [x], attrs={"axis": 0}).result
     raise gen.error(node, f"len() of {describe(x)}")
 
 

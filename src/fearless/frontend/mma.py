@@ -124,7 +124,7 @@ def _pack(gen, node, obj):
         raise gen.error(node, "fl.mma.pack() packs two f16 or two bf16 values",
                         help="convert first: fl.mma.pack(fl.f16(x), fl.f16(y))")
     vals = [gen.emit.implicit(v, T.Scalar(dt), "fl.mma.pack()") for v in (lo, hi)]
-    return gen.b.create("mma.pack", vals, [REG]).result
+    return gen.b.create("mma.pack", vals).result
 
 
 def _async_copy(gen, node, obj):
@@ -153,15 +153,15 @@ def _async_copy(gen, node, obj):
         raise gen.error(args["cache"], "cache='cg' copies 16 bytes at a time (size=16)")
     slot = _indices(gen, args["slot"], gen.visit(args["slot"]), dst.type.ndim, "the slot")
     index = _indices(gen, args["index"], gen.visit(args["index"]), src.type.ndim, "the index")
-    gen.b.create("mem.async_copy", [dst, *slot, src, *index], [],
-                 {"size": size, "cache": cache, "ndst": dst.type.ndim, **gen.unsafe_attr(),
-                  "index_spans": (gen.span(args["slot"]), gen.span(args["index"]))})
+    attrs = {"size": size, "cache": cache, "ndst": dst.type.ndim, **gen.unsafe_attr(),
+             "index_spans": (gen.span(args["slot"]), gen.span(args["index"]))}
+    gen.b.create("mem.async_copy", [dst, *slot, src, *index], attrs=attrs)
     return Static(None)
 
 
 def _async_commit(gen, node, obj):
     _arguments(gen, node, "fl.async_commit", (), 0)
-    gen.b.create("mem.async_commit", [], [], {})
+    gen.b.create("mem.async_commit", [])
     return Static(None)
 
 
@@ -170,7 +170,7 @@ def _async_wait(gen, node, obj):
     n = 0
     if "n" in args:
         n = _const(gen, node, args["n"], "n", tuple(range(8)))
-    gen.b.create("mem.async_wait", [], [], {"n": n})
+    gen.b.create("mem.async_wait", [], attrs={"n": n})
     return Static(None)
 
 

@@ -55,5 +55,5 @@ def handle(gen, node, obj):
             merged[-1] += p
         elif p != "":
             merged.append(p)
-    gen.b.create("simt.print", values, [], {"parts": tuple(merged)})
+    gen.b.create("simt.print", values, attrs={"parts": tuple(merged)})
     return Static(None)

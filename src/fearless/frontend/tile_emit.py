@@ -76,8 +76,7 @@ class TileEmitter(Emitter):
         shape = v.type.shape
         if dtype.is_bool:
             zero = self.to_tile(Const(0), v.type.dtype, shape)
-            return self.b.create("arith.cmp", [v, zero], [T.Tile(dtypes.bool_, shape)],
-                                 {"pred": "ne"}).result
+            return self.b.create("arith.cmp", [v, zero], attrs={"pred": "ne"}).result
         return self.b.create("arith.cast", [v], [T.Tile(dtype, shape)]).result
 
     def _shape(self, *fvs):
@@ -104,8 +103,7 @@ class TileEmitter(Emitter):
             return super().compare(pred, a, b)
         d = self.common(a, b, "cmp")
         va, vb = self.to_tile(a, d, shape), self.to_tile(b, d, shape)
-        return self.b.create("arith.cmp", [va, vb], [T.Tile(dtypes.bool_, shape)],
-                             {"pred": pred}).result
+        return self.b.create("arith.cmp", [va, vb], attrs={"pred": pred}).result
 
     def unary(self, op: str, a):
         if not is_tile(a):
@@ -123,7 +121,7 @@ class TileEmitter(Emitter):
         d = self.common(a, b, "select")
         c = self.to_tile(cond, dtypes.bool_, shape)
         va, vb = self.to_tile(a, d, shape), self.to_tile(b, d, shape)
-        return self.b.create("arith.select", [c, va, vb], [T.Tile(d, shape)]).result
+        return self.b.create("arith.select", [c, va, vb]).result
 
     def math(self, fn: str, args: list):
         shape = self._shape(*args)
@@ -133,8 +131,7 @@ class TileEmitter(Emitter):
         if not d.is_float:
             d = dtypes.f32
         values = [self.to_tile(a, d, shape) for a in args]
-        result = T.Tile(dtypes.bool_ if fn in _BOOL_RESULT else d, shape)
-        return self.b.create(f"math.{fn}", values, [result]).result
+        return self.b.create(f"math.{fn}", values).result
 
     def truth(self, fv):
         if is_tile(fv):

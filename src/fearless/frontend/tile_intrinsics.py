@@ -79,7 +79,7 @@ def _view_attribute(gen, view: Value, attr: str, node):
     t: T.TensorView = view.type
     out = t.role is T.Role.OUT
     if attr == "shape":
-        return TupleValue(tuple(gen.b.create("tile.dim", [view], [T.INDEX], {"axis": k}).result
+        return TupleValue(tuple(gen.b.create("tile.dim", [view], attrs={"axis": k}).result
                                 for k in range(t.ndim)))
     if attr == "ndim":
         return Const(t.ndim)
@@ -103,8 +103,8 @@ def _block_index(gen, axis: int) -> Value:
     ctx = gen.ctx
     if axis not in ctx.block_index:
         with gen.b.at(Region()) as region:
-            ctx.block_index[axis] = gen.b.create("tile.block_index", [], [T.INDEX],
-                                                 {"axis": axis}).result
+            ctx.block_index[axis] = gen.b.create("tile.block_index", [],
+                                                 attrs={"axis": axis}).result
         ctx.entry.extend(region.ops)
     return ctx.block_index[axis]
 
@@ -248,8 +248,8 @@ def _load(c: _Call):
             _other_tile(c, x, expr, f"this shape {shape} is not its tile shape "
                                     f"{x.type.tile_shape}", c.arg_node(_LOAD, "shape"))
     coords = [c.emit.scalar(i, T.INDEX.dtype) for i in items]
-    return c.b.create("tile.load", [x, *coords], [T.Tile(x.type.dtype, shape)],
-                      _load_attrs(c, shape, latency, allow_tma)).result
+    return c.b.create("tile.load", [x, *coords],
+                      attrs=_load_attrs(c, shape, latency, allow_tma)).result
 
 
 def _load_like(c: _Call):
@@ -268,8 +268,8 @@ def _load_like(c: _Call):
                     f"'{ast.unparse(c.arg_node(_LOAD_LIKE, 'out'))}', not its own "
                     f"{x.type.tile_shape}", c.node)
     coords = [_block_index(c.gen, k) for k in range(out.type.ndim)]
-    return c.b.create("tile.load", [x, *coords], [T.Tile(x.type.dtype, shape)],
-                      _load_attrs(c, shape, latency, allow_tma)).result
+    return c.b.create("tile.load", [x, *coords],
+                      attrs=_load_attrs(c, shape, latency, allow_tma)).result
 
 
 def _other_tile(c: _Call, x: Value, expr: str, why: str, node):
@@ -297,14 +297,13 @@ def _store(c: _Call):
                       f"{t.tile_shape}")
     stored = c.emit.implicit(value, T.Tile(t.dtype, t.tile_shape), "the partition")
     hints = _memory_hints(c, latency, allow_tma)
-    c.b.create("tile.store", [out, stored], [], {"hints": hints} if hints else {})
+    c.b.create("tile.store", [out, stored], attrs={"hints": hints} if hints else {})
     return Static(None)
 
 
 def _load_own(c: _Call):
     (out,) = c.take("out")
-    t = out.type
-    return c.b.create("tile.load_own", [out], [T.Tile(t.dtype, t.tile_shape)]).result
+    return c.b.create("tile.load_own", [out]).result
 
 
 # tile construction and shape ----------------------------------------------------------------
@@ -365,11 +364,10 @@ def _reshape(c: _Call):
 
 def _permute(gen_or_call, t: Value, perm: tuple, node=None):
     b = gen_or_call.b
-    shape = tuple(t.type.shape[p] for p in perm)
     if len(t.type.shape) != len(perm):
         raise gen_or_call.error(node, f"transposing needs a {len(perm)}-d tile, got "
                                       f"{t.type.shape}")
-    return b.create("tile.permute", [t], [T.Tile(t.type.dtype, shape)], {"perm": perm}).result
+    return b.create("tile.permute", [t], attrs={"perm": perm}).result
 
 
 def _permute_call(c: _Call):
@@ -379,9 +377,7 @@ def _permute_call(c: _Call):
     perm = tuple(a.value for a in items if isinstance(a, Const))
     if sorted(perm) != list(range(len(t.type.shape))):
         raise c.error(f"axes must be a permutation of 0..{len(t.type.shape) - 1}")
-    return c.b.create("tile.permute", [t], [T.Tile(t.type.dtype,
-                                                   tuple(t.type.shape[p] for p in perm))],
-                      {"perm": perm}).result
+    return c.b.create("tile.permute", [t], attrs={"perm": perm}).result
 
 
 def _transpose(c: _Call):
@@ -389,8 +385,7 @@ def _transpose(c: _Call):
     t = c.tile(t, "t")
     if len(t.type.shape) != 2:
         raise c.error(f"transpose needs a 2-d tile, got {t.type.shape}")
-    return c.b.create("tile.permute", [t], [T.Tile(t.type.dtype, t.type.shape[::-1])],
-                      {"perm": (1, 0)}).result
+    return c.b.create("tile.permute", [t], attrs={"perm": (1, 0)}).result
 
 
 def _astype(c: _Call):
@@ -427,25 +422,23 @@ def _reduce(kind):
         if rank == 1 and not (keepdims is not None and keepdims.value):
             raise c.error("reducing a 1-d tile would give a 0-d tile",
                           help="pass keepdims=True, or reshape to (1, n) first")
-        shape = t.type.shape[:axis] + t.type.shape[axis + 1:]
         d = t.type.dtype
         if kind == "sum" and (d.is_bool or (d.is_int and d.bits < 32)):
             d = dtypes.i32
         if kind == "argmax":
-            out = c.b.create("tile.argmax", [t], [T.Tile(dtypes.i32, shape)],
-                             {"axis": axis}).result
+            out = c.b.create("tile.argmax", [t], attrs={"axis": axis}).result
         elif kind == "sum" and d.is_float:
             work = _sum_dtype(c, d, acc)
-            total = c.b.create("tile.reduce", [c.emit.cast(t, work)], [T.Tile(work, shape)],
-                               {"kind": kind, "axis": axis}).result
+            total = c.b.create("tile.reduce", [c.emit.cast(t, work)],
+                               attrs={"kind": kind, "axis": axis}).result
             out = c.emit.cast(total, d)  # one rounding of the sum to the tile's dtype
         else:
             if acc is not None:
                 raise c.error(f"acc_dtype applies to sums of float tiles, not {t.type.dtype}",
                               help="integer tiles sum exactly, wrapping at the width of the "
                                    "result (i32 for narrower integers)")
-            out = c.b.create("tile.reduce", [c.emit.cast(t, d)], [T.Tile(d, shape)],
-                             {"kind": kind, "axis": axis}).result
+            out = c.b.create("tile.reduce", [c.emit.cast(t, d)],
+                             attrs={"kind": kind, "axis": axis}).result
         if keepdims is not None and keepdims.value:
             kept = t.type.shape[:axis] + (1,) + t.type.shape[axis + 1:]
             out = c.b.create("tile.reshape", [out], [T.Tile(out.type.dtype, kept)]).result
@@ -483,13 +476,13 @@ def _mma(c: _Call):
     if acc.type.dtype is not want:
         raise c.error(f"the accumulator of {a.type.dtype} inputs must be {want}, got "
                       f"{acc.type.dtype}", help=f"start it as ft.zeros(shape, {want})")
-    return c.b.create("tile.mma", [a, b, acc], [acc.type]).result
+    return c.b.create("tile.mma", [a, b, acc]).result
 
 
 def _len(c: _Call):
     (x,) = c.take("x")
     if _is_view(x):
-        return c.b.create("tile.dim", [x], [T.INDEX], {"axis": 0}).result
+        return c.b.create("tile.dim", [x], attrs={"axis": 0}).result
     if is_tile(x):
         return Const(x.type.shape[0])
     return intrinsics.HANDLERS[builtins.len](c.gen, [x], c.node)

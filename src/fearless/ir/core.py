@@ -106,12 +106,18 @@ class Builder:
         finally:
             self.region = saved
 
-    def create(self, name: str, operands: list[Value], result_types: list[Type],
+    def create(self, name: str, operands: list[Value], result_types: list[Type] | None = None,
                attrs: dict[str, Any] | None = None, regions: list[Region] | None = None,
                span: Span | None = None) -> Operation:
+        """Append op ``name``; ``result_types`` only for ops whose OpDef has no result rule."""
         from fearless.ir.opdef import REGISTRY  # the registry imports ops, which import core
         if name not in REGISTRY:
             raise KeyError(f"unknown op {name!r}")
+        if result_types is None:
+            rule = REGISTRY[name].result
+            if rule is None:
+                raise TypeError(f"op {name!r} has no result rule: give its result types")
+            result_types = rule([v.type for v in operands], attrs or {})
         op = Operation(name, operands, result_types, attrs, regions, span or self.span)
         self.region.ops.append(op)
         return op

@@ -2,10 +2,11 @@
 
 An OpDef names the op, says how many regions it has, whether it ends control flow
 (``terminator``), whether it has side effects, which kernels use it (``track``), whether it is a
-read the bounds pass checks (``checked_read``), and carries a verifier that checks operand and
-result types. Backends keep one rule per op name in their own ``RULES`` table and derive the ops
-they refuse from ``track`` (``only``); a test checks that every backend covers every op in
-``REGISTRY``.
+read the bounds pass checks (``checked_read``), the rule that gives its result types
+(``result``: ``Builder.create`` applies it, the verifier checks it), and a verifier that checks
+operand types and attributes. Backends keep one rule per op name in their own ``RULES`` table
+and derive the ops they refuse from ``track`` (``only``); a test checks that every backend
+covers every op in ``REGISTRY``.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import Callable
 from fearless.ir.core import Operation
 
 Verifier = Callable[[Operation], "str | None"]
+# the result types of an op from its operand types and attributes
+ResultRule = Callable[[list, dict], list]
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,9 @@ class OpDef:
     side_effects: bool = False
     track: str = "both"         # "simt", "tile" or "both": the kernels whose IR may hold it
     checked_read: bool = False  # a read of user memory that passes/bounds.py may check
+    # the result types from the operand types and attributes; None where the creator chooses
+    # them (a constant's or cast's type, a local slot, a shared array, a broadcast's shape)
+    result: ResultRule | None = None
 
 
 REGISTRY: dict[str, OpDef] = {}

@@ -38,6 +38,11 @@ def _region(fn: Function, region: Region, scope: set[int], loop_depth: int) -> N
         msg = opdef.verify(op)
         if msg:
             _fail(fn, op, msg)
+        if opdef.result is not None:
+            want = list(opdef.result([v.type for v in op.operands], op.attrs))
+            if [r.type for r in op.results] != want:
+                _fail(fn, op, f"result types {[str(r.type) for r in op.results]} are not the "
+                              f"op's rule's {[str(t) for t in want]}")
         if op.name in ("cf.break", "cf.continue") and loop_depth == 0:
             _fail(fn, op, "outside a loop")
         if op.name == "scf.condition" and op is not region.ops[-1]:

@@ -32,6 +32,11 @@ def bool_like(t) -> Scalar | Tile:
     return Tile(bool_, t.shape) if isinstance(t, Tile) else BOOL
 
 
+def _same(types, attrs) -> list:
+    """The result-type rule of an op whose result has its first operand's type."""
+    return [types[0]]
+
+
 def _same_shape(a, b) -> bool:
     return getattr(a, "shape", None) == getattr(b, "shape", None)
 
@@ -56,7 +61,7 @@ def _binary_types(name):
 
 for _name in BINARY:
     define(f"arith.{_name}", f"elementwise {_name} of two scalars of one type",
-           all_of(counts(2, 1), _scalar_operands, _binary_types(_name)))
+           all_of(counts(2, 1), _scalar_operands, _binary_types(_name)), result=_same)
 
 
 def _unary_types(name):
@@ -74,7 +79,7 @@ def _unary_types(name):
 
 for _name in UNARY:
     define(f"arith.{_name}", f"{_name} of a scalar",
-           all_of(counts(1, 1), _scalar_operands, _unary_types(_name)))
+           all_of(counts(1, 1), _scalar_operands, _unary_types(_name)), result=_same)
 
 
 def _cmp(op):
@@ -89,7 +94,7 @@ def _cmp(op):
 
 
 define("arith.cmp", "compare two scalars of one type; attr pred in eq/ne/lt/le/gt/ge",
-       all_of(counts(2, 1), _scalar_operands, _cmp))
+       all_of(counts(2, 1), _scalar_operands, _cmp), result=lambda ts, attrs: [bool_like(ts[0])])
 
 
 def _constant(op):
@@ -127,4 +132,6 @@ def _select(op):
     return None
 
 
-define("arith.select", "cond ? a : b, evaluating both", all_of(counts(3, 1), _scalar_operands, _select))
+define("arith.select", "cond ? a : b, evaluating both",
+       all_of(counts(3, 1), _scalar_operands, _select),
+       result=lambda ts, attrs: [ts[1]])

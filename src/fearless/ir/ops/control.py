@@ -15,6 +15,10 @@ from fearless.ir.opdef import counts, define
 from fearless.ir.types import BOOL, INDEX
 
 
+def _none(types, attrs) -> list:
+    return []
+
+
 def _if(op):
     if len(op.operands) != 1 or op.operands[0].type != BOOL:
         return "needs one bool condition"
@@ -45,12 +49,16 @@ def _condition(op):
     return None
 
 
-define("scf.if", "run the then or the else region", _if, regions=2)
-define("scf.for", "counted loop over range(start, stop, step)", _for, regions=1)
-define("scf.while", "loop while the condition region yields true", _while, regions=2)
-define("scf.condition", "ends a while condition region with its bool", _condition, terminator=True)
+define("scf.if", "run the then or the else region", _if, regions=2, result=_none)
+define("scf.for", "counted loop over range(start, stop, step)", _for, regions=1, result=_none)
+define("scf.while", "loop while the condition region yields true", _while, regions=2, result=_none)
+define("scf.condition", "ends a while condition region with its bool", _condition, terminator=True,
+       result=_none)
 define("scf.inline", "the body of an inlined device function; cf.return leaves it",
-       counts(0, 0), regions=1)
-define("cf.break", "leave the innermost loop", counts(0, 0), terminator=True)
-define("cf.continue", "start the next iteration of the innermost loop", counts(0, 0), terminator=True)
-define("cf.return", "leave the innermost scf.inline, or the kernel", counts(0, 0), terminator=True)
+       counts(0, 0), regions=1, result=_none)
+define("cf.break", "leave the innermost loop", counts(0, 0), terminator=True, result=_none)
+define("cf.continue", "start the next iteration of the innermost loop", counts(0, 0),
+       terminator=True,
+       result=_none)
+define("cf.return", "leave the innermost scf.inline, or the kernel", counts(0, 0), terminator=True,
+       result=_none)

@@ -101,12 +101,16 @@ def _atomic(op):
     return None
 
 
-define("mem.load", "read one array element", _load, track="simt", checked_read=True)
-define("mem.store", "write one array element", _store, side_effects=True, track="simt")
+define("mem.load", "read one array element", _load, track="simt", checked_read=True,
+       result=lambda ts, attrs: [Scalar(ts[0].dtype)])
+define("mem.store", "write one array element", _store, side_effects=True, track="simt",
+       result=lambda ts, attrs: [])
 define("mem.atomic", "atomic read-modify-write of one element; returns the old value", _atomic,
-       side_effects=True, track="simt", checked_read=True)
-define("mem.dim", "extent of one array axis", _dim, track="simt")
+       side_effects=True, track="simt", checked_read=True,
+       result=lambda ts, attrs: [Scalar(ts[0].dtype)])
+define("mem.dim", "extent of one array axis", _dim, track="simt", result=lambda ts, attrs: [INDEX])
 define("local.alloc", "a zero-initialised local variable slot", all_of(counts(0, 1), _alloc),
        side_effects=True)
-define("local.load", "read a local slot", _local_load)
-define("local.store", "write a local slot", _local_store, side_effects=True)
+define("local.load", "read a local slot", _local_load, result=lambda ts, attrs: [ts[0].elem])
+define("local.store", "write a local slot", _local_store, side_effects=True,
+       result=lambda ts, attrs: [])

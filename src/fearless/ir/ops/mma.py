@@ -94,10 +94,11 @@ define("warp.mma", "warp-wide tensor-core matrix multiply-accumulate (mma.sync.a
 define("warp.ldmatrix", "warp-wide load of 8x8 16-bit matrices from shared memory (ldmatrix)",
        _ldmatrix, side_effects=True, track="simt", checked_read=True)
 define("mma.pack", "two 16-bit floats as one u32 fragment register", all_of(counts(2, 1), _pack),
-       track="simt")
+       track="simt", result=lambda ts, attrs: [Scalar(u32)])
 define("mem.async_copy", "asynchronous global -> shared copy of 4/8/16 bytes (cp.async)",
-       _async_copy, side_effects=True, track="simt", checked_read=True)
+       _async_copy, side_effects=True, track="simt", checked_read=True, result=lambda ts, attrs: [])
 define("mem.async_commit", "close the thread's group of async copies (cp.async.commit_group)",
-       counts(0, 0), side_effects=True, track="simt")
+       counts(0, 0), side_effects=True, track="simt", result=lambda ts, attrs: [])
 define("mem.async_wait", "wait for all but the n latest groups (cp.async.wait_group n)",
-       all_of(counts(0, 0), _async_wait), side_effects=True, track="simt")
+       all_of(counts(0, 0), _async_wait), side_effects=True, track="simt",
+       result=lambda ts, attrs: [])

@@ -71,14 +71,16 @@ def _print(op):
 
 
 define("simt.print", "print numbers and text from each thread (vprintf)", _print,
-       side_effects=True, track="simt")
+       side_effects=True, track="simt", result=lambda ts, attrs: [])
 define("simt.thread_index", "this thread's coordinate in the launch's index space (or block)",
-       all_of(counts(0, 1), _thread_index), track="simt")
+       all_of(counts(0, 1), _thread_index), track="simt",
+       result=lambda ts, attrs: [ThreadIndex(attrs["space"], attrs["axis"],
+                                             bool(attrs.get("block", False)))])
 define("simt.index_value", "the i64 value of a ThreadIndex", all_of(counts(1, 1), _index_value),
-       track="simt")
+       track="simt", result=lambda ts, attrs: [INDEX])
 define("simt.special", "a block/grid/lane coordinate as i64", all_of(counts(0, 1), _special),
-       track="simt")
+       track="simt", result=lambda ts, attrs: [INDEX])
 define("simt.barrier", "block-wide barrier (__syncthreads)", counts(0, 0), side_effects=True,
-       track="simt")
+       track="simt", result=lambda ts, attrs: [])
 define("simt.shared_alloc", "a block-shared array (static shape or the launch's dynamic bytes)",
        all_of(counts(0, 1), _shared_alloc), side_effects=True, track="simt")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from math import prod
 
+from fearless.dtypes import i32
 from fearless.ir.opdef import all_of, counts, define
 from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
 
@@ -122,6 +123,11 @@ def _permute(op):
     return None
 
 
+def _without(shape: tuple, attrs) -> tuple:
+    """``shape`` less the axis a reduction removes (attr axis)."""
+    return shape[:attrs["axis"]] + shape[attrs["axis"] + 1:]
+
+
 def _reduced_shape(op):
     axis, src = op.attrs.get("axis"), op.operands[0].type.shape
     if not isinstance(axis, int) or not 0 <= axis < len(src):
@@ -166,16 +172,19 @@ def _mma(op):
 
 
 define("tile.block_index", "this tile block's coordinate along attr axis", _index_result,
-       track="tile")
-define("tile.num_blocks", "number of tile blocks along attr axis", _index_result, track="tile")
+       track="tile", result=lambda ts, attrs: [INDEX])
+define("tile.num_blocks", "number of tile blocks along attr axis", _index_result, track="tile",
+       result=lambda ts, attrs: [INDEX])
 define("tile.dim", "extent of one axis of a tensor parameter",
        all_of(counts(1, 1), _dim, lambda op: None if op.result.type == INDEX else "gives i64"),
-       track="tile")
-define("tile.load", "load the tile at tile coordinates; zero past the edge", _load, track="tile")
+       track="tile", result=lambda ts, attrs: [INDEX])
+define("tile.load", "load the tile at tile coordinates; zero past the edge", _load, track="tile",
+       result=lambda ts, attrs: [Tile(ts[0].dtype, tuple(attrs["shape"]))])
 define("tile.load_own", "load the block's own tile of an Out partition",
-       all_of(counts(1, 1), _load_own), track="tile")
+       all_of(counts(1, 1), _load_own), track="tile",
+       result=lambda ts, attrs: [Tile(ts[0].dtype, ts[0].tile_shape)])
 define("tile.store", "store the block's own tile of an Out partition",
-       all_of(counts(2, 0), _store), side_effects=True, track="tile")
+       all_of(counts(2, 0), _store), side_effects=True, track="tile", result=lambda ts, attrs: [])
 define("tile.splat", "a scalar repeated over the result shape",
        all_of(counts(1, 1), _tile_result, _splat), track="tile")
 define("tile.broadcast", "repeat extents of 1", all_of(counts(1, 1), _tile_result,
@@ -184,12 +193,15 @@ define("tile.reshape", "same elements, another shape", all_of(counts(1, 1), _til
                                                               _same_dtype_tile, _reshape),
        track="tile")
 define("tile.permute", "reorder axes", all_of(counts(1, 1), _tile_result, _same_dtype_tile,
-                                              _permute), track="tile")
+                                              _permute), track="tile",
+       result=lambda ts, attrs: [Tile(ts[0].dtype, tuple(ts[0].shape[p] for p in attrs["perm"]))])
 define("tile.reduce", "sum/max/min along an axis", all_of(counts(1, 1), _tile_result,
-                                                          _same_dtype_tile, _reduce), track="tile")
+                                                          _same_dtype_tile, _reduce), track="tile",
+       result=lambda ts, attrs: [Tile(ts[0].dtype, _without(ts[0].shape, attrs))])
 define("tile.argmax", "index of the first maximum along an axis",
-       all_of(counts(1, 1), _tile_result, _argmax), track="tile")
+       all_of(counts(1, 1), _tile_result, _argmax), track="tile",
+       result=lambda ts, attrs: [Tile(i32, _without(ts[0].shape, attrs))])
 define("tile.iota", "0, 1, 2, ... as a 1-d i32 tile", all_of(counts(0, 1), _tile_result, _iota),
        track="tile")
 define("tile.mma", "matrix multiply-accumulate acc + a @ b", all_of(counts(3, 1), _mma),
-       track="tile")
+       track="tile", result=lambda ts, attrs: [ts[2]])

@@ -56,8 +56,11 @@ def _reduce(op):
 
 
 define("warp.shuffle", "read a value from another lane of the warp (shfl.sync)",
-       all_of(counts(3, 1), _mask, _shuffle), side_effects=True, track="simt")
+       all_of(counts(3, 1), _mask, _shuffle), side_effects=True, track="simt",
+       result=lambda ts, attrs: [ts[0]])
 define("warp.vote", "ballot / any / all over the lanes of a mask (vote.sync)",
-       all_of(counts(2, 1), _vote, _mask), side_effects=True, track="simt")
+       all_of(counts(2, 1), _vote, _mask), side_effects=True, track="simt",
+       result=lambda ts, attrs: [MASK if attrs["mode"] == "ballot" else BOOL])
 define("warp.reduce", "sum / max / min over the lanes of a mask (redux.sync or shuffles)",
-       all_of(counts(2, 1), _reduce, _mask), side_effects=True, track="simt")
+       all_of(counts(2, 1), _reduce, _mask), side_effects=True, track="simt",
+       result=lambda ts, attrs: [ts[0]])
