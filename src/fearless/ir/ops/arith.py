@@ -44,8 +44,8 @@ def _same_shape(a, b) -> bool:
 def _binary_types(name):
     def check(op):
         a, b = op.operands
-        if a.type != b.type or op.result.type != a.type:
-            return f"operand and result types differ: {a.type}, {b.type} -> {op.result.type}"
+        if a.type != b.type:  # the result's type is the rule's (_same)
+            return f"operand types differ: {a.type}, {b.type}"
         d = a.type.dtype
         if name in _INT_ONLY and not d.is_int:
             return f"needs integers, got {d}"
@@ -67,8 +67,6 @@ for _name in BINARY:
 def _unary_types(name):
     def check(op):
         (a,) = op.operands
-        if op.result.type != a.type:
-            return f"result type {op.result.type} differs from operand {a.type}"
         if name in ("neg", "abs") and a.type.dtype.is_bool:
             return f"{name} needs a number"
         if name == "not" and a.type.dtype.is_float:
@@ -88,8 +86,6 @@ def _cmp(op):
         return f"compares different types {a.type} and {b.type}"
     if op.attrs.get("pred") not in PREDICATES:
         return f"unknown predicate {op.attrs.get('pred')!r}"
-    if op.result.type != bool_like(a.type):
-        return "result must be bool (of the operands' shape)"
     return None
 
 
@@ -127,8 +123,8 @@ def _select(op):
     c, a, b = op.operands
     if c.type != bool_like(a.type):
         return "condition must be bool (of the choices' shape)"
-    if a.type != b.type or op.result.type != a.type:
-        return "both choices and the result need one type"
+    if a.type != b.type:
+        return "both choices need one type"
     return None
 
 

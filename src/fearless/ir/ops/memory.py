@@ -33,12 +33,7 @@ def _indices_ok(arr, indices):
 
 
 def _load(op):
-    msg = _indices_ok(op.operands[0], op.operands[1:])
-    if msg:
-        return msg
-    if len(op.results) != 1 or op.result.type != Scalar(op.operands[0].type.dtype):
-        return "result must be the element type"
-    return None
+    return _indices_ok(op.operands[0], op.operands[1:])
 
 
 def _store(op):
@@ -55,7 +50,7 @@ def _dim(op):
         return "needs one array"
     if not 0 <= op.attrs.get("axis", -1) < op.operands[0].type.ndim:
         return "axis out of range"
-    return None if op.result.type == INDEX else "result must be i64"
+    return None
 
 
 def _alloc(op):
