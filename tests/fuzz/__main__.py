@@ -97,10 +97,9 @@ def main(argv=None) -> int:
         task = partial(device.cpu_task, opts=opts, workdir=workdir, archs=archs)
         if a.jobs > 1:
             with mp.get_context("spawn").Pool(a.jobs) as pool:
-                results = pool.imap_unordered(task, a.seeds)
-                _collect(device.until(results, t0 + (a.time_limit or math.inf)), report, a, t0)
-        else:
-            _collect(map(task, a.seeds), report, a, t0)
+                _collect(pool.imap_unordered(task, a.seeds), report, a, t0)
+        else:  # in this process, one seed after another (a debugger can step in)
+            _collect(None, report, a, t0, map(task, a.seeds))
     report.close()
     if a.verbose:
         for o in sorted(report.outcomes, key=lambda o: o.seed):
@@ -113,20 +112,28 @@ def main(argv=None) -> int:
     return 1 if bad else 0
 
 
-def _collect(results, report, a, t0):
-    """Outcomes into `report` (None: nothing new yet) until the time limit; the seeds left then
-    are reported as not run."""
-    from tests.fuzz.harness import Outcome
+def _collect(results, report, a, t0, serial=None):
+    """The outcomes of a pool's ``results`` (or of the ``serial`` iterable) into `report` until
+    the time limit; then those of the seeds a worker had taken (``device.drain``) and, for the
+    rest, ``device.leftovers``."""
+    from tests.fuzz.device import drain, leftovers, until
     done = set()
-    for o in results:
+
+    def take(o):
+        report.add(o)
+        done.add(o.seed)
+
+    hung = set()
+    limit = t0 + (a.time_limit or math.inf)
+    for o in (serial if serial is not None else until(results, limit)):
         if o is not None:
-            report.add(o)
-            done.add(o.seed)
-        if a.time_limit and time.monotonic() - t0 > a.time_limit:
+            take(o)
+        if time.monotonic() > limit:
             break
-    for seed in a.seeds:
-        if seed not in done:
-            report.add(Outcome(seed, status="not run", cls="time limit"))
+    if results is not None and time.monotonic() > limit:
+        hung = drain(results, a.seeds, done, a.jobs, take)
+    for o in leftovers(a.seeds, done, hung):
+        report.add(o)
 
 
 if __name__ == "__main__":

@@ -182,6 +182,7 @@ class GpuRunner:
         if self.proc.is_alive():
             self.proc.kill()
 
+
 def until(results, deadline: float, tick: float = 1.0):
     """The results of a pool's ``imap_unordered`` (chunksize 1: larger chunks give a generator
     without ``next(timeout)``) until they end or ``time.monotonic()`` passes
@@ -196,6 +197,29 @@ def until(results, deadline: float, tick: float = 1.0):
             return
 
 
+def drain(results, seeds, done: set, jobs: int, take) -> set:
+    """After the time limit: the seeds a worker had taken get HANG_SECONDS more (their outcomes
+    go to ``take``, their seeds into ``done``); returns those still running then, the hangs. A
+    pool hands its tasks out in order, so the first ``len(done) + jobs`` seeds are the taken
+    ones."""
+    started = set(list(seeds)[:len(done) + jobs])
+    for o in until(results, time.monotonic() + HANG_SECONDS):
+        if o is not None:
+            take(o)
+        if started <= done:
+            break
+    return started - done
+
+
+def leftovers(seeds, finished: set, hung: set) -> list[Outcome]:
+    """Outcomes for the seeds without one at the end: a hang fails the run, the others never
+    started (the time limit)."""
+    return [Outcome(seed, status="hang", cls=f"still running {HANG_SECONDS} s after the time "
+                    "limit") if seed in hung else Outcome(seed, status="not run",
+                                                          cls="time limit")
+            for seed in seeds if seed not in finished]
+
+
 def _cpu_worker():
     """Workers run the CPU side (reference, CPU backend, tensors for the GPU signature) even on
     a machine whose GPU would make cuda the default backend; they only compile for the GPU."""
@@ -206,26 +230,34 @@ def _cpu_worker():
 def run_device(seeds, opts: Options, jobs: int, workdir: Path, report, time_limit: float,
                stand_in: dict | None = None):
     """Device mode over ``seeds``; outcomes go to ``report``. Stops scheduling new seeds after
-    ``time_limit`` seconds (the unfinished ones are reported as not run). ``stand_in``: see
-    ``gpu_process``."""
+    ``time_limit`` seconds (``drain``, ``leftovers``: a compile still running HANG_SECONDS later
+    is a hang, the seeds never started are not run). ``stand_in``: see ``gpu_process``."""
     ctx = mp.get_context("spawn")
     t0 = time.monotonic()
     gpu = GpuRunner(ctx, opts, workdir, stand_in)
     pool = ctx.Pool(jobs, initializer=_cpu_worker)
     task = partial(compile_task, opts=opts, workdir=workdir, arch=gpu.arch)
-    finished = set()
+    finished, compiled, hung = set(), set(), set()
+
+    def take(o: Outcome):
+        compiled.add(o.seed)
+        if o.status == "pass":
+            gpu.send(o)
+        else:
+            report.add(o)
+            finished.add(o.seed)
+
     try:
-        for o in until(pool.imap_unordered(task, seeds), t0 + time_limit):
-            if o is not None and o.status == "pass":
-                gpu.send(o)
-            elif o is not None:
-                report.add(o)
-                finished.add(o.seed)
+        results = pool.imap_unordered(task, seeds)
+        for o in until(results, t0 + time_limit):
+            if o is not None:
+                take(o)
             for done in gpu.poll():
                 report.add(done)
                 finished.add(done.seed)
+        hung = drain(results, seeds, compiled, jobs, take)
         pool.terminate()
-        while gpu.sent and time.monotonic() - t0 < time_limit + HANG_SECONDS:
+        while gpu.sent and time.monotonic() - t0 < time_limit + 2 * HANG_SECONDS:
             for done in gpu.poll(timeout=1.0):
                 report.add(done)
                 finished.add(done.seed)
@@ -234,6 +266,5 @@ def run_device(seeds, opts: Options, jobs: int, workdir: Path, report, time_limi
     finally:
         pool.terminate()
         gpu.stop()
-    for seed in seeds:
-        if seed not in finished:
-            report.add(Outcome(seed, status="not run", cls="time limit"))
+    for o in leftovers(seeds, finished, hung):
+        report.add(o)

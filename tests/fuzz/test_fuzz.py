@@ -20,7 +20,7 @@ from fearless import dtypes
 from fearless.frontend import infer
 from tests.fuzz import __main__ as cli
 from tests.fuzz import harness, rules, scalar, vector
-from tests.fuzz.device import until
+from tests.fuzz import device as fuzz_device
 from tests.fuzz.options import KNOWN, Options
 
 CI_SEEDS = range(0, 120)
@@ -122,19 +122,30 @@ def test_device_mode_plumbing_with_the_cpu_standing_in(tmp_path, capsys):
     assert (tmp_path / "failures" / "seed_1.py").exists()
 
 
-def nap(seconds: float) -> float:
-    """A pool task (module level, so a spawned worker can import it)."""
-    time.sleep(seconds)
-    return seconds
+def napping_seed(seed: int) -> harness.Outcome:
+    """A pool task (module level, so a spawned worker can import it): seed 1 never ends."""
+    time.sleep(600 if seed == 1 else 0)
+    return harness.Outcome(seed, status="pass")
 
 
-def test_a_stuck_worker_cannot_hold_back_the_summary():
-    """Seeds 7608 and 12096 once kept a compile worker busy for hours (a literal fold): the
-    results stop at the deadline, and until then a None comes every tick."""
+def test_a_stuck_worker_is_a_hang_and_cannot_hold_back_the_summary(monkeypatch):
+    """Seeds 7608 and 12096 once kept a compile worker busy for hours (a literal fold), and the
+    device run never printed its summary: results stop at the deadline, the seeds a worker had
+    taken get a grace period, and one still running then is a hang, not a seed never run."""
+    monkeypatch.setattr(fuzz_device, "HANG_SECONDS", 1.0)
+    seeds = [0, 1, 2, 3, 4, 5]
     with mp.get_context("spawn").Pool(2) as pool:
+        pool.map(napping_seed, [0, 0])  # the workers are up and have imported the fuzzer
         t0 = time.monotonic()
-        results = pool.imap_unordered(nap, [0.0, 600.0, 0.0])
-        got = list(until(results, t0 + 8.0, tick=0.25))
-        assert time.monotonic() - t0 < 12
-    assert sorted(o for o in got if o is not None) == [0.0, 0.0]
-    assert None in got
+        results = pool.imap_unordered(napping_seed, seeds)
+        done = set()
+        got = [o for o in fuzz_device.until(results, t0 + 2.0, tick=0.1)]
+        for o in got:
+            if o is not None:
+                done.add(o.seed)
+        hung = fuzz_device.drain(results, seeds, done, 2, lambda o: done.add(o.seed))
+        assert time.monotonic() - t0 < 8
+    assert None in got  # a tick without a result
+    assert hung == {1} and done == {0, 2, 3, 4, 5}
+    (left,) = fuzz_device.leftovers(seeds, done, hung)
+    assert (left.seed, left.status) == (1, "hang")

@@ -2,7 +2,8 @@
 
 tileiras 13.4 crashed, or computed wrong values, when an ``if`` branch yielded a loop result
 unchanged and the loop's carried tile started as a constant (fuzz seeds 2968 and 11181); the
-lowering now copies each loop result right after the loop (``lower._copy``). These kernels are
+lowering now copies each loop result right after the loop (``lower._copy``), which the last
+test checks in the emitted Tile IR. These kernels are
 that shape: on the cpu backend they check the language, on the GPU that the lowering computes the
 same, and every run cross-compiles them in CI (FEARLESS_CROSS_COMPILE), which is where the crash
 showed.
@@ -13,8 +14,12 @@ import numpy as np
 import pytest
 
 import fearless as fl
-from fearless import f16, f32, i8, i32
+from fearless import f16, f32, i8, i32, i64
 from fearless import tile as ft
+from fearless.backends.tileir.reader import decode
+from fearless.backends.tileir.tir import TileType
+from fearless.compiler import compile_tile
+from fearless.ir import types as T
 from tests.support import BACKENDS, on_cpu, random_array
 
 ROWS, COLS, TILE = 64, 64, (16, 32)  # 4 x 2 tiles: both branches run
@@ -114,3 +119,32 @@ def test_a_branch_may_keep_the_mma_loop_result(backend):
     bound = (np.abs(a64) @ np.abs(b64)) * (2 * 2.0 ** -11 + 48 * 2.0 ** -24)
     bound[:, kept] = 0
     assert np.all(np.abs(got - want) <= bound)
+
+
+def _ops(block):
+    for op in block.ops:
+        yield op
+        for region in op.regions:
+            yield from _ops(region)
+
+
+@pytest.mark.parametrize("dt", [f16, f32, i8, i32], ids=lambda d: d.name)
+def test_the_lowering_copies_each_loop_result_before_any_use(dt):
+    """Without tileiras too: every tile a ``for`` gives back is used only by the copy
+    (``x + (-0.0)`` for floats, ``assume`` for integers) that ``lower._copy`` makes right after
+    the loop."""
+    types = (T.TensorView(dt, 2, T.Role.OUT, TILE), T.TensorView(dt, 2, T.Role.IN),
+             T.Scalar(i64))
+    k = count_or_load
+    module = decode(compile_tile(k.captured, k._ir_params(types), {}, "sm_90", "tileir").tileir)
+    (fn,) = module.functions
+    ops = list(_ops(fn.body))
+    loops = [op for op in ops if op.name == "for"]
+    assert loops
+    for loop in loops:
+        for result in loop.results:
+            if not isinstance(result.type, TileType) or result.type.shape == ():
+                continue  # the loop counter's slot: a 0-d i64
+            users = [op for op in ops if any(v is result for v in op.fields.values()
+                                             if not isinstance(v, (list, tuple)))]
+            assert [u.name for u in users] == ["addf" if dt.is_float else "assume"]

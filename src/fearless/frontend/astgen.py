@@ -73,6 +73,11 @@ class GenContext:
     slots: dict = field(default_factory=dict)            # key -> ref Value
     observed: dict = field(default_factory=dict)         # key -> [(type or weak marker, span)]
     declared: dict = field(default_factory=dict)         # key -> type from `x: f32 = ...`
+    # lenient: an assignment this pass cannot convert to its slot's guessed type is noted in
+    # `deferred` and left out, so that the pass goes on and learns every variable's
+    # assignments; a strict pass raises it (generate runs one when the types settle with one)
+    lenient: bool = True
+    deferred: bool = False
     inline_count: int = 0
     call_stack: list = field(default_factory=list)
     dialect: Dialect = SIMT
@@ -428,7 +433,16 @@ class FunctionGen(ast.NodeVisitor):
         self.ctx.observed.setdefault(key, []).append((observed, span))
         ref = self.ctx.slot(key, observed)
         name = key.rsplit(".", 1)[-1]
-        stored = self.emit.implicit(value, ref.type.elem, f"variable '{name}'")
+        try:
+            stored = self.emit.implicit(value, ref.type.elem, f"variable '{name}'")
+        except TypingError:
+            if key in self.ctx.declared or not self.ctx.lenient:
+                raise
+            # the slot's type is a guess that this observation will widen, and this pass's IR
+            # is thrown away: leave the store out rather than stop the pass (stopping took one
+            # pass per inlined call site: fuzz seed 4961)
+            self.ctx.deferred = True
+            return Slot(key)
         self.b.create("local.store", [ref, stored])
         return Slot(key)
 
@@ -731,26 +745,29 @@ def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect =
         if again or (join_errors and new_types == var_types):
             raise join_errors[(again or list(join_errors))[0]]
         failed |= set(join_errors)
+        if attempt >= _WIDEN_AFTER:  # still moving (fuzz seed 11214 went round in circles):
+            # from now on types only widen, which ends, as each variable climbs a finite ladder
+            # of types. Before, a guess that a later pass no longer assigns may be dropped, so
+            # that literals keep their narrow types.
+            new_types = _widened(var_types, new_types)
         if new_types == var_types:
+            if ctx.deferred:  # an assignment's error, raised where and as a strict pass meets it
+                strict = GenContext(cap.name, var_types, Builder(Region()), dialect=dialect,
+                                    lenient=False)
+                return _generate_once(strict, cap, params, constants or {})
             if error is not None:
                 raise error
             return fn
-        if attempt >= _WIDEN_AFTER:  # still moving (fuzz seeds 4961, 11214 went round in
-            # circles): from now on types only widen, which ends, as each variable climbs a
-            # finite ladder of types. Before, a guess that a later pass no longer assigns may be
-            # dropped, so that literals keep their narrow types.
-            new_types = _widened(var_types, new_types)
         moving, var_types = [k for k in new_types if new_types[k] != var_types.get(k)], new_types
-    names = ", ".join(sorted({f"'{k.split('.')[-1]}'" for k in moving}))
-    raise CompileError(f"the types of {names} did not settle in {_MAX_PASSES} passes",
-                       kernel=cap.name, span=cap.span(cap.tree),
-                       help="give the variable one type: annotate it (x: f32 = ...) or convert "
-                            "what is assigned to it")
+    raise CompileError(f"the types of {_describe_keys(moving)} did not settle in {_MAX_PASSES} "
+                       "passes", kernel=cap.name, span=cap.span(cap.tree),
+                       help="give each of them one type: annotate the variable (x: f32 = ...) "
+                            "or convert what is assigned or returned")
 
 
 def _widened(old: dict, new: dict) -> dict:
-    """Each variable's type in `new` joined with its type in `old` (where they join)."""
-    out = dict(new)
+    """Every variable of `old` and `new`, of the join of its types in both (where they join)."""
+    out = {**old, **new}
     for key, t in old.items():
         if key in new and new[key] != t:
             try:
@@ -758,6 +775,19 @@ def _widened(old: dict, new: dict) -> dict:
             except TypingError:
                 pass
     return out
+
+
+def _describe_keys(keys) -> str:
+    """Variable keys in the user's words: ``'x'``, ``the return value of 'f'``; the frontend's
+    own slots (``<bool@...>``) left out."""
+    names = set()
+    for key in keys:
+        scope, _, name = key.rpartition(".")
+        if name == "<return>":
+            names.add(f"the return value of '{scope.split('#')[0]}'")
+        elif not name.startswith("<"):
+            names.add(f"'{name}'")
+    return ", ".join(sorted(names)) or "the kernel's variables"
 
 
 def _generate_once(ctx: GenContext, cap: Captured, params, constants) -> Function:
