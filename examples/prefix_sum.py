@@ -22,7 +22,7 @@ Each element is read twice and written once. For 2^26 values that is five launch
 kernels over the data, both over its 65536 chunk sums, and one block over their 64 sums. Every
 write is proved race-free without unsafe code: a thread's four elements of ``out`` and of the
 shared ``ends``, and the chunk sums of threads 0..3, are its own (the compiler enumerates the
-block's threads, ``passes/owners.py``), and shared memory is read only after a barrier.
+block's threads, ``analysis/owners.py``), and shared memory is read only after a barrier.
 Integer sums wrap exactly as int32 on the host does, so the check against ``np.cumsum`` is
 exact.
 """

@@ -6,7 +6,7 @@ of them, so every load instruction of the warp reads 128 contiguous bytes and ea
 (``fl.warp.reduce_max`` / ``reduce_sum``: ``redux.sync`` or a butterfly of ``shfl.sync``), so
 there is no shared memory and no barrier. Numerically stable form: exp(x - max) / sum(exp(x -
 max)). The contract fixes a block of ``WARPS`` warps, so the compiler can enumerate its threads
-and prove that each lane's ``PER`` writes of ``out`` are its own (``passes/owners.py``).
+and prove that each lane's ``PER`` writes of ``out`` are its own (``analysis/owners.py``).
 """
 from __future__ import annotations
 

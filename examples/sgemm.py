@@ -11,7 +11,7 @@ from overwriting tiles that other threads still read. V. Volkov and J. Demmel, "
 GPUs to Tune Dense Linear Algebra" (SC08); the CUDA C Programming Guide's tiled GEMM is the
 one-output-per-thread version. No unsafe code: with the contract's exact block, the compiler
 enumerates the block's threads and proves each thread's 64 outputs and 4 + 4 shared slots its
-own (``passes/owners.py``).
+own (``analysis/owners.py``).
 """
 from __future__ import annotations
 

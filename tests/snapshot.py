@@ -62,7 +62,8 @@ def diff(old: Path, new: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tests.snapshot", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tests.snapshot",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("dirs", nargs="+", type=Path, help="DIR to write, or OLD NEW with --diff")
     p.add_argument("--diff", action="store_true", help="compare two snapshots")
     p.add_argument("--arch", default="sm_90")

@@ -70,7 +70,8 @@ def test_printer_is_stable_text():
 def test_verifier_rejects_type_errors_and_undefined_operands():
     fn = kernel("own")
     fn.body.ops[2].results[0].type = T.Scalar(dtypes.f64)  # load result no longer the element
-    with pytest.raises(InternalError, match=r"result types \['f64'\] are not the op's rule's \['f32'\]"):
+    with pytest.raises(InternalError,
+                       match=r"result types \['f64'\] are not the op's rule's \['f32'\]"):
         verify(fn)
     fn = kernel("own")
     fn.body.ops.insert(0, fn.body.ops.pop(1))  # use before definition

@@ -1,6 +1,6 @@
 """Threads that own several elements: computed indices proved disjoint by enumerating a block.
 
-``passes/owners.py`` accepts DisjointSlice and shared-memory writes at indices built from block
+``analysis/owners.py`` accepts DisjointSlice and shared-memory writes at indices built from block
 and thread coordinates when no two threads of a launch reach one element; these tests run the
 accepted kernels on the cpu backend (race detector on) and on the GPU, check the refusals'
 diagnostics, and that the host still refuses a launch that leaves output elements unwritten.

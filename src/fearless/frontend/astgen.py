@@ -17,7 +17,7 @@ from fearless.frontend import funcs, intrinsics
 from fearless.frontend.capture import MISSING, Captured
 from fearless.frontend.emit import Emitter, describe
 from fearless.frontend.infer import (WEAK_FLOAT, Const, Static, TupleValue, TypingError, join,
-                                     weak_marker)
+                                     weak_marker, widened)
 from fearless.frontend.spans import CallSite, Span
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Function, Param, Region, Value
@@ -749,7 +749,7 @@ def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect =
             # from now on types only widen, which ends, as each variable climbs a finite ladder
             # of types. Before, a guess that a later pass no longer assigns may be dropped, so
             # that literals keep their narrow types.
-            new_types = _widened(var_types, new_types)
+            new_types = widened(var_types, new_types)
         if new_types == var_types:
             if ctx.deferred:  # an assignment's error, raised where and as a strict pass meets it
                 strict = GenContext(cap.name, var_types, Builder(Region()), dialect=dialect,
@@ -763,18 +763,6 @@ def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect =
                        "passes", kernel=cap.name, span=cap.span(cap.tree),
                        help="give each of them one type: annotate the variable (x: f32 = ...) "
                             "or convert what is assigned or returned")
-
-
-def _widened(old: dict, new: dict) -> dict:
-    """Every variable of `old` and `new`, of the join of its types in both (where they join)."""
-    out = {**old, **new}
-    for key, t in old.items():
-        if key in new and new[key] != t:
-            try:
-                out[key] = join([t, new[key]])
-            except TypingError:
-                pass
-    return out
 
 
 def _describe_keys(keys) -> str:

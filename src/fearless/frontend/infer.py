@@ -171,6 +171,19 @@ def const_fits(c: Const, dst: DType) -> str | None:
     return None
 
 
+def widened(old: dict, new: dict) -> dict:
+    """Variable types: every key of `old` and `new`, of the join of its types in both where
+    they join (the frontend's fixpoint, once it must only widen)."""
+    out = {**old, **new}
+    for key, t in old.items():
+        if key in new and new[key] != t:
+            try:
+                out[key] = join([t, new[key]])
+            except TypingError:
+                pass
+    return out
+
+
 # Constant folding with Python semantics --------------------------------------------------------
 
 _FOLD = {
@@ -192,9 +205,9 @@ def fold(op: str, a: Const, b: Const) -> Const | None:
     """Fold two weak constants (Python semantics); None when folding would raise.
     Raises TypingError for an integer ``<<`` or ``**`` whose result passes FOLD_BITS bits."""
     x, y = a.value, b.value
-    if op in ("shl", "pow") and all(isinstance(v, int) for v in (x, y)) and y > 0 and \
-            (abs(x).bit_length() + y if op == "shl" and x else
-             (abs(x).bit_length() - 1) * y) > FOLD_BITS:
+    if op in ("shl", "pow") and all(isinstance(v, int) for v in (x, y)) and y > 0 and x and \
+            (abs(x).bit_length() + y if op == "shl" else
+             y * math.log2(abs(x))) > FOLD_BITS:
         raise TypingError(f"{x} {'<<' if op == 'shl' else '**'} {y} has more than {FOLD_BITS} "
                           "bits; a literal must fit in 64 bits")
     minmax = op in ("min", "max")

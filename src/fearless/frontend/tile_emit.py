@@ -16,8 +16,6 @@ from fearless.frontend.infer import Const, TypingError, const_fits, implicit_con
 from fearless.ir import types as T
 from fearless.ir.core import Value
 
-_BOOL_RESULT = ("isnan", "isinf", "isfinite")
-
 
 def is_tile(fv) -> bool:
     return isinstance(fv, Value) and isinstance(fv.type, T.Tile)

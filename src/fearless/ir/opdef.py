@@ -39,6 +39,16 @@ REGISTRY: dict[str, OpDef] = {}
 TRACKS = ("simt", "tile", "both")
 
 
+def no_results(types, attrs) -> list:
+    """The result rule of an op without results."""
+    return []
+
+
+def like_first(types, attrs) -> list:
+    """The result rule of an op whose one result has its first operand's type."""
+    return [types[0]]
+
+
 def only(track: str) -> list[str]:
     """The names of the ops that only ``track``'s kernels use ("simt" or "tile")."""
     return [name for name, d in REGISTRY.items() if d.track == track]

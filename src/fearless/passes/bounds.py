@@ -9,9 +9,9 @@ to ``(parameter name, span)`` for that message. ``fl.unchecked`` kernels skip th
 """
 from __future__ import annotations
 
+from fearless.analysis.common import array_name, params_by_value
 from fearless.ir.core import Function
 from fearless.ir.opdef import checked_reads
-from fearless.analysis.common import array_name, params_by_value
 
 
 def run(fn: Function, options) -> Function:

@@ -35,8 +35,6 @@ Sets ``fn.attrs["shared"]``: ``(name, shape or None for dynamic, dtype name)`` p
 """
 from __future__ import annotations
 
-import math
-
 from fearless.analysis import owners
 from fearless.analysis.linear import guard_facts
 from fearless.analysis.uniformity import varying

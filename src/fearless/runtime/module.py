@@ -74,7 +74,7 @@ class LoadedKernel:
     static_shared_bytes: int
     params: object = None        # dispatch.ParamBuffer: the packed kernel parameters
     direct: bool = True          # launch through cuLaunchKernel (False: through cuda.core)
-    pooled_shared: int = 0       # static shared bytes moved to dynamic (backends/llvm/shared_pool.py)
+    pooled_shared: int = 0       # static shared bytes moved to dynamic (llvm/shared_pool.py)
 
 
 def _attr(attrs, name: str) -> int:

@@ -17,10 +17,9 @@ import math
 
 from llvmlite import ir
 
-from fearless.backends.llvm import nvvm
+from fearless.backends.llvm import nvvm, shared_pool
 from fearless.backends.llvm.nvvm import I16, I32, I64
 from fearless.ir.types import Access
-from fearless.backends.llvm import shared_pool
 
 SHARED = 3  # NVPTX address space of shared memory
 _SCOPE = {"block": "cta", "device": "gpu", "system": "sys"}

@@ -7,7 +7,7 @@ division and only takes floats; ``arith.shr`` is arithmetic for signed and logic
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.opdef import all_of, counts, define, like_first
 from fearless.dtypes import bool_, cast, int_range
 from fearless.ir.types import BOOL, Scalar, Tile
 
@@ -30,11 +30,6 @@ def _scalar_operands(op):
 def bool_like(t) -> Scalar | Tile:
     """The bool type of ``t``'s shape: BOOL for a scalar, a bool tile for a tile."""
     return Tile(bool_, t.shape) if isinstance(t, Tile) else BOOL
-
-
-def _same(types, attrs) -> list:
-    """The result-type rule of an op whose result has its first operand's type."""
-    return [types[0]]
 
 
 def _same_shape(a, b) -> bool:
@@ -61,7 +56,7 @@ def _binary_types(name):
 
 for _name in BINARY:
     define(f"arith.{_name}", f"elementwise {_name} of two scalars of one type",
-           all_of(counts(2, 1), _scalar_operands, _binary_types(_name)), result=_same)
+           all_of(counts(2, 1), _scalar_operands, _binary_types(_name)), result=like_first)
 
 
 def _unary_types(name):
@@ -77,7 +72,7 @@ def _unary_types(name):
 
 for _name in UNARY:
     define(f"arith.{_name}", f"{_name} of a scalar",
-           all_of(counts(1, 1), _scalar_operands, _unary_types(_name)), result=_same)
+           all_of(counts(1, 1), _scalar_operands, _unary_types(_name)), result=like_first)
 
 
 def _cmp(op):

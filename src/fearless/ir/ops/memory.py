@@ -17,7 +17,7 @@ the safety passes, not here.
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.opdef import all_of, counts, define, no_results
 from fearless.ir.types import INDEX, Array, LocalRef, Scalar, ThreadIndex
 
 
@@ -59,8 +59,8 @@ def _alloc(op):
 
 def _local_load(op):
     (ref,) = op.operands
-    if not isinstance(ref.type, LocalRef) or op.result.type != ref.type.elem:
-        return "loads the slot's own type from a ref"
+    if not isinstance(ref.type, LocalRef):
+        return "loads from a ref"
     return None
 
 
@@ -91,15 +91,15 @@ def _atomic(op):
     if msg:
         return msg
     elem = Scalar(arr.type.dtype)
-    if any(v.type != elem for v in op.operands[2:]) or op.result.type != elem:
-        return "values and result must be the element type"
+    if any(v.type != elem for v in op.operands[2:]):
+        return "values must be the element type"
     return None
 
 
 define("mem.load", "read one array element", _load, track="simt", checked_read=True,
        result=lambda ts, attrs: [Scalar(ts[0].dtype)])
 define("mem.store", "write one array element", _store, side_effects=True, track="simt",
-       result=lambda ts, attrs: [])
+       result=no_results)
 define("mem.atomic", "atomic read-modify-write of one element; returns the old value", _atomic,
        side_effects=True, track="simt", checked_read=True,
        result=lambda ts, attrs: [Scalar(ts[0].dtype)])
@@ -108,4 +108,4 @@ define("local.alloc", "a zero-initialised local variable slot", all_of(counts(0,
        side_effects=True)
 define("local.load", "read a local slot", _local_load, result=lambda ts, attrs: [ts[0].elem])
 define("local.store", "write a local slot", _local_store, side_effects=True,
-       result=lambda ts, attrs: [])
+       result=no_results)

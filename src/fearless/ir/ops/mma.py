@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from fearless.dtypes import f32, u32
-from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.opdef import all_of, counts, define, no_results
 from fearless.ir.types import INDEX, Access, Array, Scalar, ThreadIndex
 
 REG = Scalar(u32)
@@ -61,7 +61,7 @@ def _pack(op):
     lo, hi = op.operands
     if lo.type != hi.type or not (isinstance(lo.type, Scalar) and lo.type.dtype.name in AB_TYPES):
         return "packs two f16 or two bf16 values"
-    return None if op.result.type == REG else "pack gives a u32"
+    return None
 
 
 def _async_copy(op):
@@ -96,9 +96,9 @@ define("warp.ldmatrix", "warp-wide load of 8x8 16-bit matrices from shared memor
 define("mma.pack", "two 16-bit floats as one u32 fragment register", all_of(counts(2, 1), _pack),
        track="simt", result=lambda ts, attrs: [Scalar(u32)])
 define("mem.async_copy", "asynchronous global -> shared copy of 4/8/16 bytes (cp.async)",
-       _async_copy, side_effects=True, track="simt", checked_read=True, result=lambda ts, attrs: [])
+       _async_copy, side_effects=True, track="simt", checked_read=True, result=no_results)
 define("mem.async_commit", "close the thread's group of async copies (cp.async.commit_group)",
-       counts(0, 0), side_effects=True, track="simt", result=lambda ts, attrs: [])
+       counts(0, 0), side_effects=True, track="simt", result=no_results)
 define("mem.async_wait", "wait for all but the n latest groups (cp.async.wait_group n)",
        all_of(counts(0, 0), _async_wait), side_effects=True, track="simt",
-       result=lambda ts, attrs: [])
+       result=no_results)

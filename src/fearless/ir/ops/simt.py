@@ -20,7 +20,7 @@
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.opdef import all_of, counts, define, no_results
 from fearless.ir.types import INDEX, Access, Array, Scalar, ThreadIndex
 
 SPECIAL = ("block_index", "block_dim", "grid_dim", "thread_in_block", "lane", "warp_index")
@@ -30,13 +30,12 @@ def _thread_index(op):
     space, axis = op.attrs.get("space"), op.attrs.get("axis")
     if space not in (1, 2) or not 0 <= axis < space:
         return f"bad index space {space} / axis {axis}"
-    want = ThreadIndex(space, axis, bool(op.attrs.get("block", False)))
-    return None if op.result.type == want else "result type mismatch"
+    return None
 
 
 def _index_value(op):
     (v,) = op.operands
-    if not isinstance(v.type, ThreadIndex) or op.result.type != INDEX:
+    if not isinstance(v.type, ThreadIndex):
         return "turns a ThreadIndex into i64"
     return None
 
@@ -44,7 +43,7 @@ def _index_value(op):
 def _special(op):
     if op.attrs.get("reg") not in SPECIAL or op.attrs.get("axis") not in (0, 1):
         return f"bad special register {op.attrs.get('reg')!r} / axis {op.attrs.get('axis')!r}"
-    return None if op.result.type == INDEX else "result must be i64"
+    return None
 
 
 def _shared_alloc(op):
@@ -67,11 +66,11 @@ def _print(op):
         return "parts must name every operand once"
     if not all(isinstance(v.type, Scalar) for v in op.operands):
         return "prints scalars"
-    return None if not op.results else "print has no result"
+    return None
 
 
 define("simt.print", "print numbers and text from each thread (vprintf)", _print,
-       side_effects=True, track="simt", result=lambda ts, attrs: [])
+       side_effects=True, track="simt", result=no_results)
 define("simt.thread_index", "this thread's coordinate in the launch's index space (or block)",
        all_of(counts(0, 1), _thread_index), track="simt",
        result=lambda ts, attrs: [ThreadIndex(attrs["space"], attrs["axis"],
@@ -81,6 +80,6 @@ define("simt.index_value", "the i64 value of a ThreadIndex", all_of(counts(1, 1)
 define("simt.special", "a block/grid/lane coordinate as i64", all_of(counts(0, 1), _special),
        track="simt", result=lambda ts, attrs: [INDEX])
 define("simt.barrier", "block-wide barrier (__syncthreads)", counts(0, 0), side_effects=True,
-       track="simt", result=lambda ts, attrs: [])
+       track="simt", result=no_results)
 define("simt.shared_alloc", "a block-shared array (static shape or the launch's dynamic bytes)",
        all_of(counts(0, 1), _shared_alloc), side_effects=True, track="simt")

@@ -25,15 +25,13 @@ from __future__ import annotations
 from math import prod
 
 from fearless.dtypes import i32
-from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.opdef import all_of, counts, define, no_results
 from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
 
 REDUCTIONS = ("sum", "max", "min")
 
 
-def _index_result(op):
-    if op.result.type != INDEX:
-        return "result must be i64"
+def _axis(op):
     if op.attrs.get("axis") not in (0, 1, 2):
         return "axis must be 0, 1 or 2"
     return None
@@ -60,19 +58,14 @@ def _load(op):
     shape = op.attrs.get("shape")
     if len(indices) != view.type.ndim or any(i.type != INDEX for i in indices):
         return f"needs {view.type.ndim} i64 tile coordinates"
-    if op.result.type != Tile(view.type.dtype, tuple(shape or ())) or len(shape) != view.type.ndim:
-        return "result must be a tile of the tensor's dtype and rank, of attr shape"
+    if not isinstance(shape, (tuple, list)) or len(shape) != view.type.ndim:
+        return "attr shape needs one extent per axis of the tensor"
     return None
 
 
 def _load_own(op):
     (view,) = op.operands
-    msg = _view(view, Role.OUT)
-    if msg:
-        return msg
-    if op.result.type != Tile(view.type.dtype, view.type.tile_shape):
-        return "result must be the partition's tile"
-    return None
+    return _view(view, Role.OUT)
 
 
 def _store(op):
@@ -128,24 +121,23 @@ def _without(shape: tuple, attrs) -> tuple:
     return shape[:attrs["axis"]] + shape[attrs["axis"] + 1:]
 
 
-def _reduced_shape(op):
+def _axis_of(op):
     axis, src = op.attrs.get("axis"), op.operands[0].type.shape
     if not isinstance(axis, int) or not 0 <= axis < len(src):
         return f"axis {axis} out of range for {src}"
-    want = src[:axis] + src[axis + 1:]
-    return None if op.result.type.shape == want else f"result shape must be {want}"
+    return None
 
 
 def _reduce(op):
     if op.attrs.get("kind") not in REDUCTIONS:
         return f"unknown reduction {op.attrs.get('kind')!r}"
-    return _reduced_shape(op)
+    return _axis_of(op)
 
 
 def _argmax(op):
-    if not isinstance(op.operands[0].type, Tile) or op.result.type.dtype.name != "i32":
-        return "argmax takes a tile and gives i32 indices"
-    return _reduced_shape(op)
+    if not isinstance(op.operands[0].type, Tile):
+        return "argmax takes a tile"
+    return _axis_of(op)
 
 
 def _iota(op):
@@ -168,15 +160,15 @@ def _mma(op):
     want = "f64" if a.dtype.name == "f64" else "f32"
     if acc.dtype.name != want:
         return f"the accumulator of {a.dtype} inputs is {want}, got {acc.dtype}"
-    return None if op.result.type == acc else "result must be the accumulator's type"
+    return None
 
 
-define("tile.block_index", "this tile block's coordinate along attr axis", _index_result,
+define("tile.block_index", "this tile block's coordinate along attr axis", _axis,
        track="tile", result=lambda ts, attrs: [INDEX])
-define("tile.num_blocks", "number of tile blocks along attr axis", _index_result, track="tile",
+define("tile.num_blocks", "number of tile blocks along attr axis", _axis, track="tile",
        result=lambda ts, attrs: [INDEX])
 define("tile.dim", "extent of one axis of a tensor parameter",
-       all_of(counts(1, 1), _dim, lambda op: None if op.result.type == INDEX else "gives i64"),
+       all_of(counts(1, 1), _dim),
        track="tile", result=lambda ts, attrs: [INDEX])
 define("tile.load", "load the tile at tile coordinates; zero past the edge", _load, track="tile",
        result=lambda ts, attrs: [Tile(ts[0].dtype, tuple(attrs["shape"]))])
@@ -184,7 +176,7 @@ define("tile.load_own", "load the block's own tile of an Out partition",
        all_of(counts(1, 1), _load_own), track="tile",
        result=lambda ts, attrs: [Tile(ts[0].dtype, ts[0].tile_shape)])
 define("tile.store", "store the block's own tile of an Out partition",
-       all_of(counts(2, 0), _store), side_effects=True, track="tile", result=lambda ts, attrs: [])
+       all_of(counts(2, 0), _store), side_effects=True, track="tile", result=no_results)
 define("tile.splat", "a scalar repeated over the result shape",
        all_of(counts(1, 1), _tile_result, _splat), track="tile")
 define("tile.broadcast", "repeat extents of 1", all_of(counts(1, 1), _tile_result,

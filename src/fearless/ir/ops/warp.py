@@ -12,7 +12,7 @@ must be reached by every lane of its warp; the lowering of a reduction depends o
 from __future__ import annotations
 
 from fearless.dtypes import u32
-from fearless.ir.opdef import all_of, counts, define
+from fearless.ir.opdef import all_of, counts, define, like_first
 from fearless.ir.types import BOOL, Scalar
 
 MASK = Scalar(u32)
@@ -32,8 +32,8 @@ def _shuffle(op):
         return f"bad shuffle mode {op.attrs.get('mode')!r}"
     if width not in (1, 2, 4, 8, 16, 32):
         return f"bad width {width!r}"
-    if not isinstance(value.type, Scalar) or op.result.type != value.type:
-        return "result must have the value's scalar type"
+    if not isinstance(value.type, Scalar):
+        return "shuffles a scalar"
     return None if b.type == MASK else "the lane operand must be u32"
 
 
@@ -43,7 +43,7 @@ def _vote(op):
         return f"bad vote mode {mode!r}"
     if op.operands[0].type != BOOL:
         return "the predicate must be bool"
-    return None if op.result.type == (MASK if mode == "ballot" else BOOL) else "bad result type"
+    return None
 
 
 def _reduce(op):
@@ -52,15 +52,15 @@ def _reduce(op):
         return f"bad reduction {op.attrs.get('op')!r}"
     if not isinstance(value.type, Scalar) or value.type.dtype.is_bool:
         return "reduces a number"
-    return None if op.result.type == value.type else "result must have the value's type"
+    return None
 
 
 define("warp.shuffle", "read a value from another lane of the warp (shfl.sync)",
        all_of(counts(3, 1), _mask, _shuffle), side_effects=True, track="simt",
-       result=lambda ts, attrs: [ts[0]])
+       result=like_first)
 define("warp.vote", "ballot / any / all over the lanes of a mask (vote.sync)",
        all_of(counts(2, 1), _vote, _mask), side_effects=True, track="simt",
        result=lambda ts, attrs: [MASK if attrs["mode"] == "ballot" else BOOL])
 define("warp.reduce", "sum / max / min over the lanes of a mask (redux.sync or shuffles)",
        all_of(counts(2, 1), _reduce, _mask), side_effects=True, track="simt",
-       result=lambda ts, attrs: [ts[0]])
+       result=like_first)
