@@ -449,7 +449,7 @@ class Kernel:
                 return (lambda stream: None), entry, tensors  # `fearless compile`: no run
             return (lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch,
                                                        entry.types, values, tensors, sites,
-                                                       stream)), entry, tensors
+                                                       stream, CONFIG.racecheck)), entry, tensors
         loaded = entry.loaded
         contracts.check_compiled(self.name, launch, loaded.registers, loaded.max_threads_per_block)
         return (lambda stream: dispatch.launch_cuda(self.name, loaded, launch, entry.names,

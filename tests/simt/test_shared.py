@@ -7,6 +7,7 @@ backend emits (shared globals, ``bar.sync``, scoped ``atom``).
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -254,7 +255,8 @@ def test_blocks_of_one_launch_race_on_global_memory(monkeypatch):
 
 def test_race_detector_is_off_without_racecheck(monkeypatch):
     from fearless import config
-    monkeypatch.setattr(config, "CONFIG", config.Config.from_env({"FEARLESS_RACECHECK": "0"}))
+    monkeypatch.setattr(sys.modules["fearless.kernel"], "CONFIG",
+                        config.Config.from_env({"FEARLESS_RACECHECK": "0"}))
     kern = k.race_shared_counter
     kern[kern.prepare(200, block=128)](*_args(kern))  # races, unnoticed
 

@@ -246,10 +246,11 @@ def _driver_launch(loaded, grid: tuple, block: tuple, stream: Stream, params: in
         raise RuntimeError(f"cuLaunchKernel: {err}")
 
 
-def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: Stream):
+def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: Stream,
+               racecheck: bool):
     """Interpret the kernel now; a bounds error is raised at the next synchronisation, a race
-    (unless ``FEARLESS_RACECHECK=0``) when the launch ends, a barrier error as it happens."""
-    from fearless import config
+    (with ``racecheck``: the kernel layer passes FEARLESS_RACECHECK's) when the launch ends, a
+    barrier error as it happens."""
     from fearless.backends.cpu.simt import run
 
     args = [t._raw_view() if t is not None else v for v, t in zip(values, tensors)]
@@ -257,7 +258,7 @@ def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: S
     races = None
     if 0 not in launch.grid:
         races = run(fn, launch.grid, launch.block, args, lambda *event: events.append(event),
-                    launch.shared, config.CONFIG.racecheck)
+                    launch.shared, racecheck)
     if races is not None and races.race is not None:
         from fearless.backends.cpu.block import launch_lanes
         lanes = launch_lanes(1, launch.grid, launch.block, 0, 1)
