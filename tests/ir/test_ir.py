@@ -74,6 +74,10 @@ def test_verifier_rejects_type_errors_and_undefined_operands():
                        match=r"result types \['f64'\] are not the op's rule's \['f32'\]"):
         verify(fn)
     fn = kernel("own")
+    fn.body.ops[1].operands.append(fn.body.ops[1].operands[0])  # index_value of two values
+    with pytest.raises(InternalError, match="simt.index_value.*has 2 operands, expects 1"):
+        verify(fn)
+    fn = kernel("own")
     fn.body.ops.insert(0, fn.body.ops.pop(1))  # use before definition
     with pytest.raises(InternalError, match="not defined before use"):
         verify(fn)

@@ -1,10 +1,10 @@
 """The op registry: every IR op is defined once here, by an OpDef, and read by all backends.
 
-An OpDef names the op, says how many regions it has, whether it ends control flow
-(``terminator``), whether it has side effects, which kernels use it (``track``), whether it is a
-read the bounds pass checks (``checked_read``), the rule that gives its result types
-(``result``: ``Builder.create`` applies it, the verifier checks it), and a verifier that checks
-operand types and attributes. Backends keep one rule per op name in their own ``RULES`` table
+An OpDef names the op, says how many operands, results and regions it has, whether it ends
+control flow (``terminator``), whether it has side effects, which kernels use it (``track``),
+whether it is a read the bounds pass checks (``checked_read``), the rule that gives its result
+types (``result``: ``Builder.create`` applies it, the verifier checks it), and a verifier that
+checks operand types and attributes. Backends keep one rule per op name in their own ``RULES`` table
 and derive the ops they refuse from ``track`` (``only``); a test checks that every backend
 covers every op in ``REGISTRY``.
 """
@@ -24,8 +24,10 @@ ResultRule = Callable[[list, dict], list]
 class OpDef:
     name: str
     doc: str
-    verify: Verifier
+    verify: Verifier | None     # the checks of operand types and attributes (None: no more)
     regions: int = 0
+    operands: int | None = None  # how many operands and results (None: it varies, as for the
+    results: int | None = None   # control ops and the printing and shuffling ones)
     terminator: bool = False
     side_effects: bool = False
     track: str = "both"         # "simt", "tile" or "both": the kernels whose IR may hold it
@@ -59,7 +61,7 @@ def checked_reads() -> frozenset[str]:
     return frozenset(name for name, d in REGISTRY.items() if d.checked_read)
 
 
-def define(name: str, doc: str, verify: Verifier, **traits) -> OpDef:
+def define(name: str, doc: str, verify: Verifier | None, **traits) -> OpDef:
     if name in REGISTRY:
         raise ValueError(f"op {name!r} defined twice")
     if traits.get("track", "both") not in TRACKS:
@@ -69,15 +71,6 @@ def define(name: str, doc: str, verify: Verifier, **traits) -> OpDef:
 
 
 # Verifier building blocks -------------------------------------------------------------------
-
-def counts(n_operands: int, n_results: int) -> Verifier:
-    def check(op: Operation):
-        if len(op.operands) != n_operands or len(op.results) != n_results:
-            return (f"expects {n_operands} operands and {n_results} results, "
-                    f"got {len(op.operands)} and {len(op.results)}")
-        return None
-    return check
-
 
 def all_of(*checks: Verifier) -> Verifier:
     def check(op: Operation):

@@ -35,7 +35,11 @@ def _region(fn: Function, region: Region, scope: set[int], loop_depth: int) -> N
         for v in op.operands:
             if id(v) not in scope:
                 _fail(fn, op, f"operand {v!r} is not defined before use")
-        msg = opdef.verify(op)
+        for what, want, got in (("operands", opdef.operands, len(op.operands)),
+                                 ("results", opdef.results, len(op.results))):
+            if want is not None and got != want:
+                _fail(fn, op, f"has {got} {what}, expects {want}")
+        msg = opdef.verify(op) if opdef.verify is not None else None
         if msg:
             _fail(fn, op, msg)
         if opdef.result is not None:

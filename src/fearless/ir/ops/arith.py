@@ -7,7 +7,7 @@ division and only takes floats; ``arith.shr`` is arithmetic for signed and logic
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import all_of, counts, define, like_first
+from fearless.ir.opdef import all_of, define, like_first
 from fearless.dtypes import bool_, cast, int_range
 from fearless.ir.types import BOOL, Scalar, Tile
 
@@ -56,7 +56,7 @@ def _binary_types(name):
 
 for _name in BINARY:
     define(f"arith.{_name}", f"elementwise {_name} of two scalars of one type",
-           all_of(counts(2, 1), _scalar_operands, _binary_types(_name)), result=like_first)
+           all_of(_scalar_operands, _binary_types(_name)), result=like_first, operands=2, results=1)
 
 
 def _unary_types(name):
@@ -72,7 +72,7 @@ def _unary_types(name):
 
 for _name in UNARY:
     define(f"arith.{_name}", f"{_name} of a scalar",
-           all_of(counts(1, 1), _scalar_operands, _unary_types(_name)), result=like_first)
+           all_of(_scalar_operands, _unary_types(_name)), result=like_first, operands=1, results=1)
 
 
 def _cmp(op):
@@ -85,7 +85,8 @@ def _cmp(op):
 
 
 define("arith.cmp", "compare two scalars of one type; attr pred in eq/ne/lt/le/gt/ge",
-       all_of(counts(2, 1), _scalar_operands, _cmp), result=lambda ts, attrs: [bool_like(ts[0])])
+       all_of(_scalar_operands, _cmp), result=lambda ts, attrs: [bool_like(ts[0])],
+       operands=2, results=1)
 
 
 def _constant(op):
@@ -106,12 +107,13 @@ def _constant(op):
 
 define("arith.constant", "a scalar or splat-tile constant; attr value: the Python bool, int or "
        "float of the dtype (in range, exactly representable), which every backend emits as is",
-       all_of(counts(0, 1), _constant))
+       _constant, operands=0, results=1)
 
 define("arith.cast", "convert a scalar or tile to the result's element type (numeric conversion)",
-       all_of(counts(1, 1), _scalar_operands,
+       all_of(_scalar_operands,
               lambda op: None if type(op.result.type) is type(op.operands[0].type)
-              and _same_shape(op.result.type, op.operands[0].type) else "result changes shape"))
+              and _same_shape(op.result.type, op.operands[0].type) else "result changes shape"),
+       operands=1, results=1)
 
 
 def _select(op):
@@ -124,5 +126,5 @@ def _select(op):
 
 
 define("arith.select", "cond ? a : b, evaluating both",
-       all_of(counts(3, 1), _scalar_operands, _select),
-       result=lambda ts, attrs: [ts[1]])
+       all_of(_scalar_operands, _select),
+       result=lambda ts, attrs: [ts[1]], operands=3, results=1)

@@ -11,7 +11,7 @@ Exits may appear anywhere in a region; the frontend emits nothing after them in 
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import counts, define, no_results
+from fearless.ir.opdef import define, no_results
 from fearless.ir.types import BOOL, INDEX
 
 
@@ -47,13 +47,15 @@ def _condition(op):
 
 define("scf.if", "run the then or the else region", _if, regions=2, result=no_results)
 define("scf.for", "counted loop over range(start, stop, step)", _for, regions=1, result=no_results)
-define("scf.while", "loop while the condition region yields true", _while, regions=2, result=no_results)
+define("scf.while", "loop while the condition region yields true", _while, regions=2,
+       result=no_results)
 define("scf.condition", "ends a while condition region with its bool", _condition, terminator=True,
        result=no_results)
 define("scf.inline", "the body of an inlined device function; cf.return leaves it",
-       counts(0, 0), regions=1, result=no_results)
-define("cf.break", "leave the innermost loop", counts(0, 0), terminator=True, result=no_results)
-define("cf.continue", "start the next iteration of the innermost loop", counts(0, 0),
-       terminator=True, result=no_results)
-define("cf.return", "leave the innermost scf.inline, or the kernel", counts(0, 0), terminator=True,
-       result=no_results)
+       None, regions=1, result=no_results, operands=0, results=0)
+define("cf.break", "leave the innermost loop", None, terminator=True, result=no_results,
+       operands=0, results=0)
+define("cf.continue", "start the next iteration of the innermost loop", None,
+       terminator=True, result=no_results, operands=0, results=0)
+define("cf.return", "leave the innermost scf.inline, or the kernel", None, terminator=True,
+       result=no_results, operands=0, results=0)

@@ -6,7 +6,7 @@ and rounded back, which gives the correctly rounded result for these functions' 
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import all_of, counts, define, like_first
+from fearless.ir.opdef import define, like_first
 from fearless.ir.ops.arith import bool_like
 from fearless.ir.types import Scalar, Tile
 
@@ -33,11 +33,11 @@ def _predicate(types, attrs) -> list:
 
 # the result types are the rules' (like_first, _predicate), which the verifier checks
 for _fn in UNARY:
-    define(f"math.{_fn}", f"{_fn}(x) for a float x", all_of(counts(1, 1), _floats),
-           result=like_first)
+    define(f"math.{_fn}", f"{_fn}(x) for a float x", _floats,
+           result=like_first, operands=1, results=1)
 for _fn in BINARY:
     define(f"math.{_fn}", f"{_fn}(x, y) for floats of one type",
-           all_of(counts(2, 1), _floats), result=like_first)
+           _floats, result=like_first, operands=2, results=1)
 for _fn in PREDICATES:
-    define(f"math.{_fn}", f"{_fn}(x) -> bool for a float x", all_of(counts(1, 1), _floats),
-           result=_predicate)
+    define(f"math.{_fn}", f"{_fn}(x) -> bool for a float x", _floats,
+           result=_predicate, operands=1, results=1)

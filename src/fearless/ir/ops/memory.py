@@ -17,7 +17,7 @@ the safety passes, not here.
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import all_of, counts, define, no_results
+from fearless.ir.opdef import define, no_results
 from fearless.ir.types import INDEX, Array, LocalRef, Scalar, ThreadIndex
 
 
@@ -104,8 +104,8 @@ define("mem.atomic", "atomic read-modify-write of one element; returns the old v
        side_effects=True, track="simt", checked_read=True,
        result=lambda ts, attrs: [Scalar(ts[0].dtype)])
 define("mem.dim", "extent of one array axis", _dim, track="simt", result=lambda ts, attrs: [INDEX])
-define("local.alloc", "a zero-initialised local variable slot", all_of(counts(0, 1), _alloc),
-       side_effects=True)
+define("local.alloc", "a zero-initialised local variable slot", _alloc,
+       side_effects=True, operands=0, results=1)
 define("local.load", "read a local slot", _local_load, result=lambda ts, attrs: [ts[0].elem])
 define("local.store", "write a local slot", _local_store, side_effects=True,
        result=no_results)

@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from fearless.dtypes import f32, u32
-from fearless.ir.opdef import all_of, counts, define, no_results
+from fearless.ir.opdef import define, no_results
 from fearless.ir.types import INDEX, Access, Array, Scalar, ThreadIndex
 
 REG = Scalar(u32)
@@ -90,15 +90,15 @@ def _async_wait(op):
 
 
 define("warp.mma", "warp-wide tensor-core matrix multiply-accumulate (mma.sync.aligned)",
-       all_of(counts(10, 4), _mma), side_effects=True, track="simt")
+       _mma, side_effects=True, track="simt", operands=10, results=4)
 define("warp.ldmatrix", "warp-wide load of 8x8 16-bit matrices from shared memory (ldmatrix)",
        _ldmatrix, side_effects=True, track="simt", checked_read=True)
-define("mma.pack", "two 16-bit floats as one u32 fragment register", all_of(counts(2, 1), _pack),
-       track="simt", result=lambda ts, attrs: [Scalar(u32)])
+define("mma.pack", "two 16-bit floats as one u32 fragment register", _pack,
+       track="simt", result=lambda ts, attrs: [Scalar(u32)], operands=2, results=1)
 define("mem.async_copy", "asynchronous global -> shared copy of 4/8/16 bytes (cp.async)",
        _async_copy, side_effects=True, track="simt", checked_read=True, result=no_results)
 define("mem.async_commit", "close the thread's group of async copies (cp.async.commit_group)",
-       counts(0, 0), side_effects=True, track="simt", result=no_results)
+       None, side_effects=True, track="simt", result=no_results, operands=0, results=0)
 define("mem.async_wait", "wait for all but the n latest groups (cp.async.wait_group n)",
-       all_of(counts(0, 0), _async_wait), side_effects=True, track="simt",
-       result=no_results)
+       _async_wait, side_effects=True, track="simt",
+       result=no_results, operands=0, results=0)

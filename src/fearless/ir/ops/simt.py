@@ -20,7 +20,7 @@
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import all_of, counts, define, no_results
+from fearless.ir.opdef import define, no_results
 from fearless.ir.types import INDEX, Access, Array, Scalar, ThreadIndex
 
 SPECIAL = ("block_index", "block_dim", "grid_dim", "thread_in_block", "lane", "warp_index")
@@ -72,14 +72,15 @@ def _print(op):
 define("simt.print", "print numbers and text from each thread (vprintf)", _print,
        side_effects=True, track="simt", result=no_results)
 define("simt.thread_index", "this thread's coordinate in the launch's index space (or block)",
-       all_of(counts(0, 1), _thread_index), track="simt",
+       _thread_index, track="simt",
        result=lambda ts, attrs: [ThreadIndex(attrs["space"], attrs["axis"],
-                                             bool(attrs.get("block", False)))])
-define("simt.index_value", "the i64 value of a ThreadIndex", all_of(counts(1, 1), _index_value),
-       track="simt", result=lambda ts, attrs: [INDEX])
-define("simt.special", "a block/grid/lane coordinate as i64", all_of(counts(0, 1), _special),
-       track="simt", result=lambda ts, attrs: [INDEX])
-define("simt.barrier", "block-wide barrier (__syncthreads)", counts(0, 0), side_effects=True,
-       track="simt", result=no_results)
+                                             bool(attrs.get("block", False)))],
+       operands=0, results=1)
+define("simt.index_value", "the i64 value of a ThreadIndex", _index_value,
+       track="simt", result=lambda ts, attrs: [INDEX], operands=1, results=1)
+define("simt.special", "a block/grid/lane coordinate as i64", _special,
+       track="simt", result=lambda ts, attrs: [INDEX], operands=0, results=1)
+define("simt.barrier", "block-wide barrier (__syncthreads)", None, side_effects=True,
+       track="simt", result=no_results, operands=0, results=0)
 define("simt.shared_alloc", "a block-shared array (static shape or the launch's dynamic bytes)",
-       all_of(counts(0, 1), _shared_alloc), side_effects=True, track="simt")
+       _shared_alloc, side_effects=True, track="simt", operands=0, results=1)

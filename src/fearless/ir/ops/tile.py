@@ -25,7 +25,7 @@ from __future__ import annotations
 from math import prod
 
 from fearless.dtypes import i32
-from fearless.ir.opdef import all_of, counts, define, no_results
+from fearless.ir.opdef import all_of, define, no_results
 from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
 
 REDUCTIONS = ("sum", "max", "min")
@@ -168,32 +168,31 @@ define("tile.block_index", "this tile block's coordinate along attr axis", _axis
 define("tile.num_blocks", "number of tile blocks along attr axis", _axis, track="tile",
        result=lambda ts, attrs: [INDEX])
 define("tile.dim", "extent of one axis of a tensor parameter",
-       all_of(counts(1, 1), _dim),
-       track="tile", result=lambda ts, attrs: [INDEX])
+       _dim,
+       track="tile", result=lambda ts, attrs: [INDEX], operands=1, results=1)
 define("tile.load", "load the tile at tile coordinates; zero past the edge", _load, track="tile",
        result=lambda ts, attrs: [Tile(ts[0].dtype, tuple(attrs["shape"]))])
 define("tile.load_own", "load the block's own tile of an Out partition",
-       all_of(counts(1, 1), _load_own), track="tile",
-       result=lambda ts, attrs: [Tile(ts[0].dtype, ts[0].tile_shape)])
+       _load_own, track="tile",
+       result=lambda ts, attrs: [Tile(ts[0].dtype, ts[0].tile_shape)], operands=1, results=1)
 define("tile.store", "store the block's own tile of an Out partition",
-       all_of(counts(2, 0), _store), side_effects=True, track="tile", result=no_results)
+       _store, side_effects=True, track="tile", result=no_results, operands=2, results=0)
 define("tile.splat", "a scalar repeated over the result shape",
-       all_of(counts(1, 1), _tile_result, _splat), track="tile")
-define("tile.broadcast", "repeat extents of 1", all_of(counts(1, 1), _tile_result,
-                                                       _same_dtype_tile, _broadcast), track="tile")
-define("tile.reshape", "same elements, another shape", all_of(counts(1, 1), _tile_result,
-                                                              _same_dtype_tile, _reshape),
-       track="tile")
-define("tile.permute", "reorder axes", all_of(counts(1, 1), _tile_result, _same_dtype_tile,
-                                              _permute), track="tile",
+       all_of(_tile_result, _splat), track="tile", operands=1, results=1)
+define("tile.broadcast", "repeat extents of 1",
+       all_of(_tile_result, _same_dtype_tile, _broadcast), track="tile", operands=1, results=1)
+define("tile.reshape", "same elements, another shape",
+       all_of(_tile_result, _same_dtype_tile, _reshape), track="tile", operands=1, results=1)
+define("tile.permute", "reorder axes", all_of(_tile_result, _same_dtype_tile, _permute),
+       track="tile", operands=1, results=1,
        result=lambda ts, attrs: [Tile(ts[0].dtype, tuple(ts[0].shape[p] for p in attrs["perm"]))])
-define("tile.reduce", "sum/max/min along an axis", all_of(counts(1, 1), _tile_result,
-                                                          _same_dtype_tile, _reduce), track="tile",
+define("tile.reduce", "sum/max/min along an axis",
+       all_of(_tile_result, _same_dtype_tile, _reduce), track="tile", operands=1, results=1,
        result=lambda ts, attrs: [Tile(ts[0].dtype, _without(ts[0].shape, attrs))])
 define("tile.argmax", "index of the first maximum along an axis",
-       all_of(counts(1, 1), _tile_result, _argmax), track="tile",
-       result=lambda ts, attrs: [Tile(i32, _without(ts[0].shape, attrs))])
-define("tile.iota", "0, 1, 2, ... as a 1-d i32 tile", all_of(counts(0, 1), _tile_result, _iota),
-       track="tile")
-define("tile.mma", "matrix multiply-accumulate acc + a @ b", all_of(counts(3, 1), _mma),
-       track="tile", result=lambda ts, attrs: [ts[2]])
+       all_of(_tile_result, _argmax), track="tile",
+       result=lambda ts, attrs: [Tile(i32, _without(ts[0].shape, attrs))], operands=1, results=1)
+define("tile.iota", "0, 1, 2, ... as a 1-d i32 tile", all_of(_tile_result, _iota),
+       track="tile", operands=0, results=1)
+define("tile.mma", "matrix multiply-accumulate acc + a @ b", _mma,
+       track="tile", result=lambda ts, attrs: [ts[2]], operands=3, results=1)
