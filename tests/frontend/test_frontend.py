@@ -115,3 +115,21 @@ def test_comparing_with_a_literal_outside_the_type_is_exact():
     out = fl.zeros(3, fl.bool_)
     big[big.prepare(3)](fl.asarray(np.array([0, 7, 255], np.uint8)), out)
     assert out.numpy().tolist() == [True, True, True]
+
+
+def test_the_math_functions_kernels_call_come_from_the_ops_user_names():
+    """``math.<fn>`` and NumPy's spelling of it reach op ``math.<fn>`` (OpDef.user_names), for
+    every math op the two modules have; rsqrt is ft.rsqrt only."""
+    import math as pymath
+
+    from fearless.frontend.intrinsics import _MATH_BY_OBJECT
+    from fearless.ir.ops import math as math_ops
+    for fn in math_ops.UNARY + math_ops.BINARY + math_ops.PREDICATES:
+        if fn == "rsqrt":
+            assert not any(op == fn for op in _MATH_BY_OBJECT.values())
+            continue
+        assert _MATH_BY_OBJECT[id(getattr(pymath, fn))] == fn
+    numpy_spellings = {np.arcsin: "asin", np.arccosh: "acosh", np.power: "pow",
+                       np.arctan2: "atan2", np.fabs: "fabs", np.isfinite: "isfinite"}
+    for ufunc, op in numpy_spellings.items():
+        assert _MATH_BY_OBJECT[id(ufunc)] == op

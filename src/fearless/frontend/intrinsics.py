@@ -21,32 +21,11 @@ from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static, TupleValue, TypingError
 from fearless.ir import types as T
 from fearless.ir.core import Value
+from fearless.ir.opdef import REGISTRY
 from fearless.simt import safety, shared, thread
 
 if TYPE_CHECKING:
     from fearless.frontend.astgen import FunctionGen
-
-_MATH_NAMES = {  # Python math-module name -> IR math op
-    "sqrt": "sqrt", "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log",
-    "log2": "log2", "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos",
-    "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
-    "cosh": "cosh", "tanh": "tanh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "erf": "erf", "erfc": "erfc", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
-    "fabs": "fabs", "cbrt": "cbrt", "pow": "pow", "atan2": "atan2", "hypot": "hypot",
-    "copysign": "copysign", "fmod": "fmod", "isnan": "isnan", "isinf": "isinf",
-    "isfinite": "isfinite",
-}
-_NUMPY_NAMES = {  # NumPy ufunc name -> IR math op, for kernels written with np.*
-    "sqrt": "sqrt", "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log",
-    "log2": "log2", "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos",
-    "tan": "tan", "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh",
-    "cosh": "cosh", "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh",
-    "arctanh": "atanh", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "fabs": "fabs",
-    "cbrt": "cbrt", "power": "pow", "arctan2": "atan2", "hypot": "hypot",
-    "copysign": "copysign", "fmod": "fmod", "isnan": "isnan", "isinf": "isinf",
-    "isfinite": "isfinite",
-}
-
 
 def from_python(value):
     """A frontend value for a Python object the kernel refers to. Raises TypingError."""
@@ -402,6 +381,8 @@ HANDLERS = {
     builtins.range: _refuse("range() is only allowed as the iterable of a for loop"),
 }
 
-_MATH_BY_OBJECT = {id(getattr(math, n)): op for n, op in _MATH_NAMES.items() if hasattr(math, n)}
-_MATH_BY_OBJECT.update({id(getattr(np, n)): op for n, op in _NUMPY_NAMES.items()
-                        if hasattr(np, n)})
+# id(function a kernel calls) -> its math op (without "math."), from the OpDefs' user_names
+_MATH_BY_OBJECT = {
+    id(getattr({"math": math, "np": np}[module], attr)): op.removeprefix("math.")
+    for op, d in REGISTRY.items() for module, _, attr in (u.partition(".") for u in d.user_names)
+    if hasattr({"math": math, "np": np}[module], attr)}

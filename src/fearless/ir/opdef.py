@@ -2,11 +2,11 @@
 
 An OpDef names the op, says how many operands, results and regions it has, whether it ends
 control flow (``terminator``), whether it has side effects, which kernels use it (``track``),
-whether it is a read the bounds pass checks (``checked_read``), the rule that gives its result
-types (``result``: ``Builder.create`` applies it, the verifier checks it), and a verifier that
-checks operand types and attributes. Backends keep one rule per op name in their own ``RULES`` table
-and derive the ops they refuse from ``track`` (``only``); a test checks that every backend
-covers every op in ``REGISTRY``.
+whether it is a read the bounds pass checks (``checked_read``), the functions users call for it
+(``user_names``), the rule that gives its result types (``result``: ``Builder.create`` applies
+it, the verifier checks it), and a verifier that checks operand types and attributes. Backends
+keep one rule per op name in their own ``RULES`` table and derive the ops they refuse from
+``track`` (``only``); a test checks that every backend covers every op in ``REGISTRY``.
 """
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ class OpDef:
     side_effects: bool = False
     track: str = "both"         # "simt", "tile" or "both": the kernels whose IR may hold it
     checked_read: bool = False  # a read of user memory that passes/bounds.py may check
+    # the functions users call for it, as "module.name" ("math.sin", "np.sin"): the frontend
+    # maps those that exist to the op
+    user_names: tuple[str, ...] = ()
     # the result types from the operand types and attributes; None where the creator chooses
     # them (a constant's or cast's type, a local slot, a shared array, a broadcast's shape)
     result: ResultRule | None = None

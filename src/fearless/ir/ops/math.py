@@ -31,13 +31,24 @@ def _predicate(types, attrs) -> list:
     return [bool_like(types[0])]
 
 
+# NumPy's spelling where it is not the math module's
+_NUMPY = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+          "acosh": "arccosh", "atanh": "arctanh", "pow": "power", "atan2": "arctan2"}
+
+
+def _users(fn: str) -> tuple[str, ...]:
+    """What kernels call ``math.<fn>``: the math module's function and NumPy's ufunc (the
+    frontend keeps those that exist; rsqrt is ``ft.rsqrt`` only)."""
+    return () if fn == "rsqrt" else (f"math.{fn}", f"np.{_NUMPY.get(fn, fn)}")
+
+
 # the result types are the rules' (like_first, _predicate), which the verifier checks
 for _fn in UNARY:
     define(f"math.{_fn}", f"{_fn}(x) for a float x", _floats,
-           result=like_first, operands=1, results=1)
+           result=like_first, operands=1, results=1, user_names=_users(_fn))
 for _fn in BINARY:
-    define(f"math.{_fn}", f"{_fn}(x, y) for floats of one type",
-           _floats, result=like_first, operands=2, results=1)
+    define(f"math.{_fn}", f"{_fn}(x, y) for floats of one type", _floats,
+           result=like_first, operands=2, results=1, user_names=_users(_fn))
 for _fn in PREDICATES:
     define(f"math.{_fn}", f"{_fn}(x) -> bool for a float x", _floats,
-           result=_predicate, operands=1, results=1)
+           result=_predicate, operands=1, results=1, user_names=_users(_fn))
