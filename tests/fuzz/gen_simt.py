@@ -82,17 +82,9 @@ class Ctx:
                    self.loops if loops is None else loops, self.eager, self.helpers)
 
 
-class SimtGen:
-    """Builds one kernel. ``idx`` are the thread-index names (``i``, or ``r`` and ``c``)."""
-
-    def __init__(self, rng: random.Random, opts: Options):
-        self.rng, self.opts = rng, opts
-        self.counter = 0
-        self.inputs: list[ArrayParam] = []
-        self.outputs: list[ArrayParam] = []
-        self.scalars: list[tuple[str, DType]] = []
-        self.idx: list[str] = []
-        self.helpers: list[Func] = []
+class Draws:
+    """The random draws both generators make (``SimtGen``, ``tile_program.TileGen``); needs
+    ``rng`` (random.Random) and ``counter``."""
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -103,6 +95,19 @@ class SimtGen:
 
     def dtype(self) -> DType:
         return self.rng.choice(rules.ALL)
+
+
+class SimtGen(Draws):
+    """Builds one kernel. ``idx`` are the thread-index names (``i``, or ``r`` and ``c``)."""
+
+    def __init__(self, rng: random.Random, opts: Options):
+        self.rng, self.opts = rng, opts
+        self.counter = 0
+        self.inputs: list[ArrayParam] = []
+        self.outputs: list[ArrayParam] = []
+        self.scalars: list[tuple[str, DType]] = []
+        self.idx: list[str] = []
+        self.helpers: list[Func] = []
 
     # leaves -----------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import fearless as fl
 from fearless import dtypes
 from fearless.dtypes import DType
 from tests.fuzz import classify, data, rules, scalar
-from tests.fuzz.gen_simt import ARITH, BITS, PREDS, _int_window
+from tests.fuzz.gen_simt import ARITH, BITS, PREDS, Draws, _int_window
 from tests.fuzz.options import Options
 from tests.fuzz.rules import Invalid
 from tests.fuzz.tile_tree import (TILE_MATH, Block, TAssign, TAstype, TBin, TCmp, TFor, TFull,
@@ -56,7 +56,7 @@ class TVar:
 
 
 @dataclass
-class TileGen:
+class TileGen(Draws):
     rng: random.Random
     opts: Options
     tile: tuple = ()
@@ -65,16 +65,6 @@ class TileGen:
     scalars: list = field(default_factory=list)
     vars: list = field(default_factory=list)
     counter: int = 0
-
-    def fresh(self, prefix: str) -> str:
-        self.counter += 1
-        return f"{prefix}{self.counter}"
-
-    def chance(self, p: float) -> bool:
-        return self.rng.random() < p
-
-    def dtype(self) -> DType:
-        return self.rng.choice(rules.ALL)
 
     @property
     def out(self) -> str:

@@ -17,7 +17,7 @@ from fearless.dtypes import DType
 from tests.fuzz import rules, scalar, vector
 from tests.fuzz.rules import Invalid
 from tests.fuzz.stmts import Stmt, _block
-from tests.fuzz.tree import SYMBOL, Expr, _check_fits, _fold, fl_name
+from tests.fuzz.tree import SYMBOL, Expr, Lit, _check_fits, _fold, fl_name
 from tests.fuzz.vector import TV
 
 TILE_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "tan", "floor",
@@ -50,15 +50,8 @@ class TExpr(Expr):
         raise NotImplementedError
 
 
-class TLit(TExpr):
-    const = leaf = True
-
-    def __init__(self, value):
-        self.value, self.t = value, rules.weak_of(value)
-
-    def render(self):
-        text = repr(self.value)
-        return f"({text})" if text.startswith("-") else text
+class TLit(Lit, TExpr):
+    """A Python literal (``tree.Lit``), evaluated per tile block."""
 
     def ev(self, blk):
         return TV(np.asarray(self.value))

@@ -382,7 +382,8 @@ HANDLERS = {
 }
 
 # id(function a kernel calls) -> its math op (without "math."), from the OpDefs' user_names
+_USER_MODULES = {"math": math, "np": np}
 _MATH_BY_OBJECT = {
-    id(getattr({"math": math, "np": np}[module], attr)): op.removeprefix("math.")
+    id(getattr(_USER_MODULES[module], attr)): op.removeprefix("math.")
     for op, d in REGISTRY.items() for module, _, attr in (u.partition(".") for u in d.user_names)
-    if hasattr({"math": math, "np": np}[module], attr)}
+    if hasattr(_USER_MODULES[module], attr)}
