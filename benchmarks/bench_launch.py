@@ -1,9 +1,10 @@
 """Host cost of a launch: microseconds of Python and driver work per kernel launch (issue 10).
 
 What an LLM decode step pays a few hundred times: the time from a launch call to its return,
-the GPU kept out of it. Each case enqueues N launches of a kernel that does almost nothing (32
-elements) back to back, measures the wall clock of the loop, then synchronises outside the
-timing; the median of several repetitions, divided by N.
+the GPU kept out of it. Each case enqueues N launches (200: fewer than the GPU's queue holds,
+so a back-pressured queue does not stand in for the host's cost) of a kernel that does almost
+nothing (32 elements) back to back, measures the wall clock of the loop, then synchronises
+outside the timing; the median of several repetitions, divided by N.
 
 Cases, each beside its peers in the same run:
 1. SIMT eager launch with 1, 4 and 16 tensor arguments (``k[launch](...)``, one PreparedLaunch
@@ -143,6 +144,49 @@ def fearless_simt(bench: Bench, mod, fl, torch) -> None:
             targs = [torch.from_numpy(h).cuda() for h in host] + \
                 [torch.zeros(N_ELEMS, device="cuda")]
             bench.case("simt", f"fearless, {n} torch tensors", lambda: kernel[launch](*targs))
+            if not np.allclose(targs[-1].cpu().numpy(), want, rtol=1e-5, atol=1e-5):
+                bench.data["errors"].append({"where": f"simt k{n} torch", "traceback": "wrong"})
+                bench.log(f"!! k{n} computed wrong values on torch tensors")
+        if n == 4:
+            _floor_and_profile(bench, kernel, launch, args, targs if torch is not None else None)
+
+
+def _floor_and_profile(bench: Bench, kernel, launch, args, targs) -> None:
+    """The driver's own share (one packed cuLaunchKernel, no checks) and a profile of the
+    4-tensor launch, written to $OUT/bench_launch_profile.txt."""
+    import cProfile
+    import io
+    import pstats
+
+    from fearless.runtime import pack
+    kernel[launch](*args)
+    if not launch._plans:
+        return  # the cpu backend (--dry-run) launches without plans
+    plan = next(iter(launch._plans.values()))
+    address = plan.params.address
+    bench.case("simt", "floor: cuLaunchKernel of a packed k4 (ctypes)",
+               lambda: pack.launch(plan.function, plan.grid, plan.block, 0, 0, address, "k4"))
+    if targs is not None:
+        import torch
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            bench.case("simt", "fearless, 4 torch tensors, on a torch stream",
+                       lambda: kernel[launch](*targs))
+        side.synchronize()
+    for name, call_args in (("fearless", args), ("torch", targs)):
+        if call_args is None:
+            continue
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(3000):
+            kernel[launch](*call_args)
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+        if bench.out_dir is None:
+            continue
+        with open(Path(bench.out_dir) / "bench_launch_profile.txt", "a") as f:
+            f.write(f"==== k4, {name} tensors, 3000 launches ====\n{text.getvalue()}\n")
 
 
 def peers_simt(bench: Bench, torch, tmp: Path) -> None:
@@ -234,8 +278,8 @@ def fearless_graph(bench: Bench, mod, fl, kernels: int = 32) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dry-run", action="store_true", help="the cpu backend, no peers")
-    p.add_argument("--launches", type=int, default=3000)
-    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--launches", type=int, default=200)
+    p.add_argument("--reps", type=int, default=40)
     a = p.parse_args(argv)
     out_dir = Path(os.environ.get("OUT", "bench_out"))
     os.environ.setdefault("FEARLESS_CACHE_DIR", tempfile.mkdtemp(prefix="fearless-bench-"))

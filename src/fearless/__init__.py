@@ -17,7 +17,7 @@ from fearless.runtime.device import current_backend, multiprocessor_count, set_b
 from fearless.runtime.graph import Graph, graph
 from fearless.runtime.lazy import DeviceOperation, zip
 from fearless.runtime.launch import PreparedLaunch
-from fearless.runtime.stream import Stream, current_stream, synchronize
+from fearless.runtime.stream import Event, Stream, current_stream, stream, synchronize
 from fearless.runtime.partition import Partition
 from fearless.runtime.tensor import Tensor, asarray, empty, full, ones, zeros
 from fearless.simt import mma, shared, thread, warp
@@ -44,7 +44,7 @@ __all__ = [
     "AtomicSlice", "UnsafeSlice",
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
     "DeviceOperation", "graph", "Graph",
-    "Stream", "current_stream", "synchronize", "current_backend", "set_backend",
+    "Stream", "Event", "stream", "current_stream", "synchronize", "current_backend", "set_backend",
     "multiprocessor_count",
     "errors", "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
     "f16", "bf16", "f32", "f64",

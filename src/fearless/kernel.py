@@ -34,13 +34,15 @@ from fearless.frontend.annotations import ArgInfo, ScalarParam, param_kinds, spe
 from fearless.frontend.capture import MISSING, Captured, capture
 from fearless.ir import types as T
 from fearless.passes import PassOptions
-from fearless.runtime import ahead, cache, device, dispatch, launch as contracts, progress
+from fearless.runtime import ahead, args as args_, cache, device, dispatch, \
+    launch as contracts, ownership, pack, progress
 from fearless.runtime.contract import Contract
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import allow_dynamic_shared, load, load_rebuilding, \
     nvjitlink_version
 from fearless.runtime.ownership import refuse_while_executing
 from fearless.runtime.partition import Partition
+from fearless.runtime.plan import LaunchPlan
 from fearless.runtime.stream import current_stream
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.simt import thread
@@ -49,6 +51,7 @@ from fearless.tracebacks import hide_internal_frames, user_facing
 from fearless.version import __version__
 
 VERSION = __version__  # in every disk-cache key
+_SCALARS = frozenset((bool, int, float, *(np.dtype(c).type for c in "?bBhHiIlLqQefd")))
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -375,15 +378,14 @@ class Kernel:
             self.name, self.compile_for(types, "cuda", arch, prove),
             lambda: self.compile_for(types, "cuda", arch, prove, fresh=True),
             lambda c: load(self.name, c.cubin, c.ptx))
-        loaded.pooled_shared = pooled_bytes(compiled.meta["shared"])
+        loaded.pooled_shared = pooled_bytes(compiled.info.shared)
         if loaded.pooled_shared:  # static arrays over 48 KB live in dynamic shared memory
             allow_dynamic_shared(loaded, contracts.device_limits("cuda").max_shared_optin
                                  - loaded.static_shared_bytes)
         elif self.contract is not None and \
                 self.contract.shared_range[1] > contracts.SHARED_LIMIT:
             allow_dynamic_shared(loaded, self.contract.shared_range[1])
-        loaded.params = dispatch.ParamBuffer(types, bool(compiled.meta["bounds_sites"]),
-                                             compiled.meta["coarsen"] > 1)
+        loaded.params = pack.ParamBuffer(compiled.info.abi)
         return _Entry(types, names, compiled, loaded)
 
     @user_facing
@@ -395,17 +397,41 @@ class Kernel:
         self[launch]  # the same ticket checks as an eager launch
         plain = [_launched(self.name, a) for a in args]
         enqueue, entry, tensors = self._checked(launch, plain, checked=True)
-        reads, writes, partitions = contracts.operation_roles(self.name, entry.names, entry.types,
+        reads, writes, partitions = contracts.operation_roles(self.name, entry.compiled.info.params,
                                                               args, tensors)
         return DeviceOperation(enqueue, args, reads=reads, writes=writes, partitions=partitions,
                                label=f"kernel '{self.name}'")
 
     def _call(self, launch, *args, **kwargs) -> None:
-        """``kernel[launch](*args)``: the hot path, so ``_launch`` and the user-error boundary
-        are written inline (each call saved is ~70 ns a launch)."""
+        """``kernel[launch](*args)``: the hot path (``runtime/plan.py``). A repeat signature
+        reads each argument once and launches through its plan; anything new or unusual goes
+        through ``_launch``, which checks everything and refreshes the plan. The user-error
+        boundary is written inline: each call saved is ~70 ns a launch."""
         try:
-            refuse_while_executing(f"an eager launch of kernel '{self.name}'")
-            self._checked(launch, self._by_name(args, kwargs), True)[0](current_stream())
+            if getattr(ownership._local, "executing", False):
+                refuse_while_executing(f"an eager launch of kernel '{self.name}'")
+            if kwargs:
+                args = self._by_name(args, kwargs)
+            if launch.backend == "cuda" and device._chosen == "cuda":
+                readers, views, key = args_.READERS_CUDA, [], []
+                for arg in args:
+                    kind = type(arg)
+                    if kind in _SCALARS:
+                        views.append(arg)
+                        key.append(kind)
+                        continue
+                    read = readers.get(kind) or args_.reader(kind, "cuda")
+                    view = read(arg, 0)
+                    if view is None:
+                        break
+                    views.append(view)
+                    key.append(view[0])
+                else:
+                    plan = launch._plans.get(tuple(key))
+                    if plan is not None and plan.admits(views):
+                        plan.run(args, views, current_stream())
+                        return
+            self._launch(launch, args, True)
         except FearlessError as exc:
             hide_internal_frames(exc)
             raise
@@ -416,7 +442,8 @@ class Kernel:
 
     def _checked(self, launch, args, checked: bool):
         """Every host-side check of one launch, then ``(enqueue, entry, tensors)``: calling
-        ``enqueue(stream)`` puts the launch on ``stream``."""
+        ``enqueue(stream)`` puts the launch on ``stream``. On cuda it also makes the launch's
+        plan, which later launches with this signature and these shapes reuse."""
         backend = device.current_backend()
         if launch.backend != backend:
             raise contracts.ContractError(f"the launch was prepared for the {launch.backend} "
@@ -425,36 +452,46 @@ class Kernel:
         entry = self._entries.get(key)
         if entry is None:
             entry = self._entries[key] = self._entry(args, tensors, backend)
-        contracts.check_arguments(self.name, entry.names, entry.types, tensors)
-        pre = entry.compiled.meta.get("bounds_preconditions")
-        if pre and not dispatch.preconditions_hold(pre, entry.names, tensors, launch):
+        info = entry.compiled.info
+        written = [p.written for p in info.params]
+        contracts.check_arguments(self.name, info.names, written, tensors)
+        pre = info.bounds_preconditions
+        if pre and not dispatch.preconditions_hold(pre, info.names, tensors, launch):
             # a read proven in bounds only under this launch's sizes: run every check instead
             full = self._entries.get((key, "all checked"))
             if full is None:
                 full = self._entries[(key, "all checked")] = self._entry(args, tensors, backend,
                                                                          prove=False)
-            entry = full
+            entry, info = full, full.compiled.info
         if checked:
             if self.contract is not None and self.contract.requires:
-                contracts.check_requires(self.name, self.contract, entry.names, args)
-            contracts.check_coverage(self.name, launch, entry.names, entry.types, tensors,
-                                     entry.compiled.meta.get("coverage", {}))
-            contracts.check_warps(self.name, launch, entry.compiled.meta.get("warp_full"))
-        values = self._scalars(entry, args)
-        sites = entry.compiled.meta["bounds_sites"]
-        contracts.check_shared(self.name, launch, entry.compiled.meta.get("shared", ()),
-                               self.contract)
+                contracts.check_requires(self.name, self.contract, info.names, args)
+            contracts.check_coverage(self.name, launch, info.params, tensors, info.covered())
+            contracts.check_warps(self.name, launch, info.warp_full)
+        contracts.check_shared(self.name, launch, info.shared, self.contract)
         if backend == "cpu":
+            values = self._scalars(entry, args)
             if ahead.compiling_ahead():
                 return (lambda stream: None), entry, tensors  # `fearless compile`: no run
             return (lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch,
-                                                       entry.types, values, tensors, sites,
+                                                       values, tensors, info.bounds_sites,
                                                        stream, CONFIG.racecheck)), entry, tensors
         loaded = entry.loaded
         contracts.check_compiled(self.name, launch, loaded.registers, loaded.max_threads_per_block)
-        return (lambda stream: dispatch.launch_cuda(self.name, loaded, launch, entry.names,
-                                                    entry.types, values, tensors, sites, stream,
-                                                    entry.compiled.meta["coarsen"])), entry, tensors
+        requires = None
+        if checked and self.contract is not None and self.contract.requires:
+            contract, names = self.contract, info.names
+            requires = lambda a: contracts.check_requires(self.name, contract, names, a)  # noqa: E731
+        grid = dispatch.physical_grid(launch.grid, info.coarsen)
+        plan = LaunchPlan(self.name, info, loaded.function, grid, launch.block,
+                          launch.shared + loaded.pooled_shared, loaded.params,
+                          launch.grid[-1] * launch.block[-1] if info.coarsen > 1 else 0, requires)
+        views = [arg if t is None else args_.of_tensor(t) for arg, t in zip(args, tensors)]
+        plan.shapes = tuple(views[k][args_.SHAPE] for k in plan.arrays)
+        if checked:  # a raw launch skips the contract's checks: it gets no plan
+            launch._plans[tuple(type(a) if t is None else v[0]
+                                for a, t, v in zip(args, tensors, views))] = plan
+        return (lambda stream: plan.run(args, views, stream)), entry, tensors
 
     def _scalars(self, entry: _Entry, args) -> list:
         """Scalar arguments converted to their parameter's dtype (None for arrays).
@@ -530,7 +567,7 @@ def cached_compile(config: Config, key: str, cap: Captured, types: tuple, run, w
     Both tracks use it.
 
     An entry holds the PTX and cubin when there are some, and a pickle of the compile facts
-    (``meta``) and, when ``keep_ir`` (the cpu backend, which interprets it), the IR after the
+    (``info``) and, when ``keep_ir`` (the cpu backend, which interprets it), the IR after the
     passes. Spans are stored relative to ``cap``'s functions and rebased on load, so errors point
     at the source as it is now. ``accept(compiled)``: False rejects a hit (not damage: another
     toolchain built it). ``fresh``: do not read the entry. A compile taking over a second prints
@@ -549,7 +586,7 @@ def cached_compile(config: Config, key: str, cap: Captured, types: tuple, run, w
     if compiled.cubin is not None:
         sections["cubin"] = compiled.cubin
     try:
-        sections["pickle"] = cache.dumps((compiled.fn if keep_ir else None, compiled.meta),
+        sections["pickle"] = cache.dumps((compiled.fn if keep_ir else None, compiled.info),
                                          anchors)
     except (pickle.PicklingError, TypeError, AttributeError):
         return compiled  # something that cannot be stored: compiled in every process instead
@@ -558,9 +595,9 @@ def cached_compile(config: Config, key: str, cap: Captured, types: tuple, run, w
 
 
 def _restored(name: str, types: tuple, sections: dict, anchors) -> Compiled:
-    fn, meta = cache.loads(sections["pickle"], anchors)
+    fn, info = cache.loads(sections["pickle"], anchors)
     ptx = sections["ptx"].decode() if "ptx" in sections else None
-    return Compiled(name, types, fn=fn, ptx=ptx, cubin=sections.get("cubin"), meta=meta,
+    return Compiled(name, types, fn=fn, ptx=ptx, cubin=sections.get("cubin"), info=info,
                     from_cache=True)
 
 

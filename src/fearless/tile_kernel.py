@@ -182,7 +182,8 @@ class TileKernel:
                 types.append(T.Scalar(dt))
                 tensors.append(None)
                 scalars.append(_scalar_value(self.name, p, arg, dt))
-        contracts.check_arguments(self.name, names, tuple(types), tensors)
+        contracts.check_arguments(self.name, names, [getattr(t, "role", None) is T.Role.OUT
+                                                     for t in types], tensors)
         return tuple(types), names, constants, tensors, scalars, grid
 
     def _bind_dtype(self, p: TensorParam, dt, bound: dict):
@@ -257,13 +258,13 @@ class TileKernel:
             def run():
                 compiled = compile_tile(self.captured, params, constants, arch, "cubin",
                                         self.hints, dump=CONFIG.dump)
-                compiled.meta = {"tileiras": built_by}
+                compiled.info = replace(compiled.info, built_by=built_by)
                 return compiled
 
             return cached_compile(CONFIG, self.cache_key(types, constants, arch), self.captured,
                                   types, run, what, keep_ir=False, fresh=fresh,
                                   accept=lambda hit: hit.cubin is not None and (
-                                      built_by is None or hit.meta.get("tileiras") == built_by))
+                                      built_by is None or hit.info.built_by == built_by))
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None
         except Exception as exc:
@@ -306,13 +307,13 @@ class TileKernel:
                 pass  # compile-only: nothing runs
         else:
             entry = self._entry(types, names, constants, backend)
-            fn, loaded = entry.compiled.fn, entry.loaded
+            fn, loaded, params = entry.compiled.fn, entry.loaded, entry.compiled.info.params
 
             def enqueue(stream):
                 if loaded is None:
-                    tile_launch.launch_cpu(fn, grid, types, tensors, scalars)
+                    tile_launch.launch_cpu(fn, grid, params, tensors, scalars)
                 else:
-                    tile_launch.launch_cuda(loaded, grid, types, tensors, scalars, stream)
+                    tile_launch.launch_cuda(loaded, grid, tensors, scalars, stream)
         return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
                                partitions=partitions, label=f"kernel '{self.name}'")
 
@@ -327,7 +328,7 @@ class TileKernel:
                 compiled, loaded = load_rebuilding(
                     self.name, self.compile_for(types, constants, "cuda", arch),
                     lambda: self.compile_for(types, constants, "cuda", arch, fresh=True),
-                    lambda c: tile_launch.load_tile(self.name, c.cubin, types))
+                    lambda c: tile_launch.load_tile(self.name, c.cubin, c.info))
                 entry = _Entry(types, names, compiled, loaded)
             self._entries[key] = entry
         return entry

@@ -190,7 +190,7 @@ def test_a_damaged_gpu_entry_warns_once_and_is_compiled_again(tmp_path, cache_di
         warnings.simplefilter("error", CacheWarning)
         hit = _kernel(tmp_path / "k.py").compile_for(TYPES, "cuda", "sm_90")
     assert hit.from_cache and hit.cubin == again.cubin and hit.ptx == first.ptx
-    assert hit.meta == first.meta
+    assert hit.info == first.info
 
 
 @needs_nvjitlink
@@ -282,7 +282,7 @@ def test_a_read_only_cache_folder_serves_its_entries(tmp_path, cache_dir, monkey
 # positions: the current source's, never the cached one's -------------------------------------
 
 def _bounds_site(compiled):
-    (site,) = [span for name, span in compiled.meta["bounds_sites"] if name == "y"]
+    (site,) = [span for name, span in compiled.info.bounds_sites if name == "y"]
     return site
 
 

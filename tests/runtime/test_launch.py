@@ -160,7 +160,7 @@ def test_disk_cache_hits_and_editing_a_helper_recompiles(tmp_path, monkeypatch):
     monkeypatch.setattr(kernel_module, "compile_simt", lambda *a, **k: pytest.fail("recompiled"))
     hit = again.compile_for(types, "cuda", "sm_90")
     assert hit.cubin == compiled.cubin
-    assert hit.meta["bounds_preconditions"] == (("x", 0, "out", 0),)  # x[i]: proven, no sites
+    assert hit.info.bounds_preconditions == (("x", 0, "out", 0),)  # x[i]: proven, no sites
     monkeypatch.undo()
     monkeypatch.setattr(kernel_module, "CONFIG", Config(None, tmp_path / "cache", True,
                                                         frozenset()))
@@ -208,20 +208,27 @@ def test_cache_key_tells_apart_globals_bound_to_different_functions(tmp_path):
 def test_parameter_buffer_follows_the_ptx_parameter_layout():
     import ctypes
     import struct
-    from fearless.runtime.dispatch import ParamBuffer
+    from types import SimpleNamespace
+
+    from fearless.backends.llvm.lower import abi
+    from fearless.runtime.pack import ParamBuffer
     types = (T.Scalar(fl.u8), T.Array(f32, 2, T.Access.READ, False), T.Scalar(fl.f16),
              T.Scalar(f32), T.Scalar(fl.f64))
-    buf = ParamBuffer(types, checked=True, coarsened=True)
+    fn = SimpleNamespace(params=[SimpleNamespace(type=t) for t in types],
+                         attrs={"index_space": 1})
+    buf = ParamBuffer(abi(fn, checked=True, coarsen=4))
     # u8 @0, ptr @8, 2 extents @16, 2 strides @32, f16 bits @48, f32 @52, f64 @56, error word
     # @64, thread count @72
     offsets = [p - ctypes.addressof(buf.buffer) for p in buf.pointers]
     assert offsets == [0, 8, 16, 24, 32, 40, 48, 52, 56, 64, 72]
-    buf.fill([7, 0xABCDEF, 3, 4, 4, 1, 0x3C00, 1.5, 2.25, 0x1000, 1280])
+    view = (None, 0xABCDEF, (3, 4), (4, 1))  # key, pointer, shape, strides (runtime/args.py)
+    assert buf.fill([7, view, 0x3C00, 1.5, 2.25], 0x1000, 1280) == buf.address
     raw = bytes(buf.buffer)
     assert raw[0] == 7 and struct.unpack_from("<Q", raw, 8)[0] == 0xABCDEF
+    assert struct.unpack_from("<4q", raw, 16) == (3, 4, 4, 1)
+    assert struct.unpack_from("<H", raw, 48)[0] == 0x3C00
     assert struct.unpack_from("<f", raw, 52)[0] == 1.5 and struct.unpack_from("<d", raw, 56)[0] == 2.25
-    scalars = buf.numpy_scalars([7, 0xABCDEF, 3, 4, 4, 1, 0x3C00, 1.5, 2.25, 0x1000, 1280])
-    assert [s.dtype.itemsize for s in scalars] == [1, 8, 8, 8, 8, 8, 2, 4, 8, 8, 8]
+    assert struct.unpack_from("<Qq", raw, 64) == (0x1000, 1280)
 
 
 @pytest.mark.gpu
@@ -229,5 +236,10 @@ def test_cuda_launches_go_straight_to_the_driver():
     out = fl.zeros(64)
     add[add.prepare(64)](fl.ones(64), fl.ones(64), out)
     assert np.array_equal(out.numpy(), np.full(64, 2.0, np.float32))
-    (entry,) = [e for (_, backend), e in add._entries.items() if backend == "cuda"]
-    assert entry.loaded.direct  # no fallback to cuda.core's argument conversion
+    launch = add.prepare(64)
+    add[launch](fl.ones(64), fl.ones(64), out)
+    (plan,) = launch._plans.values()  # the first launch made the plan the later ones reuse
+    plan.shapes = None  # a plan whose shapes were never checked sends launches back ...
+    add[launch](fl.ones(64), fl.full(64, 2.0, f32), out)
+    assert plan.shapes is None and launch._plans[next(iter(launch._plans))] is not plan
+    assert np.array_equal(out.numpy(), np.full(64, 3.0, np.float32))  # ... to the slow path

@@ -291,8 +291,8 @@ def test_ptx_has_shared_globals_barriers_and_scoped_atomics():
 def test_block_level_kernels_are_not_coarsened():
     text = k.tree_sum.inspect("llvm", (READ, T.Array(fl.f32, 1, T.Access.UNSAFE, True)))
     assert "logical" not in text
-    meta = k.tree_sum.compile_for((READ, T.Array(fl.f32, 1, T.Access.UNSAFE, True)), "cpu").meta
-    assert meta["shared"] == (("s", (128,), "f32"),)
+    meta = k.tree_sum.compile_for((READ, T.Array(fl.f32, 1, T.Access.UNSAFE, True)), "cpu").info
+    assert meta.shared == (("s", (128,), "f32"),)
 
 
 @pytest.mark.parametrize("dt", ["f16", "bf16", "f64", "i64", "u64"])

@@ -136,7 +136,7 @@ def unordered_pairs(module: Module, roles: list) -> list[str]:
 def _tileir(name: str, arch="sm_90") -> tuple[bytes, list]:
     kernel, types, constants = KERNELS[name]
     compiled = compile_tile(kernel.captured, kernel._ir_params(types), constants, arch, "tileir")
-    roles = [getattr(types[i], "role", None) for _, i in abi(types)]
+    roles = [getattr(types[s.param], "role", None) for s in abi(types).slots]
     return compiled.tileir, roles
 
 

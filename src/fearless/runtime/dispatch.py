@@ -1,4 +1,5 @@
-"""Running a compiled kernel: argument packing, the bounds-error word, cuda and cpu execution.
+"""Running a compiled SIMT kernel: the bounds-error word, the bounds proofs' preconditions, the
+coarsened grid and execution on the cpu backend (cuda launches: ``runtime/plan.py``).
 
 The error word: every bounds-checked cuda launch gets a 32-byte slot (site, index, extent, axis as
 i64) in one zeroed device buffer per stream. After the next synchronisation the used slots are
@@ -8,14 +9,9 @@ The cpu backend reports the same event directly and defers the error to the same
 """
 from __future__ import annotations
 
-import ctypes
-import functools
-import struct
-
 import numpy as np
 
 from fearless.errors import KernelBoundsError, RaceError
-from fearless.ir import types as T
 from fearless.runtime import memory
 from fearless.runtime.stream import Stream
 
@@ -98,63 +94,6 @@ def forget_stream(stream: Stream) -> None:
     _words.pop(id(stream), None)
 
 
-_CODES = {"bool": "B", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "f16": "H", "bf16": "H",
-          "i32": "i", "u32": "I", "f32": "f", "i64": "q", "u64": "Q", "f64": "d"}
-
-
-def scalar_code(dtype) -> str:
-    """The ``struct`` code of a scalar kernel parameter of ``dtype`` (16-bit floats as bits)."""
-    return _CODES[dtype.name]
-
-
-class ParamBuffer:
-    """A kernel's parameters packed at their ABI offsets, with the array of pointers to them that
-    ``cuLaunchKernel`` takes: filling it is one ``struct.pack_into``, with no Python objects per
-    argument (``cuda.core.launch`` converts each argument on every call)."""
-
-    def __init__(self, types: tuple, checked: bool, coarsened: bool):
-        codes = []
-        for ty in types:
-            if isinstance(ty, T.Array):
-                codes += ["Q"] + ["q"] * ty.ndim * (1 if ty.contiguous else 2)
-            else:
-                codes.append(scalar_code(ty.dtype))
-        codes += (["Q"] if checked else []) + (["q"] if coarsened else [])
-        self._lay_out(codes, None)
-
-    @classmethod
-    def of_codes(cls, codes: list, offsets: list | None = None) -> "ParamBuffer":
-        """Parameters of struct ``codes`` at byte ``offsets`` (None: each aligned to its size,
-        as in the PTX .param space). Tile kernels pass the offsets the driver reports."""
-        buf = cls.__new__(cls)
-        buf._lay_out(list(codes), offsets)
-        return buf
-
-    def _lay_out(self, codes: list, given: list | None) -> None:
-        self.codes = codes
-        fmt, offsets, offset = "<", [], 0
-        for k, code in enumerate(codes):
-            size = struct.calcsize(code)
-            at = given[k] if given is not None else offset + (-offset % size)
-            fmt, offset = fmt + "x" * (at - offset) + code, at
-            offsets.append(offset)
-            offset += size
-        self.struct = struct.Struct(fmt)
-        self.buffer = ctypes.create_string_buffer(max(offset, 1))
-        base = ctypes.addressof(self.buffer)
-        self.pointers = (ctypes.c_void_p * max(len(offsets), 1))(*(base + o for o in offsets))
-        self.address = ctypes.addressof(self.pointers)
-
-    def fill(self, values: list) -> int:
-        self.struct.pack_into(self.buffer, 0, *values)
-        return self.address
-
-    def numpy_scalars(self, values: list) -> list:
-        """The same values as NumPy scalars of exactly each parameter's width (for
-        ``cuda.core.launch``, which sizes arguments by their type)."""
-        return [np.dtype(code).type(v) for code, v in zip(self.codes, values)]
-
-
 def preconditions_hold(preconditions, names, tensors, launch) -> bool:
     """Whether a launch's array extents meet a kernel's ``bounds_preconditions`` (see
     passes/inbounds.py): ``(array, axis, other, other axis)``, ``(array, axis, None, c)`` or
@@ -172,33 +111,6 @@ def preconditions_hold(preconditions, names, tensors, launch) -> bool:
     return True
 
 
-def flat_values(types: tuple, values: list, tensors: list, dummy: int) -> list:
-    """The kernel ABI's parameter values as Python numbers (see backends/llvm/lower.py).
-
-    An empty array is passed as ``dummy``, a valid device address: bounds-checked kernels read
-    element 0 in place of an out-of-bounds element and discard it, and an empty tensor's own
-    pointer may be null.
-    """
-    out = []
-    for ty, value, tensor in zip(types, values, tensors):
-        if isinstance(ty, T.Array):
-            out.append(tensor.data_ptr() if tensor.size else dummy)
-            out.extend(tensor.shape)
-            if not ty.contiguous:
-                out.extend(tensor.strides)
-        elif ty.dtype.bits == 16 and ty.dtype.is_float:
-            out.append(int(value.view(np.uint16)))
-        else:
-            out.append(value.item())
-    return out
-
-
-@functools.lru_cache(maxsize=256)
-def _config(grid: tuple, block: tuple, shared: int = 0):
-    from cuda.core import LaunchConfig
-    return LaunchConfig(grid=grid, block=block, shmem_size=shared)
-
-
 def physical_grid(grid: tuple, coarsen: int) -> tuple:
     """The grid of a kernel whose threads each run ``coarsen`` logical threads: the last axis of
     the problem (x for 1-d, y, the rows, for 2-d) needs that many times fewer blocks."""
@@ -208,45 +120,7 @@ def physical_grid(grid: tuple, coarsen: int) -> tuple:
     return grid[:axis] + (-(-grid[axis] // coarsen),)
 
 
-def launch_cuda(kernel: str, loaded, launch, names, types, values, tensors, sites,
-                stream: Stream, coarsen: int = 1):
-    """Enqueue one launch on ``stream`` (asynchronous)."""
-    from cuda.core import launch as core_launch
-
-    if 0 in launch.grid:
-        return
-    word = 0
-    if sites:
-        shapes = {n: t.shape for n, t in zip(names, tensors) if t is not None}
-        word = error_words(stream).acquire(kernel, sites, shapes)
-    grid = physical_grid(launch.grid, coarsen)
-    tail = ([word] if sites else []) + ([launch.grid[-1] * launch.block[-1]] if coarsen > 1 else [])
-    flat = flat_values(types, values, tensors, word) + tail
-    params = loaded.params
-    shared = launch.shared + loaded.pooled_shared  # the pooled static arrays come first
-    if loaded.direct:
-        try:
-            _driver_launch(loaded, grid, launch.block, stream, params.fill(flat), shared)
-            return
-        except Exception:  # this driver binding takes the call differently: use cuda.core's
-            loaded.direct = False
-    core_launch(stream.core, _config(grid, launch.block, shared), loaded.handle,
-                *params.numpy_scalars(flat))
-
-
-def _driver_launch(loaded, grid: tuple, block: tuple, stream: Stream, params: int,
-                   shared: int = 0) -> None:
-    from cuda.bindings import driver
-
-    g = tuple(grid) + (1,) * (3 - len(grid))
-    b = tuple(block) + (1,) * (3 - len(block))
-    (err,) = driver.cuLaunchKernel(loaded.handle.handle, *g, *b, shared, stream.core.handle,
-                                   params, 0)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuLaunchKernel: {err}")
-
-
-def launch_cpu(kernel: str, fn, launch, types, values, tensors, sites, stream: Stream,
+def launch_cpu(kernel: str, fn, launch, values, tensors, sites, stream: Stream,
                racecheck: bool):
     """Interpret the kernel now; a bounds error is raised at the next synchronisation, a race
     (with ``racecheck``: the kernel layer passes FEARLESS_RACECHECK's) when the launch ends, a

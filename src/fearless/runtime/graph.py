@@ -77,7 +77,7 @@ class Graph:
 
     def _capture_cuda(self, op: DeviceOperation) -> _Execution:
         builder = cuda_device().create_graph_builder()
-        stream = Stream(builder.stream)
+        stream = Stream(builder.stream, _wrap=True, _leases=False)
         words = dispatch.error_words(stream)  # allocated and zeroed before the capture begins
         stream.core.sync()
         ex = _Execution(stream)

@@ -15,10 +15,9 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fearless.errors import AliasError, ArgumentTypeError, ContractError
-from fearless.ir import types as T
 from fearless.runtime.ownership import READ, WRITE
 from fearless.runtime.partition import Partition
 
@@ -66,6 +65,8 @@ class PreparedLaunch:
     grid: tuple
     block: tuple
     shared: int = 0  # bytes of dynamic shared memory per block
+    # runtime/plan.py: the LaunchPlan of each argument signature launched with this ticket
+    _plans: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     @property
     def dims(self) -> int:
@@ -300,35 +301,29 @@ def check_compiled(kernel: str, launch: PreparedLaunch, registers: int,
                             help=f"prepare it with a smaller block, e.g. block={max_threads}")
 
 
-def _written(ty) -> bool:
-    """A writable SIMT array (Disjoint, Atomic, Unsafe) or a tile kernel's Out partition."""
-    return getattr(getattr(ty, "access", None), "writable", False) or \
-        getattr(ty, "role", None) is T.Role.OUT
-
-
-def check_arguments(kernel: str, names: list[str], types: tuple, tensors: list) -> None:
-    """Alias and ownership checks over the array arguments (``tensors[i]`` None for scalars),
-    of a SIMT kernel or a tile kernel (whose Out partitions are the written arguments).
+def check_arguments(kernel: str, names: list[str], written: list[bool], tensors: list) -> None:
+    """Alias and ownership checks over the array arguments (``tensors[i]`` None for scalars;
+    ``written[i]``: the parameter is written, a SIMT array with a writable access or a tile
+    kernel's Out partition).
 
     Besides the overlap rules above: a partitioned (moved) tensor is a MovedError; memory that a
     pending operation writes, or reads when this launch writes it, is an AliasError.
     """
-    arrays = [(n, t, ty) for n, t, ty in zip(names, tensors, types) if t is not None]
-    for name, tensor, ty in arrays:
-        written = _written(ty)
-        tensor._check_use(WRITE if written else READ,
-                          "write it" if written else "read it", kernel=kernel, param=name)
-        if written and tensor.readonly:
+    arrays = [(n, t, w) for n, t, w in zip(names, tensors, written) if t is not None]
+    for name, tensor, writes in arrays:
+        tensor._check_use(WRITE if writes else READ,
+                          "write it" if writes else "read it", kernel=kernel, param=name)
+        if writes and tensor.readonly:
             raise ArgumentTypeError(f"'{name}' is written, but its memory is read-only",
                                     kernel=kernel, param=name,
                                     help="pass a writable array (NumPy: a copy, or "
                                          "flags.writeable = True)")
-        if _written(ty) and tensor.size > 1 and tensor.has_internal_overlap():
+        if writes and tensor.size > 1 and tensor.has_internal_overlap():
             raise AliasError(f"'{name}' is written, but several of its elements share memory "
                              f"(strides {tensor.strides})", kernel=kernel, param=name,
                              help="pass a tensor without broadcast or overlapping strides")
-    for i, (name, tensor, ty) in enumerate(arrays):
-        if not _written(ty) or tensor.size == 0:
+    for i, (name, tensor, writes) in enumerate(arrays):
+        if not writes or tensor.size == 0:
             continue
         lo, hi = tensor.byte_extent()
         for j, (other, ot, _) in enumerate(arrays):
@@ -342,13 +337,13 @@ def check_arguments(kernel: str, names: list[str], types: tuple, tensors: list) 
                                       "argument; pass a separate output tensor")
 
 
-def check_coverage(kernel: str, launch: PreparedLaunch, names, types, tensors,
-                   owned: dict) -> None:
+def check_coverage(kernel: str, launch: PreparedLaunch, params, tensors, owned: dict) -> None:
     """Every element of a written array must belong to some thread of the launch. ``owned``:
     per array written at computed indices, its coverage (``analysis/owners.py``: per axis,
     ``(grid axis, elements per block)`` or ``(None, extent)``), or None when not known."""
-    for name, ty, tensor in zip(names, types, tensors):
-        if tensor is None or ty.access is not T.Access.DISJOINT:
+    for p, tensor in zip(params, tensors):
+        name = p.name
+        if tensor is None or not p.disjoint:
             continue
         if name in owned:
             cover = owned[name]
@@ -370,7 +365,7 @@ def check_coverage(kernel: str, launch: PreparedLaunch, names, types, tensors,
                                  f"kernel.prepare({tensor.shape if tensor.ndim > 1 else len(tensor)})")
 
 
-def operation_roles(kernel: str, names, types, args, tensors) -> tuple[list, list, list]:
+def operation_roles(kernel: str, params, args, tensors) -> tuple[list, list, list]:
     """``(reads, writes, partitions)`` of a lazy launch, for its DeviceOperation to hold.
 
     ``args`` are the caller's arguments (Partitions included), ``tensors`` the Tensors launched
@@ -378,8 +373,9 @@ def operation_roles(kernel: str, names, types, args, tensors) -> tuple[list, lis
     written parameter: ArgumentTypeError otherwise.
     """
     reads, writes, partitions = [], [], []
-    for name, ty, arg, tensor in zip(names, types, args, tensors):
-        written = tensor is not None and ty.access is T.Access.DISJOINT
+    for p, arg, tensor in zip(params, args, tensors):
+        name = p.name
+        written = tensor is not None and p.disjoint
         if isinstance(arg, Partition):
             if not written:
                 raise ArgumentTypeError("a Partition is an exclusive output, but this parameter "

@@ -15,7 +15,7 @@ import numpy as np
 
 from fearless.errors import BackendError
 from fearless.runtime import device
-from fearless.runtime.stream import Stream, current_stream
+from fearless.runtime.stream import Stream, current_stream, default_stream
 
 
 def cuda_stream() -> Stream:
@@ -27,7 +27,7 @@ def cuda_stream() -> Stream:
     """
     if device.current_backend() == "cuda":
         return current_stream()
-    return Stream(device.cuda_device().default_stream)
+    return default_stream("cuda")
 
 
 def _check(result, call: str) -> None:

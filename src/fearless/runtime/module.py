@@ -72,9 +72,13 @@ class LoadedKernel:
     registers: int               # per thread
     max_threads_per_block: int   # what the registers and shared memory allow
     static_shared_bytes: int
-    params: object = None        # dispatch.ParamBuffer: the packed kernel parameters
-    direct: bool = True          # launch through cuLaunchKernel (False: through cuda.core)
+    params: object = None        # pack.ParamBuffer: the packed kernel parameters
     pooled_shared: int = 0       # static shared bytes moved to dynamic (llvm/shared_pool.py)
+
+    @property
+    def function(self) -> int:
+        """The CUkernel address, which ``cuLaunchKernel`` takes in place of a CUfunction."""
+        return int(self.handle.handle)
 
 
 def _attr(attrs, name: str) -> int:

@@ -1,9 +1,24 @@
-"""Streams: where launches and copies are enqueued, and where deferred errors surface.
+"""Streams and events: where launches and copies are enqueued, where deferred errors surface,
+and how long the buffers of enqueued work are kept alive.
 
-A fearless Stream wraps a cuda.core Stream (cuda backend) or nothing (cpu backend, where work is
-synchronous). Launches register *deferred checks* on their stream (reading the bounds-error
-word of a launch, for example); ``synchronize()`` waits for the device and then runs them, so a
-``KernelBoundsError`` surfaces at the next synchronisation on both backends alike.
+``fl.Stream()`` makes a stream (on cuda a new non-blocking CUDA stream; on cpu, where work runs
+as it is launched, an ordering label). ``with fl.stream(s):`` sends the launches, copies and
+operations in its body to ``s``: a fearless Stream, a ``torch.cuda.Stream``, a CuPy stream, or any
+object with ``__cuda_stream__`` (the CUDA stream protocol: ``(version, handle)``). Outside such a
+block the current stream is PyTorch's current stream when torch has initialised CUDA (so that
+fearless kernels inside ``with torch.cuda.stream(s):`` are ordered with the torch work around
+them, as Triton's are), else the device's legacy default stream.
+
+Deferred checks: a launch registers checks on its stream (reading the bounds-error word);
+``synchronize()`` waits for the device and then runs them, so a ``KernelBoundsError`` surfaces at
+the next synchronisation of its stream on both backends alike.
+
+Leases: ``lease(obj)`` keeps ``obj`` (a launch's arguments) alive until the GPU has finished the
+work enqueued before it. Leases are grouped: every ``LEASE_BATCH`` leases one event is recorded
+(``cuEventRecord``) and the group is released once that event has completed (polled at the next
+group, ``cuEventQuery``) or the stream is synchronised, so a launch pays a list append, not an
+event. ``fl.Event`` records a point of a stream; ``s.wait(e)`` (or ``s.wait(other_stream)``)
+orders ``s``'s later work after it.
 """
 from __future__ import annotations
 
@@ -11,31 +26,75 @@ import atexit
 import contextlib
 import os
 import sys
+import threading
+import weakref
+from collections import deque
 from typing import Callable
 
+from fearless.errors import LaunchError
 from fearless.runtime import device, ownership
 from fearless.tracebacks import user_facing
 
+LEASE_BATCH = 64  # leases per recorded event: one cuEventRecord per 64 launches
+
 
 class Stream:
-    """An ordered queue of GPU work. ``handle`` is the CUstream as an int (0 for cpu)."""
+    """An ordered queue of GPU work. ``handle`` is the CUstream as an int (0: the legacy
+    default stream, and every stream of the cpu backend).
 
-    def __init__(self, core=None):
+    ``Stream()`` makes a new stream on the current backend. Wrapping another library's stream:
+    ``with fl.stream(torch_stream):`` (see the module docstring)."""
+
+    def __init__(self, core=None, *, _wrap: bool = False, _leases: bool = True):
+        if not _wrap and core is None and device.current_backend() == "cuda":
+            from cuda.core import StreamOptions
+            core = device.cuda_device().create_stream(options=StreamOptions(nonblocking=True))
         self.core = core
+        self.handle = 0 if core is None else int(core.handle)
+        self._leases = _leases and core is not None  # a graph capture's stream: the graph pins
         self._deferred: list[Callable[[], None]] = []
-
-    @property
-    def handle(self) -> int:
-        return 0 if self.core is None else int(self.core.handle)
+        self._batch: list = []
+        self._held: deque = deque()  # (event, leased objects) in recording order
+        _all.add(self)
 
     def defer(self, check: Callable[[], None]) -> None:
         """Run ``check`` after the next synchronisation of this stream (it may raise)."""
         self._deferred.append(check)
 
+    def lease(self, obj) -> None:
+        """Keep ``obj`` alive until the GPU has finished this stream's work enqueued so far."""
+        if not self._leases:
+            return  # the cpu backend (the work has finished), or a graph capture (it pins)
+        self._batch.append(obj)
+        if len(self._batch) >= LEASE_BATCH:
+            self._seal()
+
+    def _seal(self) -> None:
+        while self._held and _events.done(self._held[0][0]):
+            _events.give_back(self._held.popleft()[0])
+        self._held.append((_events.record(self.handle), self._batch))
+        self._batch = []
+
+    def wait(self, other) -> None:
+        """Order this stream's later work after ``other``: an ``Event`` (its recorded point) or
+        a Stream (everything enqueued on it so far)."""
+        if isinstance(other, Stream):
+            other = Event(other)
+        if not isinstance(other, Event):
+            raise TypeError(f"Stream.wait takes a fearless Event or Stream, got "
+                            f"{type(other).__name__}")
+        if self.handle != other.stream.handle:
+            _events.wait(self.handle, other.handle)
+
     def synchronize(self) -> None:
-        """Wait for all enqueued work, then run the deferred checks (first error wins)."""
+        """Wait for all enqueued work, release the leases, then run the deferred checks (first
+        error wins)."""
         if self.core is not None:
             self.core.sync()
+        for event, _ in self._held:
+            _events.give_back(event)
+        self._held.clear()
+        self._batch = []
         checks, self._deferred = self._deferred, []
         for check in checks:
             check()
@@ -43,8 +102,82 @@ class Stream:
     def __cuda_stream__(self):
         return (0, self.handle)
 
+    def __repr__(self) -> str:
+        return f"<fearless Stream {self.handle:#x}>"
 
-_current: dict[str, Stream] = {}
+
+class Event:
+    """A point in a stream's work: ``Event(stream)`` records it now (default: the current
+    stream). ``query()``: whether the work before it has finished; ``synchronize()``: wait for
+    it. Pass it to ``Stream.wait`` to order another stream after it."""
+
+    def __init__(self, stream: Stream | None = None):
+        self.stream = stream if stream is not None else current_stream()
+        self.handle = _events.record(self.stream.handle) if self.stream.handle or \
+            self.stream.core is not None else None
+
+    def query(self) -> bool:
+        return self.handle is None or _events.done(self.handle)
+
+    def synchronize(self) -> None:
+        if self.handle is not None:
+            _events.synchronize(self.handle)
+
+    def __del__(self):
+        if getattr(self, "handle", None) is not None:
+            with contextlib.suppress(Exception):
+                _events.give_back(self.handle)
+
+
+class _Events:
+    """A pool of CUDA events without timing (recording one is cheap, CUDA Driver API
+    ``CU_EVENT_DISABLE_TIMING``)."""
+
+    def __init__(self):
+        self.free: list = []
+
+    def record(self, stream: int):
+        from cuda.bindings import driver
+        if self.free:
+            event = self.free.pop()
+        else:
+            err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+            _check(err, "cuEventCreate")
+        (err,) = driver.cuEventRecord(event, stream)
+        _check(err, "cuEventRecord")
+        return event
+
+    def done(self, event) -> bool:
+        from cuda.bindings import driver
+        (err,) = driver.cuEventQuery(event)
+        return err == driver.CUresult.CUDA_SUCCESS
+
+    def synchronize(self, event) -> None:
+        from cuda.bindings import driver
+        (err,) = driver.cuEventSynchronize(event)
+        _check(err, "cuEventSynchronize")
+
+    def wait(self, stream: int, event) -> None:
+        from cuda.bindings import driver
+        (err,) = driver.cuStreamWaitEvent(stream, event, 0)
+        _check(err, "cuStreamWaitEvent")
+
+    def give_back(self, event) -> None:
+        self.free.append(event)
+
+
+def _check(err, call: str) -> None:
+    from cuda.bindings import driver
+    if err != driver.CUresult.CUDA_SUCCESS:
+        from fearless.errors import BackendError
+        raise BackendError(f"{call} failed: {err}", help="run `fearless doctor`")
+
+
+_events = _Events()
+_all: weakref.WeakSet = weakref.WeakSet()  # every live Stream, for fl.synchronize() and exit
+_default: dict[str, Stream] = {}
+_wrapped: dict[int, Stream] = {}   # foreign CUstream handle -> its fearless Stream
+_local = threading.local()         # .chosen: the stack of `with fl.stream(s):` blocks
 
 
 @atexit.register
@@ -59,7 +192,7 @@ def _report_at_exit() -> None:
     already ended with an uncaught exception keeps its status and its cleanup.
     """
     failed = False
-    for stream in list(_current.values()):
+    for stream in known_streams():
         if not stream._deferred:
             continue
         try:
@@ -75,24 +208,97 @@ def _report_at_exit() -> None:
         os._exit(1)
 
 
-def current_stream() -> Stream:
-    """The stream of the current backend that launches and copies go to.
+def known_streams() -> list[Stream]:
+    """Every live stream: the default ones, the wrapped foreign ones and those users made."""
+    return list(_all)
 
-    On cuda it is the device's default stream (the legacy one, so work is ordered with PyTorch's
-    and CuPy's default streams without extra events).
-    """
-    backend = device.current_backend()
-    stream = _current.get(backend)
+
+def default_stream(backend: str) -> Stream:
+    """The backend's default stream (cuda: the legacy default stream, ordered with PyTorch's
+    and CuPy's default streams without extra events)."""
+    stream = _default.get(backend)
     if stream is None:
         core = device.cuda_device().default_stream if backend == "cuda" else None
-        stream = _current[backend] = Stream(core)
+        stream = _default[backend] = Stream(core, _wrap=True)
     return stream
+
+
+def current_stream() -> Stream:
+    """The stream launches, copies and operations go to now (see the module docstring)."""
+    chosen = getattr(_local, "chosen", None)
+    if chosen:
+        return chosen[-1]
+    backend = device.current_backend()
+    if backend == "cuda":
+        torch = sys.modules.get("torch")
+        if torch is not None and getattr(torch.cuda, "_initialized", False):
+            handle = torch._C._cuda_getCurrentRawStream(0)
+            if handle:
+                return wrap(handle)
+    return default_stream(backend)
+
+
+def wrap(handle: int) -> Stream:
+    """The fearless Stream over another library's CUstream ``handle`` (one per handle)."""
+    stream = _wrapped.get(handle)
+    if stream is None:
+        from cuda.core import Stream as CoreStream
+        stream = _wrapped[handle] = Stream(CoreStream.from_handle(handle), _wrap=True)
+    return stream
+
+
+def as_stream(obj) -> Stream:
+    """``obj`` as a fearless Stream: a Stream, or a foreign stream (``torch.cuda.Stream``,
+    CuPy, anything with ``__cuda_stream__``). Raises LaunchError for another object or on the
+    cpu backend for a foreign stream."""
+    if isinstance(obj, Stream):
+        return obj
+    proto = getattr(obj, "__cuda_stream__", None)
+    if proto is not None:
+        handle = int(proto()[1])
+    elif hasattr(obj, "cuda_stream"):  # torch.cuda.Stream (older torch), cupy.cuda.Stream.ptr
+        handle = int(obj.cuda_stream)
+    elif hasattr(obj, "ptr") and type(obj).__module__.startswith("cupy"):
+        handle = int(obj.ptr)
+    else:
+        raise LaunchError(f"fl.stream() takes a fearless Stream or a CUDA stream object "
+                          f"(torch, CuPy, __cuda_stream__), got {type(obj).__name__}")
+    if device.current_backend() != "cuda":
+        raise LaunchError("a CUDA stream was given, but the cpu backend is current")
+    return default_stream("cuda") if handle == 0 else wrap(handle)
+
+
+@contextlib.contextmanager
+def stream(s):
+    """``with fl.stream(s):`` enqueue the body's launches, copies and operations on ``s``
+    (see ``as_stream``). Nested blocks stack; the block ends at its ``with``'s end."""
+    chosen = as_stream(s)
+    stack = getattr(_local, "chosen", None)
+    if stack is None:
+        stack = _local.chosen = []
+    stack.append(chosen)
+    try:
+        yield chosen
+    finally:
+        stack.pop()
 
 
 @user_facing
 def synchronize() -> None:
-    """Wait for the current stream and raise any deferred kernel error (``KernelBoundsError``).
+    """Wait for the device and raise any deferred kernel error (``KernelBoundsError``) of any
+    stream fearless used.
 
     Raises LaunchError inside a running DeviceOperation (a ``.then()`` callback)."""
     ownership.refuse_while_executing("fl.synchronize()")
-    current_stream().synchronize()
+    streams = known_streams()
+    current = current_stream()
+    if current not in streams:
+        streams.append(current)
+    first = None
+    for s in streams:
+        try:
+            s.synchronize()
+        except Exception as exc:  # every stream is synchronised; the first error is raised
+            first = first or exc
+    if first is not None:
+        raise first

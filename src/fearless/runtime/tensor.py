@@ -43,7 +43,7 @@ class Tensor:
     """
 
     __slots__ = ("shape", "strides", "dtype", "backend", "offset", "readonly", "_base_ptr",
-                 "_owner", "_facts", "_storage", "_moved", "__weakref__")
+                 "_owner", "_facts", "_storage", "_moved", "_launch_view", "__weakref__")
 
     def __init__(self, *, shape, strides, dtype, backend, offset, base_ptr, owner,
                  readonly=False, storage=None):
@@ -59,6 +59,7 @@ class Tensor:
         self._storage = storage if storage is not None else ownership.Storage()
         self._storage.views.add(self)
         self._moved: str | None = None  # where ownership went, once moved
+        self._launch_view = None    # runtime/args.py: what launches read, made on first launch
 
     # -- sizes -------------------------------------------------------------------------------
     @property

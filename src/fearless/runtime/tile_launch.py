@@ -1,12 +1,12 @@
-"""Launching tile kernels: the CPU tile interpreter, or the cubin through ``cuLaunchKernel``.
+"""Launching tile kernels: the CPU tile interpreter, or the cubin through ``runtime/pack.py``.
 
 A tile kernel runs one tile block per tile of its Out partition: grid = the partition's tile
-grid (a 2-d one launched 1-d, in the grouped order of ``backends/tileir/lower.py``), block =
-(1, 1, 1) (tileiras picks the threads per block and records them in the cubin's
-``.reqntid``, reference/tile-ir.md section 5). Parameters follow the entry ABI of
-``backends/tileir/lower.py`` (``abi()``): per tensor a pointer, i32 extents and i32 strides, per
-scalar its value. Their byte offsets come from the driver (``cuFuncGetParamInfo``) when it can
-tell, else from natural alignment (the C rule the PTX ``.param`` space follows).
+grid (a 2-d one launched 1-d in grouped order when ``KernelInfo.grouped``, see
+``backends/tileir/lower.py``), block = (1, 1, 1) (tileiras picks the threads per block and
+records them in the cubin's ``.reqntid``, reference/tile-ir.md section 5). Parameters follow the
+kernel's Abi (per tensor a pointer, i32 extents and i32 strides, per scalar its value); their
+byte offsets come from the driver (``cuFuncGetParamInfo``) when it can tell, else from natural
+alignment (the C rule the PTX ``.param`` space follows).
 """
 from __future__ import annotations
 
@@ -14,37 +14,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fearless.backends.tileir.lower import abi, is_grouped, launch_grid
-from fearless.errors import BackendError
-from fearless.ir import types as T
-from fearless.runtime import dispatch
+from fearless.runtime import pack
+from fearless.runtime.args import of_tensor
 from fearless.runtime.stream import Stream
+
 
 @dataclass
 class LoadedTile:
     """A loaded tile kernel and the byte layout of its parameters."""
 
     name: str
-    handle: object                 # cuda.core Kernel
-    params: dispatch.ParamBuffer   # the entry parameters, packed at their byte offsets
+    function: int                  # the CUkernel address
+    params: pack.ParamBuffer       # the entry parameters, packed at their byte offsets
     grouped: bool                  # launched 1-d in grouped tile order (a 2-d Out partition)
 
 
-def load_tile(name: str, cubin: bytes, types: tuple) -> LoadedTile:
-    """Load ``cubin`` on the current device. Raises BackendError."""
+def load_tile(name: str, cubin: bytes, info) -> LoadedTile:
+    """Load ``cubin`` on the current device for the KernelInfo ``info``. Raises BackendError."""
     from fearless.runtime.module import load
     loaded = load(name, cubin, "")
-    codes = [_code(kind, types[i]) for kind, i in abi(types)]
-    params = dispatch.ParamBuffer.of_codes(codes, _driver_offsets(loaded.handle, len(codes)))
-    return LoadedTile(name, loaded.handle, params, is_grouped(types))
-
-
-def _code(kind: str, ty) -> str:
-    if kind == "ptr":
-        return "Q"
-    if kind in ("shape", "stride"):
-        return "i"
-    return dispatch.scalar_code(ty.dtype)
+    offsets = _driver_offsets(loaded.handle, len(info.abi.slots))
+    return LoadedTile(name, loaded.function, pack.ParamBuffer(info.abi, offsets), info.grouped)
 
 
 def _driver_offsets(handle, n: int) -> list | None:
@@ -66,47 +56,39 @@ def _driver_offsets(handle, n: int) -> list | None:
         return None
 
 
-def flat_values(types: tuple, tensors: list, scalars: list) -> list:
-    """The entry parameters' values, in ``abi(types)`` order (extents and strides per axis)."""
-    out, axis = [], {}
-    for kind, i in abi(types):
-        t = tensors[i]
-        if kind == "ptr":
-            out.append(t.data_ptr())
-        elif kind in ("shape", "stride"):
-            k = axis[(i, kind)] = axis.get((i, kind), -1) + 1
-            out.append((t.shape if kind == "shape" else t.strides)[k])
-        else:
-            v, d = scalars[i], types[i].dtype
-            out.append(int(v.view(np.uint16)) if d.bits == 16 and d.is_float else v.item())
-    return out
+def hardware_grid(grid: tuple, grouped: bool) -> tuple:
+    """The hardware grid for a partition grid (x, y, z): grouped order launches 1-d."""
+    return (grid[0] * grid[1], 1, grid[2]) if grouped else tuple(grid)
 
 
-def launch_cuda(loaded: LoadedTile, grid: tuple, types: tuple, tensors: list, scalars: list,
+def launch_cuda(loaded: LoadedTile, grid: tuple, tensors: list, scalars: list,
                 stream: Stream) -> None:
     """Enqueue one tile-kernel launch on ``stream`` (asynchronous)."""
-    from cuda.bindings import driver
-
     if 0 in grid:
         return
-    address = loaded.params.fill(flat_values(types, tensors, scalars))
-    (err,) = driver.cuLaunchKernel(loaded.handle.handle, *launch_grid(grid, loaded.grouped),
-                                   1, 1, 1, 0, stream.core.handle, address, 0)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise BackendError(f"kernel '{loaded.name}': cuLaunchKernel failed: {err}")
+    a = [of_tensor(t) if t is not None else _slot_value(s) for t, s in zip(tensors, scalars)]
+    pack.launch(loaded.function, hardware_grid(grid, loaded.grouped), (1, 1, 1), 0,
+                stream.handle, loaded.params.fill(a), loaded.name)
 
 
-def launch_cpu(fn, grid: tuple, types: tuple, tensors: list, scalars: list) -> None:
-    """Interpret the tile kernel now, one tile block after another."""
+def _slot_value(v):
+    """A scalar argument (a NumPy scalar of its parameter's dtype) as its slot holds it."""
+    half = v.dtype.itemsize == 2 and (v.dtype.kind == "f" or v.dtype.name == "bfloat16")
+    return int(v.view(np.uint16)) if half else v.item()
+
+
+def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list) -> None:
+    """Interpret the tile kernel now, one tile block after another; ``params``: the kernel's
+    ParamInfo (its In tensors are handed over read-only)."""
     from fearless.backends.cpu.tile import run
 
     args = []
-    for ty, t, s in zip(types, tensors, scalars):
+    for p, t, s in zip(params, tensors, scalars):
         if t is None:
             args.append(s)
             continue
         view = t.host_view()
-        if ty.role is T.Role.IN:
+        if not p.written:
             view = view.view()
             view.flags.writeable = False
         args.append(view)

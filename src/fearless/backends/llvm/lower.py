@@ -1,11 +1,11 @@
 """SIMT IR -> LLVM IR with llvmlite's IRBuilder: one rule per op in ``RULES``.
 
-Kernel ABI (the runtime packs arguments in this order): per parameter, a scalar is passed by
-value (bool as i8); an array as a global pointer, then its extents (i64 each), then, for arrays not
-specialised as contiguous, its strides in elements (i64 each). A coarsened kernel takes, last of
-all, the launch's thread count along the coarsened axis (i64). Kernels with bounds-checked reads
-take one more pointer last: the launch's error word, i64 (site * 8 + axis) then i64 (index);
-the host knows the extents.
+Kernel ABI (``abi()``; the runtime packs arguments in this order): per parameter, a scalar is
+passed by value (bool as i8); an array as a global pointer, then its extents (i64 each), then, for
+arrays not specialised as contiguous, its strides in elements (i64 each). Kernels with
+bounds-checked reads then take the launch's error word, a pointer to i64 (site * 8 + axis) then
+i64 (index); the host knows the extents. A coarsened kernel takes, last of all, the launch's
+thread count along the coarsened axis (i64).
 """
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from llvmlite import ir
 
 from fearless.backends.llvm import arith, mma, nvvm, simt, warp
 from fearless.backends.llvm.nvvm import GPTR, I1, I8, I64, llvm_type
+from fearless.compiler.abi import ERROR_WORD, PTR, SCALAR, THREADS, Abi, Slot, array_slots, \
+    scalar_code
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Operation, Region
-from fearless.ir.opdef import only
+from fearless.ir.opdef import checked_reads, only
 from fearless.ir.types import Array, LocalRef, ThreadIndex
 
 
@@ -40,26 +42,18 @@ class Lowering:
         self.inlines: list = []           # exit blocks of scf.inline
         self.uses_libdevice = False
         self.pending_errors: list = []  # deferred failed-check records (llvm/mma.py)
-        self.checked = any(op.attrs.get("checked") for op in fn.walk()
-                           if op.name in ("mem.load", "mem.atomic", "warp.ldmatrix",
-                                          "mem.async_copy"))
+        reads = checked_reads()
+        self.checked = any(op.attrs.get("checked") for op in fn.walk() if op.name in reads)
 
     # signature ------------------------------------------------------------------------------
 
     def build(self) -> ir.Function:
-        arg_types, layout = [], []
-        for p in self.fn.params:
-            if isinstance(p.type, Array):
-                n = p.type.ndim
-                layout.append((p, len(arg_types)))
-                arg_types += [GPTR] + [I64] * n + ([] if p.type.contiguous else [I64] * n)
-            else:
-                layout.append((p, len(arg_types)))
-                arg_types.append(nvvm.memory_type(p.type.dtype))
-        if self.checked:
-            arg_types.append(GPTR)
-        if self.coarsen > 1:
-            arg_types.append(I64)  # threads of the launch along the coarsened axis
+        slots = abi(self.fn, self.checked, self.coarsen).slots
+        arg_types = [GPTR if s.kind in (PTR, ERROR_WORD) else
+                     nvvm.memory_type(self.fn.params[s.param].type.dtype) if s.kind == SCALAR
+                     else I64 for s in slots]
+        layout = [(self.fn.params[s.param], k) for k, s in enumerate(slots)
+                  if s.kind in (PTR, SCALAR)]
         func = ir.Function(self.module, ir.FunctionType(ir.VoidType(), arg_types), self.fn.name)
         func.calling_convention = "ptx_kernel"
         # allocas go to a block of their own, so that the builder filling it never shares a
@@ -197,6 +191,25 @@ class Lowering:
 # Logical threads per hardware thread, by index space (0: the kernel uses no thread index).
 # The launch divides the grid along x (1-d) or y (2-d) by the same factor.
 COARSEN = {0: 1, 1: 4, 2: 4}
+
+
+def abi(fn: Function, checked: bool, coarsen: int) -> Abi:
+    """The entry's parameter slots (see the module docstring): ``checked`` when a read is
+    bounds-checked (an error word), ``coarsen`` logical threads per thread (> 1: a thread
+    count)."""
+    slots = []
+    for k, p in enumerate(fn.params):
+        if isinstance(p.type, Array):
+            n = p.type.ndim
+            slots += array_slots(k, n, 0 if p.type.contiguous else n, "q")
+        else:
+            slots.append(Slot(SCALAR, k, 0, scalar_code(p.type.dtype)))
+    if checked:
+        slots.append(Slot(ERROR_WORD, -1, 0, "Q"))
+    if coarsen > 1:
+        axis = fn.attrs.get("index_space", 1) - 1  # the last problem axis: x (1-d), y (2-d)
+        slots.append(Slot(THREADS, -1, axis, "q"))
+    return Abi(tuple(slots))
 
 
 def lower(fn: Function, block: tuple | None = None, max_threads: int | None = None

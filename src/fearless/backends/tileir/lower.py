@@ -23,6 +23,7 @@ import math
 
 from fearless.backends.tileir import tir
 from fearless.backends.tileir.builder import Builder
+from fearless.compiler.abi import SCALAR, Abi, Slot, array_slots, scalar_code
 from fearless.dtypes import DType, int_range
 from fearless.errors import CompileError, InternalError
 from fearless.ir import types as T
@@ -44,18 +45,17 @@ def tile_type(t) -> tir.TileType:
     return tir.tile(elem(t.dtype))
 
 
-def abi(types) -> list[tuple[str, int]]:
-    """The entry parameters for IR parameter types: (kind, index of the IR parameter) pairs,
-    kind in "ptr", "shape", "stride", "scalar". The launcher packs arguments in this order."""
-    out = []
+def abi(types) -> Abi:
+    """The entry parameters for IR parameter types, in the order ``Lowering`` declares them: per
+    tensor its pointer, i32 extents and the i32 strides of all axes but a unit-stride inner one;
+    per scalar its value. The launcher packs arguments in this order."""
+    slots = []
     for i, t in enumerate(types):
         if isinstance(t, T.TensorView):
-            out.append(("ptr", i))
-            out += [("shape", i)] * t.ndim
-            out += [("stride", i)] * (t.ndim - (1 if t.layout.unit_inner else 0))
+            slots += array_slots(i, t.ndim, t.ndim - (1 if t.layout.unit_inner else 0), "i")
         else:
-            out.append(("scalar", i))
-    return out
+            slots.append(Slot(SCALAR, i, 0, scalar_code(t.dtype)))
+    return Abi(tuple(slots))
 
 
 GROUP_M = 8  # tile rows per group of the grouped launch order
@@ -64,7 +64,7 @@ GROUP_M = 8  # tile rows per group of the grouped launch order
 def is_grouped(types) -> bool:
     """Whether a kernel with these parameter types launches in grouped order: kernels whose
     (first) Out partition is 2-d launch 1-d and map block ids to tiles in groups (see
-    ``Lowering.grouped``); the launcher multiplies the grid out (``launch_grid``)."""
+    ``Lowering.grouped``); the launcher multiplies the grid out (``runtime/tile_launch.hardware_grid``)."""
     outs = [t for t in types if isinstance(t, T.TensorView) and t.role is T.Role.OUT]
     return bool(outs) and outs[0].ndim == 2
 
@@ -75,11 +75,6 @@ def grouped_output(fn: Function):
         return None
     return next(p.value for p in fn.params
                 if isinstance(p.type, T.TensorView) and p.type.role is T.Role.OUT)
-
-
-def launch_grid(grid: tuple, grouped: bool) -> tuple:
-    """The hardware grid for a partition grid (x, y, z)."""
-    return (grid[0] * grid[1], 1, grid[2]) if grouped else tuple(grid)
 
 
 class _View:

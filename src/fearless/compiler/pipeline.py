@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import ast
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from fearless.backends.llvm.lower import lower
+from fearless.backends.llvm.lower import abi as simt_abi, lower
 from fearless.backends.llvm.ptx import emit_ptx, optimize
 from fearless.backends.tileir import tileiras
-from fearless.backends.tileir.lower import lower_tile
+from fearless.backends.tileir.lower import abi as tile_abi, is_grouped, lower_tile
+from fearless.compiler.info import KernelInfo, ParamInfo
 from fearless.errors import BackendError
 from fearless.frontend import tile_intrinsics
 from fearless.frontend.astgen import Dialect, generate
@@ -63,7 +64,7 @@ class Compiled:
     cubin: bytes | None = None
     sass: str | None = None
     tileir: bytes | None = None         # tile kernels: the Tile IR bytecode
-    meta: dict = field(default_factory=dict)  # index_space, bounds_sites
+    info: KernelInfo | None = None      # the facts the runtime reads (compiler/info.py)
     from_cache: bool = False            # read from the disk cache, not compiled here
 
 
@@ -95,20 +96,35 @@ def _passes(s: _State):
     # no read left checked: no error word (the lowering then takes no such parameter)
     reads = checked_reads()
     checked = any(op.attrs.get("checked") for op in fn.walk() if op.name in reads)
-    s.out.meta = {"index_space": fn.attrs["index_space"],
-                  "bounds_sites": [(name, span) for name, span in fn.attrs["bounds_sites"]]
-                  if checked else [],
-                  "bounds_preconditions": fn.attrs.get("bounds_preconditions", ()),
-                  "shared": fn.attrs.get("shared", ()),
-                  "warp_full": bool(fn.attrs.get("warp_full")),
-                  "coverage": fn.attrs.get("coverage", {})}
+    s.out.info = KernelInfo(
+        params_info(s.params), index_space=fn.attrs["index_space"],
+        bounds_sites=tuple((name, span) for name, span in fn.attrs["bounds_sites"])
+        if checked else (),
+        bounds_preconditions=tuple(fn.attrs.get("bounds_preconditions", ())),
+        shared=tuple(fn.attrs.get("shared", ())), warp_full=bool(fn.attrs.get("warp_full")),
+        coverage=tuple(fn.attrs.get("coverage", {}).items()))
+
+
+def params_info(params: list[tuple[str, T.Type]]) -> tuple[ParamInfo, ...]:
+    """The runtime's view of IR parameters (SIMT arrays, tile tensor views, scalars)."""
+    out = []
+    for name, t in params:
+        if isinstance(t, T.Array):
+            out.append(ParamInfo(name, t.dtype, t.ndim, t.contiguous, t.access.writable,
+                                 t.access is T.Access.DISJOINT))
+        elif isinstance(t, T.TensorView):
+            out.append(ParamInfo(name, t.dtype, t.ndim, True, t.role is T.Role.OUT))
+        else:
+            out.append(ParamInfo(name, t.dtype))
+    return tuple(out)
 
 
 def _llvm(s: _State):
     c = s.contract
     module, uses_libdevice, coarsen = lower(s.out.fn, c.block if c else None,
                                             c.max_threads if c else None)
-    s.out.meta["coarsen"] = coarsen
+    s.out.info = replace(s.out.info, coarsen=coarsen,
+                         abi=simt_abi(s.out.fn, bool(s.out.info.bounds_sites), coarsen))
     s.llvm_module = optimize(module, s.cap.name, s.arch, uses_libdevice)
     s.out.llvm = str(s.llvm_module)
 
@@ -144,7 +160,7 @@ def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassO
     skip = ()
     if resume is not None:
         state.out.ast, state.out.ir, state.out.fn = resume.ast, resume.ir, resume.fn
-        state.out.meta = dict(resume.meta)
+        state.out.info = resume.info
         skip = STAGE_NAMES[:STAGE_NAMES.index("passes") + 1]
     for name, stage in SIMT_STAGES:
         if name in ("llvm", "ptx", "cubin", "sass") and arch is None:
@@ -160,12 +176,15 @@ def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassO
 def _tile_ir(s: _State):
     s.out.fn = verify(generate(s.cap, s.params, TILE, s.constants))
     s.out.ir = print_function(s.out.fn)
+    s.out.info = KernelInfo(params_info(s.params))
 
 
 def _tileir(s: _State):
     tc = tileiras.find()
     version = tc.pick_version() if tc is not None else DEFAULT_TILE_VERSION
     s.out.tileir = lower_tile(s.out.fn, version, s.hints, s.arch)
+    types = [t for _, t in s.params]
+    s.out.info = KernelInfo(params_info(s.params), tile_abi(types), grouped=is_grouped(types))
 
 
 def _tile_cubin(s: _State):

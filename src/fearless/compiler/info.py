@@ -1,0 +1,65 @@
+"""KernelInfo: the frozen, typed facts a compile hands the runtime and the disk cache stores.
+
+The compiler fills one per specialisation; the launcher reads it and nothing else of the
+compiler (``runtime/`` imports this module, never ``fearless.ir`` or the backends). It replaces
+the string-keyed ``meta`` dictionaries that used to travel from ``fn.attrs`` to the launcher.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fearless.compiler.abi import Abi
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """One runtime parameter: ``name``; ``dtype`` (a fearless DType); ``ndim`` (-1 for a
+    scalar); ``contiguous`` (specialised as C-contiguous); ``written`` (a SIMT array with a
+    writable access or a tile kernel's Out partition); ``disjoint`` (a SIMT DisjointSlice or
+    DisjointArray: each element is its own thread's, so a launch must cover them all)."""
+
+    name: str
+    dtype: object
+    ndim: int = -1
+    contiguous: bool = True
+    written: bool = False
+    disjoint: bool = False
+
+    @property
+    def is_array(self) -> bool:
+        return self.ndim >= 0
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What the runtime needs to check and launch one compiled specialisation.
+
+    ``params``: the runtime parameters in order. ``abi``: the entry's slots (None on the cpu
+    backend, which interprets the IR). SIMT facts: ``index_space`` (1 or 2 for index_1d/2d, 0
+    for neither); ``bounds_sites`` ((parameter name, Span) of each checked read, empty when no
+    read is checked: then no error word); ``bounds_preconditions`` (extents under which the
+    unchecked reads were proved in bounds, ``passes/inbounds.py``); ``shared`` ((name, shape or
+    None for dynamic, dtype name) per shared array); ``warp_full`` (full-mask warp ops: whole
+    warps needed); ``coverage`` (per written array, the elements a launch reaches,
+    ``analysis/owners.py``, as ``(name, cover)`` pairs); ``coarsen`` (logical threads per
+    hardware thread). Tile facts: ``grouped`` (a 2-d Out partition launched 1-d in grouped
+    order); ``built_by`` (the tileiras that built the cubin)."""
+
+    params: tuple
+    abi: Abi | None = None
+    index_space: int = 0
+    bounds_sites: tuple = ()
+    bounds_preconditions: tuple = ()
+    shared: tuple = ()
+    warp_full: bool = False
+    coverage: tuple = ()
+    coarsen: int = 1
+    grouped: bool = False
+    built_by: str | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    def covered(self) -> dict:
+        return dict(self.coverage)

@@ -1,0 +1,111 @@
+"""One parameter buffer from a kernel's Abi, and the one ``cuLaunchKernel`` of both tracks.
+
+``ParamBuffer(abi, offsets)`` lays the slots out at their byte offsets (given by the backend or
+the driver, else each aligned to its size as in the PTX ``.param`` space) and keeps the array of
+pointers to them that ``cuLaunchKernel`` takes. Its ``fill(args, word)`` is generated once per
+Abi (``_filler``): a single ``struct.pack_into`` whose operands index straight into the launch's
+arguments, so a launch creates no Python object per slot. ``args[i]`` is, for an array
+parameter, its launch view (``runtime/args.py``: pointer, shape, strides at ``args.PTR``,
+``args.SHAPE``, ``args.STRIDES``) and, for a scalar, its value already converted to the slot's
+type (16-bit floats as their bits).
+
+The driver copies the parameter values when the launch is enqueued (CUDA Driver API,
+``cuLaunchKernel``: "kernelParams ... are copied"), so one buffer serves every launch of a kernel.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+
+from fearless.compiler.abi import ERROR_WORD, EXTENT, PTR, SCALAR, STRIDE, THREADS, Abi
+from fearless.errors import BackendError
+from fearless.runtime.args import PTR as V_PTR, SHAPE as V_SHAPE, STRIDES as V_STRIDES
+
+
+class ParamBuffer:
+    """A kernel's parameters packed at their ABI offsets; ``address`` is the ``void **`` that
+    ``cuLaunchKernel`` takes. ``offsets``: byte offsets of the slots (None: natural
+    alignment)."""
+
+    def __init__(self, abi: Abi, offsets: list | None = None):
+        self.abi = abi
+        codes = [s.code for s in abi.slots]
+        given = offsets if offsets is not None else abi.offsets
+        fmt, at_list, offset = "<", [], 0
+        for k, code in enumerate(codes):
+            size = struct.calcsize(code)
+            at = given[k] if given is not None else offset + (-offset % size)
+            fmt, offset = fmt + "x" * (at - offset) + code, at
+            at_list.append(offset)
+            offset += size
+        self.codes, self.offsets = codes, at_list
+        self.struct = struct.Struct(fmt)
+        self.buffer = ctypes.create_string_buffer(max(offset, 1))
+        base = ctypes.addressof(self.buffer)
+        self.pointers = (ctypes.c_void_p * max(len(at_list), 1))(*(base + o for o in at_list))
+        self.address = ctypes.addressof(self.pointers)
+        self.fill = _filler(abi, self.struct.pack_into, self.buffer, self.address)
+
+
+def _operand(slot) -> str:
+    """The Python expression of one slot's value over ``a`` (the launch's per-parameter
+    arguments), ``word`` and ``threads``."""
+    if slot.kind == PTR:
+        return f"a[{slot.param}][{V_PTR}]"
+    if slot.kind == EXTENT:
+        return f"a[{slot.param}][{V_SHAPE}][{slot.axis}]"
+    if slot.kind == STRIDE:
+        return f"a[{slot.param}][{V_STRIDES}][{slot.axis}]"
+    if slot.kind == SCALAR:
+        return f"a[{slot.param}]"
+    if slot.kind == ERROR_WORD:
+        return "word"
+    assert slot.kind == THREADS, slot
+    return "threads"
+
+
+def _filler(abi: Abi, pack_into, buffer, address):
+    """``fill(a, word=0, threads=0) -> address``: pack one launch's values. Generated source,
+    like ``collections.namedtuple``'s: the operands are slot expressions built above from the
+    Abi (no user text), so each launch runs one ``pack_into`` call and nothing per slot."""
+    operands = "".join(f", {_operand(s)}" for s in abi.slots)
+    source = (f"def fill(a, word=0, threads=0):\n"
+              f"    pack_into(buffer, 0{operands})\n"
+              f"    return address\n")
+    scope = {"pack_into": pack_into, "buffer": buffer, "address": address}
+    exec(compile(source, f"<fearless parameter packer {abi.slots!r:.60}>", "exec"), scope)
+    return scope["fill"]
+
+
+_launch_kernel = None
+
+
+def launch(function: int, grid: tuple, block: tuple, shared: int, stream: int,
+           params: int, kernel: str) -> None:
+    """Enqueue ``function`` (a CUfunction or CUkernel address) on ``stream`` (a CUstream
+    address) with the packed ``params`` (a ``void **`` address): the one ``cuLaunchKernel`` of
+    both tracks. ``grid`` and ``block`` have three axes. Raises BackendError naming ``kernel``."""
+    global _launch_kernel
+    if _launch_kernel is None:
+        _launch_kernel = _driver_entry()
+    err = _launch_kernel(function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                         shared, stream, params, None)
+    if err:
+        raise BackendError(f"kernel '{kernel}': cuLaunchKernel failed with CUDA error {err}",
+                           help="run `fearless doctor`; `fearless sanitize` finds faults of "
+                                "earlier kernels")
+
+
+def _driver_entry():
+    """``cuLaunchKernel`` of the loaded driver, called through ctypes with fixed argument
+    types: cheaper per call than a binding that converts typed handle objects. The driver
+    library is the one ``cuda.bindings`` loaded (already in the process)."""
+    from cuda.bindings import driver  # noqa: F401 (loads libcuda and initialises the driver)
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    fn = lib.cuLaunchKernel
+    u32 = ctypes.c_uint
+    fn.argtypes = [ctypes.c_void_p, u32, u32, u32, u32, u32, u32, u32, ctypes.c_void_p,
+                   ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn

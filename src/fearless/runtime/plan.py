@@ -1,0 +1,117 @@
+"""The launch fast path: a LaunchPlan per (launch configuration, argument signature).
+
+The first launch of a signature runs every check the slow way (``runtime/launch.py``, with the
+arguments as Tensors, so each refusal has its full message) and then makes a plan: everything
+that cannot change between launches with that signature, computed once (the loaded function,
+the grid, the parameter buffer, which parameters are written, how each scalar converts). A
+repeat launch then does work proportional to its arguments (``LaunchPlan.run``):
+
+* per array, its view (``runtime/args.py``): a moved fearless Tensor, memory a pending
+  operation holds, a written argument that is read-only or overlaps itself, or two arguments
+  of which one is written sharing bytes all send the launch back to the slow path, which
+  raises the error;
+* the shape-dependent checks (coverage of the outputs, the bounds proofs' preconditions) run
+  again only when the shapes differ from the last ones checked;
+* ``requires`` relations run at every launch (they read scalar values);
+* then one parameter pack and one ``cuLaunchKernel`` (``runtime/pack.py``), and the arguments
+  are leased to the stream until the GPU has finished with them (``stream.Stream.lease``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fearless import dtypes
+from fearless.errors import ArgumentTypeError
+from fearless.runtime import dispatch, pack
+from fearless.runtime.args import FLAGS, HI, LO, OBJ, SHAPE
+from fearless.runtime.tensor import Tensor
+
+
+class LaunchPlan:
+    """One checked launch configuration of one compiled kernel for one argument signature.
+
+    ``function``: the CUfunction/CUkernel address; ``grid``/``block``: three axes each, as
+    launched; ``shared``: dynamic shared bytes; ``params``: the ParamBuffer; ``written``,
+    ``arrays``: parameter indices; ``scalars``: (index, converter) pairs; ``sites``: bounds
+    sites (an error word per launch when any); ``threads``: a coarsened kernel's thread count;
+    ``shapes``: the argument shapes the slow path last checked (None: none yet)."""
+
+    __slots__ = ("kernel", "names", "function", "grid", "block", "shared", "params", "written",
+                 "arrays", "scalars", "sites", "threads", "shapes", "requires", "empty")
+
+    def __init__(self, kernel: str, info, function: int, grid: tuple, block: tuple, shared: int,
+                 params: pack.ParamBuffer, threads: int = 0, requires=None):
+        self.kernel, self.names = kernel, info.names
+        self.function, self.shared, self.params = function, shared, params
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.block = tuple(block) + (1,) * (3 - len(block))
+        self.empty = 0 in self.grid
+        self.written = tuple(k for k, p in enumerate(info.params) if p.is_array and p.written)
+        self.arrays = tuple(k for k, p in enumerate(info.params) if p.is_array)
+        self.scalars = tuple((k, converter(p.dtype)) for k, p in enumerate(info.params)
+                             if not p.is_array)
+        self.sites = info.bounds_sites
+        self.threads = threads
+        self.requires = requires
+        self.shapes = None
+
+    def admits(self, views) -> bool:
+        """Whether the fast path may launch with these views: nothing the slow path refuses
+        (see the module docstring) and shapes it has checked."""
+        for k in self.arrays:
+            obj = views[k][OBJ]
+            if type(obj) is Tensor and (obj._moved is not None or obj._storage.claims):
+                return False
+        for w in self.written:
+            v = views[w]
+            if v[FLAGS]:
+                return False
+            lo, hi = v[LO], v[HI]
+            if lo == hi:
+                continue
+            for k in self.arrays:
+                o = views[k]
+                if k != w and o[LO] < hi and lo < o[HI]:
+                    return False
+        return self.shapes == tuple(views[k][SHAPE] for k in self.arrays)
+
+    def run(self, args, views, stream) -> None:
+        """Enqueue one launch on ``stream`` (the checks of ``admits`` passed)."""
+        if self.requires is not None:
+            self.requires(args)
+        a = list(views)
+        for k, convert in self.scalars:
+            a[k] = convert(self.names[k], args[k])
+        word = 0
+        if self.sites:
+            word = dispatch.error_words(stream).acquire(
+                self.kernel, self.sites, {self.names[k]: views[k][SHAPE] for k in self.arrays})
+        for k in self.arrays:
+            v = a[k]
+            if v[LO] == v[HI]:  # an empty array's own pointer may be null: pass a valid one
+                a[k] = (v[0], word) + v[2:]
+        if not self.empty:
+            pack.launch(self.function, self.grid, self.block, self.shared, stream.handle,
+                        self.params.fill(a, word, self.threads), self.kernel)
+        stream.lease(args)
+
+
+def converter(dt: dtypes.DType):
+    """``convert(param name, value)``: a scalar argument as its ABI slot takes it, by the
+    rules of assignment in a kernel (a float never silently becomes an integer or a bool;
+    floats round once, ``dtypes.cast``; an integer that does not fit is refused). Raises
+    ArgumentTypeError (the kernel name is added by the caller)."""
+    np_type = dt.numpy.type
+    bits16 = dt.is_float and dt.bits == 16
+
+    def convert(name, value):
+        if not dt.is_float and isinstance(value, (float, np.floating)):
+            raise ArgumentTypeError(f"got the float {value!r} for a {dt} parameter", param=name,
+                                    help="convert it on the host, e.g. int(x), or declare "
+                                         "the parameter as a float")
+        try:
+            v = dtypes.cast(value, dt) if dt.is_float else np_type(value)
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise ArgumentTypeError(f"{value!r} does not fit {dt}: {exc}", param=name) from None
+        return int(v.view(np.uint16)) if bits16 else v.item()
+    return convert
