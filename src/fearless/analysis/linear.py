@@ -219,6 +219,25 @@ class Facts:
                     return ca * cb, {k: cb * c for k, c in ta.items()}
         return 0, {self.key(value): 1}
 
+    def resolved(self, value) -> tuple:
+        """``linear(value)`` with ``index_value(t)`` read as ``t`` and each local replaced by the
+        linear form of the value its one reaching store wrote (a ``for`` counter and ``j = ...``
+        reach an index through locals): (constant, ((atom key, coefficient), ...)), sorted."""
+        return self._resolve(self.linear(value), 0)
+
+    def _resolve(self, form, depth: int):
+        const, out = form[0], {}
+        for atom, coef in form[1]:
+            while atom[0] == "index":
+                atom = atom[1]
+            stored = self.stored_at.get(atom[1]) if atom[0] == "local" and atom[1] else None
+            sub = self._resolve(self.linear(stored), depth + 1) if stored is not None and \
+                depth < 16 else (0, ((atom, 1),))
+            const += coef * sub[0]
+            for a, k in sub[1]:
+                out[a] = out.get(a, 0) + coef * k
+        return const, tuple(sorted(((a, k) for a, k in out.items() if k), key=repr))
+
     # non-negativity and constant upper bounds ------------------------------------------------
 
     def _nonneg_locals(self) -> set:
@@ -339,10 +358,13 @@ class Facts:
 
     def _coordinate_upper(self, name: str, attrs) -> int | None:
         """The largest value of a thread coordinate: its position in the contract's exact
-        block (the linear slot up to the block's threads - 1), the lane (31) or the warp."""
+        block (the linear slot up to the block's threads - 1, ``thread_in_block``), the lane
+        (31) or the warp."""
         if name == "simt.special":
             if attrs.get("reg") == "lane":
                 return 31
+            if attrs.get("reg") == "thread_in_block" and self.block:
+                return self.block[attrs["axis"]] - 1 if attrs["axis"] < len(self.block) else 0
             if attrs.get("reg") == "warp_index" and self.block:
                 return (math.prod(self.block) - 1) // 32
             return None
@@ -377,6 +399,27 @@ class Facts:
             elif self.nonneg(v) == frozenset():
                 out.add(self.key(v))
         return out
+
+
+def special(atom):
+    """``(register, axis)`` of a ``simt.special`` atom (``block_index``, ``thread_in_block``,
+    ...), else None."""
+    if atom[0] == "simt.special":
+        attrs = dict(atom[1])
+        return attrs["reg"], attrs["axis"]
+    return None
+
+
+def launch_product(atom):
+    """For the product of two launch registers along one axis (``block_index(0) *
+    block_dim(0)``, ``grid_dim(1) * block_dim(1)``): ``(the two names sorted, axis)``, else
+    None."""
+    if atom[0] != "arith.mul" or len(atom[1]) != 2:
+        return None
+    parts = [special(a) for a in atom[1]]
+    if None in parts or parts[0][1] != parts[1][1]:
+        return None
+    return tuple(sorted(r for r, _ in parts)), parts[0][1]
 
 
 def difference(a, b):

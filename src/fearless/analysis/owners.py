@@ -15,7 +15,8 @@ on their own coordinates keeps out (``if t < 4:``, ``if t == 0:``):
   along exactly one array axis, the same in every access, with the thread part of that array
   axis inside ``[0, B)`` for every thread: then the block is a function of the element, so two
   blocks never meet either; a global thread index ``index_1d()``/``index_2d()`` counts as
-  ``block_dim * block_index + index_in_block``;
+  ``block_dim * block_index + index_in_block``, and ``block_index(a) * block_dim(a)`` as
+  ``B * block_index(a)`` with B the block's extent along a;
 - for a shared array (one per block), the block parts must be the same in every access.
 
 This is exhaustive checking of a finite model, not a heuristic: whatever passes is disjoint for
@@ -26,6 +27,7 @@ from __future__ import annotations
 import math
 from itertools import product
 
+from fearless.analysis.linear import launch_product
 from fearless.ir.core import Operation
 
 MAX_POINTS = 1 << 16   # threads x loop-counter values enumerated per access
@@ -148,10 +150,12 @@ class Model:
             own, blocks = [], []
             for atom, coef in terms:
                 atom = _strip(atom)
-                grid = self.global_thread(atom)
+                grid, scaled = self.global_thread(atom), launch_product(atom)
                 if grid is not None:  # block_dim * block_index + index_in_block
                     blocks.append((grid[0], coef * grid[1]))
                     own.append((grid[2], coef))
+                elif scaled is not None and scaled[0] == ("block_dim", "block_index"):
+                    blocks.append((scaled[1], coef * (self.bx, self.by)[scaled[1]]))
                 elif _block_index(atom) is not None:
                     blocks.append((_block_index(atom), coef))
                 elif self.varies(atom):
@@ -210,7 +214,7 @@ class Model:
         if kind == "simt.thread_index":
             return bool(dict(atom[1]).get("block"))
         if kind == "simt.special":
-            return dict(atom[1])["reg"] in ("lane", "warp_index", "block_dim")
+            return dict(atom[1])["reg"] in ("lane", "warp_index", "block_dim", "thread_in_block")
         if isinstance(kind, str) and kind.startswith("arith.") and kind in _EVAL:
             return all(self.evaluable(_strip(a)) for a in atom[1])
         return False
@@ -322,8 +326,10 @@ class Model:
         if kind == "simt.special":
             reg = dict(atom[1])["reg"]
             slot = ty * self.bx + tx
+            axis = dict(atom[1])["axis"]
             return {"lane": slot % 32, "warp_index": slot // 32,
-                    "block_dim": (self.bx, self.by)[dict(atom[1])["axis"]]}.get(reg)
+                    "block_dim": (self.bx, self.by)[axis],
+                    "thread_in_block": (tx, ty)[axis]}.get(reg)
         if kind == "arith.neg" and len(atom[1]) == 1:
             a = self._eval(atom[1][0], thread, env)
             return None if a is None else _i64(-a)

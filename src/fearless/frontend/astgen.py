@@ -287,12 +287,9 @@ class FunctionGen(ast.NodeVisitor):
             d = self.emit.dtype_of(a)
             if d == WEAK_FLOAT or (not isinstance(d, str) and not (d.is_int or d.is_bool)):
                 raise self.error(n, "range() needs integers")
-        if len(args) == 1:
-            start, stop, step = Const(0), args[0], Const(1)
-        elif len(args) == 2:
-            start, stop, step = args[0], args[1], Const(1)
-        else:
-            start, stop, step = args
+        start, stop, step = {1: (Const(0), args[0], Const(1)), 2: (*args, Const(1))}.get(
+            len(args), args)
+        nodes = {1: (it, it.args[0], it), 2: (*it.args, it)}.get(len(args), it.args)
         sign = 0
         if isinstance(step, Const):
             if step.value == 0:
@@ -302,7 +299,9 @@ class FunctionGen(ast.NodeVisitor):
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the loop variable must be a plain name")
         body = Region([Value(T.INDEX, node.target.id)])
-        self.b.create("scf.for", bounds, attrs={"step_sign": sign}, regions=[body])
+        spans = tuple(self.span(n) for n in nodes)  # for diagnostics about the loop's bounds
+        self.b.create("scf.for", bounds, attrs={"step_sign": sign, "bound_spans": spans},
+                      regions=[body])
         with self.b.at(body):
             self.assign_slot(node.target.id, body.args[0], node.target)
             self.loop(node.body)

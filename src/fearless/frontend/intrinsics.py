@@ -202,17 +202,28 @@ def _index_in_block_2d(gen, args, node):
         .result for axis in (0, 1)))
 
 
+def _axis(gen, args, node) -> int:
+    _arity(gen, args, node, 0, 1)
+    if args and not (isinstance(args[0], Const) and args[0].value in (0, 1)
+                     and not isinstance(args[0].value, bool)):
+        raise gen.error(node.args[0], "the axis must be the constant 0 (x) or 1 (y)")
+    return args[0].value if args else 0
+
+
 def _special(reg):
     def handler(gen, args, node):
-        _arity(gen, args, node, 0, 1)
-        axis = 0
-        if args:
-            if not (isinstance(args[0], Const) and args[0].value in (0, 1)
-                    and not isinstance(args[0].value, bool)):
-                raise gen.error(node.args[0], "the axis must be the constant 0 (x) or 1 (y)")
-            axis = args[0].value
+        axis = _axis(gen, args, node)
         return gen.b.create("simt.special", [], attrs={"reg": reg, "axis": axis}).result
     return handler
+
+
+def _grid_size(gen, args, node):
+    """``grid_dim(axis) * block_dim(axis)``: the form the grid-stride proof recognises
+    (``analysis/strided.py``), whether written out or through this call."""
+    axis = _axis(gen, args, node)
+    grid, block = (gen.b.create("simt.special", [], attrs={"reg": reg, "axis": axis}).result
+                   for reg in ("grid_dim", "block_dim"))
+    return gen.b.create("arith.mul", [grid, block]).result
 
 
 def _lane(gen, args, node):
@@ -360,6 +371,7 @@ HANDLERS = {
     thread.block_index: _special("block_index"),
     thread.block_dim: _special("block_dim"),
     thread.grid_dim: _special("grid_dim"),
+    thread.grid_size: _grid_size,
     thread.thread_in_block: _special("thread_in_block"),
     thread.lane: _lane,
     thread.sync_threads: _sync_threads,

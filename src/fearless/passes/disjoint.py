@@ -7,15 +7,22 @@ type check: a rank-n Disjoint array needs ``tid<nd, axis k>`` at position k, and
 of a launch share a ThreadIndex. An array accessed at computed indices (a thread that owns
 several elements, ``out[r0 + ty + 8 * k, c0 + tx]``) is proved by enumerating the threads of a
 block over all its accesses together (``analysis/owners.py``); that needs the contract's exact
-block. Either proof makes the writes race-free.
+block. An array accessed at the counter of a grid-stride loop (``for i in
+range(fl.thread.index_1d(), n, fl.thread.grid_size())``), of a block-stride loop, or at the
+thread's index spelled out (``block_index(0) * block_dim(0) + thread_in_block(0)``) is proved
+first by ``analysis/strided.py``, with any block; a stride loop it refuses gets its diagnosis,
+which points at the loop's start or step. Each proof makes the writes race-free.
 
-Sets ``fn.attrs["coverage"]``: for each array proved by enumeration, what a launch writes of it
-(``owners.prove``'s coverage, or None when unknown), for the host's check that the launch
-covers the whole output.
+Sets ``fn.attrs["coverage"]``: for each array proved by enumeration or by the stride rule, what
+a launch writes of it (per axis ``(grid axis, elements per block)`` or ``(None, extent)``, the
+extent ``inf`` along a stride loop: every index, whatever the grid; None when unknown), for the
+host's check that the launch covers the whole output; an array indexed only by the thread's own
+coordinates, in ``index_1d``/``index_2d`` order, is left to the check of its launch's size.
+A stride loop proved has a step >= 1, so its ``step_sign`` becomes 1.
 """
 from __future__ import annotations
 
-from fearless.analysis import owners
+from fearless.analysis import owners, strided
 from fearless.analysis.common import params_by_value
 from fearless.analysis.linear import guard_facts
 from fearless.errors import SafetyError
@@ -33,6 +40,7 @@ def run(fn: Function, options) -> Function:
                 op.operands[0].type.access is Access.DISJOINT:
             by_array.setdefault(id(op.operands[0]), []).append(op)
     prover, coverage = None, {}
+    block = getattr(options, "block", None)
     for accesses in by_array.values():
         bad = [(op, k) for op in accesses for k in _computed(op)]
         if not bad:
@@ -40,8 +48,20 @@ def run(fn: Function, options) -> Function:
         prover = prover or guard_facts(fn)
         name = params[id(accesses[0].operands[0])].name
         try:
-            coverage[name] = owners.prove(prover, accesses, getattr(options, "block", None),
-                                          shared=False)
+            cover, loops = strided.prove(prover, accesses, name, block, _launch_1d(fn, block))
+            if cover != strided.SIZE:
+                coverage[name] = cover
+            for loop in loops:
+                loop.attrs["step_sign"] = 1
+            continue
+        except strided.NotStrided:
+            pass
+        except strided.Refused as why:
+            spans = why.op.attrs.get("index_spans")
+            raise SafetyError(why.reason, kernel=fn.name, param=name, help=why.help,
+                              span=why.span or (spans[why.k] if spans else why.op.span)) from None
+        try:
+            coverage[name] = owners.prove(prover, accesses, block, shared=False)
         except owners.NoBlock:
             op, k = bad[0]
             _refuse(fn, name, op, k, None, block_level=_uses_block(prover, op.operands[1 + k]))
@@ -50,6 +70,14 @@ def run(fn: Function, options) -> Function:
             _refuse(fn, name, op, k, str(why))
     fn.attrs["coverage"] = coverage
     return fn
+
+
+def _launch_1d(fn: Function, block) -> bool:
+    """Whether every launch is 1-d: the contract's exact block has one axis, or the kernel uses
+    ``index_1d()`` (``prepare()`` then refuses a 2-d launch)."""
+    return bool(block and len(block) == 1) or any(
+        op.name == "simt.thread_index" and op.attrs["space"] == 1 and not op.attrs.get("block")
+        for op in fn.walk())
 
 
 def _computed(op) -> list[int]:
@@ -67,8 +95,8 @@ def _uses_block(prover, value) -> bool:
             return False
         if key[0] == "simt.thread_index" and dict(key[1]).get("block"):
             return True
-        if key[0] == "simt.special" and dict(key[1]).get("reg") in ("block_index", "lane",
-                                                                      "warp_index"):
+        if key[0] == "simt.special" and dict(key[1]).get("reg") in (
+                "block_index", "lane", "warp_index", "thread_in_block"):
             return True
         return any(walk(part) for part in key[1:] if isinstance(part, tuple))
     return walk(prover.key(value)) or any(walk(atom) for atom, _ in prover.linear(value)[1])

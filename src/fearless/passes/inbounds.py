@@ -16,9 +16,10 @@ holds only when ``len(x) >= len(out)``: such facts become host-checked precondit
 ``extent(array, axis) >= extent(other, other axis)``, ``(array, axis, None, c)`` meaning
 ``extent(array, axis) >= c``, or ``(array, axis, THREADS, a)`` meaning ``extent(array, axis) >=``
 the launch's threads along grid axis a (0: x, 1: y): an unguarded ``x[r, c]`` indexed by the
-global thread index itself. The launch evaluates them (a few integer compares) and runs a
-variant compiled with ``PassOptions(prove_bounds=False)``, every read checked, when one fails, so
-an out-of-bounds read is still reported as before, with the same site numbers.
+global thread index itself (or by ``block_index(a) * block_dim(a) + thread_in_block(a)``). The
+launch evaluates them (a few integer compares) and runs a variant compiled with
+``PassOptions(prove_bounds=False)``, every read checked, when one fails, so an out-of-bounds read
+is still reported as before, with the same site numbers.
 A proven read keeps its ``site`` and gets ``checked = False``, ``proved = True``. Writes are
 proved the same way: a store always skips an out-of-bounds element (the last block's tail), and a
 ``proved`` store needs no such branch, so the stores of an unrolled loop stay straight-line code.
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from fearless.analysis import owners
+from fearless.analysis import owners, strided
 from fearless.analysis.linear import Facts, difference, is_i64
 from fearless.ir.core import Function
 from fearless.ir.types import Access
@@ -158,6 +159,8 @@ class _Prover(Facts):
                     return frozenset()
         best = None
         threads = _global_thread_axis(form)
+        if threads is None:
+            threads = self._spelled_thread_axis(idx)
         if threads is not None and arr_key[0] == "param":  # launched threads <= extent
             best = frozenset({(arr_key[1], axis, THREADS, threads)})
         for fact_form, bound in facts:
@@ -172,6 +175,14 @@ class _Prover(Facts):
             if arr_key[0] == "param":
                 best = frozenset({(arr_key[1], axis, bound[1][1], bound[2])})
         return best
+
+    def _spelled_thread_axis(self, idx):
+        """For ``block_index(a) * block_dim(a) + thread_in_block(a)`` (through locals too): the
+        launch axis whose launched threads bound it, as for the global thread index; else
+        None."""
+        form = self.resolved(idx)
+        kind = strided.coordinate(form, self.block) if len(form[1]) == 2 else None
+        return kind.axis if kind is not None and kind.name == "grid" and not kind.one_d else None
 
     def _fact_atom_nonneg(self, key) -> bool:
         return key[0] in ("index", "simt.thread_index", "simt.special", "dim")

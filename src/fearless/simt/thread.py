@@ -10,8 +10,16 @@ Block level (for shared memory): ``index_in_block()`` is the thread's linear slo
 memory without ``fl.unsafe()``; ``index_in_block_2d()`` gives ``(threadIdx.y, threadIdx.x)`` as
 the own-slot proof for a 2-d shared array. ``block_index``, ``block_dim``, ``grid_dim`` and
 ``thread_in_block`` read ``blockIdx``/``blockDim``/``gridDim``/``threadIdx`` along x (0) or y (1);
-``lane()`` is the lane within the warp and ``WARP_SIZE`` is 32. ``sync_threads()`` is
-``__syncthreads()``.
+``grid_size(axis)`` is ``gridDim * blockDim``, the step of a grid-stride loop; ``lane()`` is the
+lane within the warp and ``WARP_SIZE`` is 32. ``sync_threads()`` is ``__syncthreads()``.
+
+Loops that give a thread several elements of a DisjointSlice, whatever the grid:
+``for i in range(index_1d(), n, grid_size()):`` (grid-stride: thread ``t`` visits ``t, t + T,
+...`` for ``T`` threads, so no two threads meet) and, with one block per row,
+``for c in range(thread_in_block(0), cols, block_dim(0)):`` writing ``out[block_index(), c]``
+(block-stride). ``block_index(a) * block_dim(a) + thread_in_block(a)`` counts as the thread's own
+index wherever ``index_1d()`` (``a = 0``, in a launch known to be 1-d) or a part of ``index_2d()``
+would.
 
 Every function here is an intrinsic: valid only inside ``@fearless.kernel`` /
 ``@fearless.func`` bodies; called on the host it raises CompileError.
@@ -26,7 +34,8 @@ WARP_SIZE = 32
 _intrinsic = intrinsic("fearless.thread")
 
 __all__ = ["WARP_SIZE", "index_1d", "index_2d", "index_in_block", "index_in_block_2d",
-           "block_index", "block_dim", "grid_dim", "thread_in_block", "lane", "sync_threads"]
+           "block_index", "block_dim", "grid_dim", "grid_size", "thread_in_block", "lane",
+           "sync_threads"]
 
 
 @_intrinsic
@@ -86,9 +95,41 @@ def grid_dim(axis: Literal[0, 1] = 0) -> int:
 
 
 @_intrinsic
+def grid_size(axis: Literal[0, 1] = 0) -> int:
+    """``gridDim * blockDim`` along x (``axis=0``) or y (``axis=1``, a constant): the launch's
+    threads along that axis (in a 1-d launch, all of them), a plain i64 >= 1.
+
+    The step of a grid-stride loop, whose counter a ``DisjointSlice`` accepts as an index::
+
+        for i in range(fl.thread.index_1d(), len(out), fl.thread.grid_size()):
+            out[i] = 2.0 * x[i]
+
+    Thread ``t`` visits ``t, t + grid_size(), ...``: every index below the bound belongs to
+    exactly one thread, whatever the grid, so the launch may have fewer threads than ``out`` has
+    elements. A loop starting elsewhere or stepping by anything else (a constant,
+    ``grid_size() // 2``) is a SafetyError at compile time. 2-d: ``range(r, rows,
+    grid_size(1))`` and ``range(c, cols, grid_size(0))`` for ``r, c = index_2d()``.
+    """
+
+
+@_intrinsic
 def thread_in_block(axis: Literal[0, 1] = 0) -> int:
     """``threadIdx`` along x (``axis=0``) or y (``axis=1``, a constant): a plain i64 (not an
-    own-slot proof; use ``index_in_block()`` for that)."""
+    own-slot proof; use ``index_in_block()`` for that).
+
+    With ``block_index`` and ``block_dim`` it gives the thread's own index
+    (``block_index(0) * block_dim(0) + thread_in_block(0)`` is ``index_1d()``), and it starts a
+    block-stride loop, one block per row of a ``DisjointArray[T, 2]``::
+
+        row = fl.thread.block_index()
+        for c in range(fl.thread.thread_in_block(0), out.shape[1], fl.thread.block_dim(0)):
+            out[row, c] = x[row, c]
+
+    Launch it with one block per row, ``kernel.prepare(rows * 256)`` (``prepare`` counts
+    threads). Such a loop needs a launch known to be 1-d: a contract with an exact 1-d block
+    (``fl.Contract(dims=1, block=256)``), or ``index_1d()`` used in the kernel; otherwise it is a
+    SafetyError.
+    """
 
 
 @_intrinsic
