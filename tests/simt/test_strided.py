@@ -93,10 +93,10 @@ def test_one_block_per_row_with_a_block_stride_loop(backend, kernel, scale, shap
 
 
 def test_stride_loops_cover_whole_axes_and_step_forward():
-    meta = k.grid_stride.compile_for((READ1, OUT1), "cpu").meta
-    assert meta["coverage"] == {"out": ((None, float("inf")),)}
-    meta = k.block_per_row.compile_for((READ2, OUT2), "cpu").meta
-    assert meta["coverage"] == {"out": ((0, 1), (None, float("inf")))}
+    info = k.grid_stride.compile_for((READ1, OUT1), "cpu").info
+    assert info.covered() == {"out": ((None, float("inf")),)}
+    info = k.block_per_row.compile_for((READ2, OUT2), "cpu").info
+    assert info.covered() == {"out": ((0, 1), (None, float("inf")))}
     assert "step_sign = 1" in k.grid_stride.inspect("passes", (READ1, OUT1))
     assert k.own_index_spelled_out.compile_for((READ2, OUT2), "cpu").meta["coverage"] == {}
 
