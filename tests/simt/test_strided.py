@@ -98,7 +98,7 @@ def test_stride_loops_cover_whole_axes_and_step_forward():
     info = k.block_per_row.compile_for((READ2, OUT2), "cpu").info
     assert info.covered() == {"out": ((0, 1), (None, float("inf")))}
     assert "step_sign = 1" in k.grid_stride.inspect("passes", (READ1, OUT1))
-    assert k.own_index_spelled_out.compile_for((READ2, OUT2), "cpu").meta["coverage"] == {}
+    assert k.own_index_spelled_out.compile_for((READ2, OUT2), "cpu").info.covered() == {}
 
 
 def test_grid_stride_kernels_run_one_logical_thread_per_hardware_thread():
