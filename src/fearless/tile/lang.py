@@ -227,8 +227,8 @@ def sum(t: Tile, axis: int | None = None, keepdims: bool = False,  # noqa: A001 
     """The sum of ``t`` along ``axis`` (a constant), dropping that axis (kept with extent 1
     when ``keepdims``); with no axis, the sum of every element. A result with no axis left
     (no ``axis``, or a 1-d ``t``, without ``keepdims``) is a scalar (a 0-d tile): it takes part
-    in arithmetic with numbers and tiles (broadcast to their shape) and can decide an ``if``,
-    as in ``if ft.max(abs(t)) > eps:``.
+    in arithmetic with numbers and tiles (broadcast to their shape) and can decide an ``if`` or
+    a ``while``, as in ``while ft.max(abs(t)) > eps:``.
 
     The result has ``t``'s dtype (i32 for bool and integers narrower than 32 bits, which sum
     exactly, wrapping at 32 bits). Floats add in the accumulator dtype and the total is rounded
