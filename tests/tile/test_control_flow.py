@@ -7,7 +7,8 @@ shows.
 
 The data are small integers stored as floats, so every sum and product is exact on both
 backends (an FMA or another order of additions changes nothing) and every decision a kernel
-takes on its data is the same on the GPU.
+takes on its data is the same on the GPU; the one division (``scaled_down``) is compared with a
+tolerance.
 """
 from __future__ import annotations
 
@@ -212,7 +213,7 @@ def test_early_returns_in_device_functions(backend):
     got = _run(C.early_returns_in_functions, xh, n, limit)
     want = per_tile(lambda t: (_scaled_down(t, limit).astype(np.float32).astype(np.float64)
                                + _doubled_past(t, limit, n)), xh)
-    np.testing.assert_allclose(got, want, rtol=2 ** -23)
+    np.testing.assert_allclose(got, want, rtol=1e-6)  # t * (limit / top): not exact
     if backend == "cpu":
         np.testing.assert_array_equal(got, want.astype(np.float32))
 
