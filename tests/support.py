@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from fearless import dtypes
-from fearless.runtime import device
+from fearless.backends.tileir import tileiras
+from fearless.runtime import ahead, device
 
 # Both backends, for ``@pytest.mark.parametrize("backend", BACKENDS, indirect=True)``: the cuda
 # case is marked ``gpu``, so conftest's ``backend`` fixture runs it on the GPU (or skips it).
@@ -29,6 +30,32 @@ def random_array(dt: dtypes.DType, shape, seed: int = 0) -> np.ndarray:
     if a.size and not a.any():
         a.flat[0] = 1
     return a
+
+
+def exact_ints(shape, seed: int, dt: dtypes.DType = dtypes.f32, lo: int = -4,
+               hi: int = 4) -> np.ndarray:
+    """Integers in [lo, hi] as ``dt`` (never all zero). Sums and products that stay within
+    +-2048 are exact in every float dtype but bf16, so any order of the operations (or an FMA)
+    gives the same bits on both backends."""
+    a = np.random.default_rng(seed).integers(lo, hi, size=shape, endpoint=True)
+    a.flat[0] = hi
+    return a.astype(dt.numpy)
+
+
+CROSS_ARCHS = ("sm_80", "sm_90")
+
+
+def launch_tile(kernel, out, *args, **constants) -> np.ndarray:
+    """The values of Partition ``out`` after the tile kernel call ``kernel(out, *args)`` on the
+    test's backend. On the cpu backend the same call is first compiled for sm_80 and sm_90 when
+    tileiras is installed (as FEARLESS_CROSS_COMPILE does; nothing runs), so that a kernel the
+    cpu runs is known to compile for the GPU too."""
+    if device.current_backend() == "cpu" and tileiras.find() is not None:
+        with ahead.compile_only(CROSS_ARCHS) as made:
+            out, *args = kernel(out, *args, **constants).sync()
+        assert sorted(m[3] for m in made) == list(CROSS_ARCHS)
+    out, *_ = kernel(out, *args, **constants).sync()
+    return out.unpartition().numpy()
 
 
 def on_cpu(run):

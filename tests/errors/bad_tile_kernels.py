@@ -36,3 +36,19 @@ def right_neighbour(o):
 def neighbour_in_helper(out: ft.Out[f32], x: ft.In[f32]):
     out.store(ft.load_like(x, out))
     out.store(right_neighbour(out))
+
+
+@ft.kernel
+def while_on_a_tile(out: ft.Out[f32], x: ft.In[f32]):
+    t = ft.load_like(x, out)
+    while t > 1.0:
+        t = t * 0.5
+    out.store(t)
+
+
+@ft.kernel
+def if_on_a_tile(out: ft.Out[f32], x: ft.In[f32]):
+    t = ft.load_like(x, out)
+    if t.max(1) > 0 and t.min() < 0:
+        t = -t
+    out.store(t)

@@ -13,7 +13,7 @@ import pytest
 
 import fearless as fl
 from fearless import tile_kernel
-from fearless.errors import SafetyError
+from fearless.errors import CompileError, SafetyError
 from fearless.runtime import ahead
 from tests.errors import bad_tile_kernels as bk
 from tests.errors.test_diagnostics import INTERNAL
@@ -82,3 +82,35 @@ def test_the_gpu_compile_path_refuses_with_the_same_text(name, tmp_path, monkeyp
     with ahead.compile_only(["sm_90"]), pytest.raises(SafetyError) as info:
         getattr(bk, name)(*_args(name))  # what `fearless compile --arch sm_90` runs
     assert str(info.value).replace(FILE, "bad_tile_kernels.py") == GOLDEN[name]
+
+
+TRUTH = ("help: reduce it to one value first (for a bool tile c, ft.max(c) is whether any element "
+         "is True, ft.min(c) whether all are), or choose per element with ft.where")
+
+CONDITIONS = {  # a branch or loop needs one value for the whole tile block
+    "while_on_a_tile": f"""\
+kernel 'while_on_a_tile': a tile has no single truth value: the elements of this \
+tile<16x32xbool> may differ
+  --> bad_tile_kernels.py:44:11
+   |
+44 |     while t > 1.0:
+   |           ^^^^^^^
+{TRUTH}""",
+    "if_on_a_tile": f"""\
+kernel 'if_on_a_tile': a tile has no single truth value: the elements of this tile<16xbool> \
+may differ
+  --> bad_tile_kernels.py:52:8
+   |
+52 |     if t.max(1) > 0 and t.min() < 0:
+   |        ^^^^^^^^^^^^
+{TRUTH}""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONDITIONS))
+def test_a_condition_on_a_tile_is_refused(name):
+    with pytest.raises(CompileError) as info:
+        getattr(bk, name)(*_args(name))
+    err = info.value
+    assert str(err).replace(FILE, "bad_tile_kernels.py") == CONDITIONS[name]
+    assert not INTERNAL.search(str(err))

@@ -2,7 +2,7 @@
 
 tileiras 13.4 crashed, or computed wrong values, when an ``if`` branch yielded a loop result
 unchanged and the loop's carried tile started as a constant (fuzz seeds 2968 and 11181); the
-lowering now copies each loop result right after the loop (``lower._copy``), which the last
+lowering now copies each loop result right after the loop (``control._copy``), which the last
 test checks in the emitted Tile IR. These kernels are
 that shape: on the cpu backend they check the language, on the GPU that the lowering computes the
 same, and every run cross-compiles them in CI (FEARLESS_CROSS_COMPILE), which is where the crash
@@ -131,7 +131,7 @@ def _ops(block):
 @pytest.mark.parametrize("dt", [f16, f32, i8, i32], ids=lambda d: d.name)
 def test_the_lowering_copies_each_loop_result_before_any_use(dt):
     """Without tileiras too: every tile a ``for`` gives back is used only by the copy
-    (``x + (-0.0)`` for floats, ``assume`` for integers) that ``lower._copy`` makes right after
+    (``x + (-0.0)`` for floats, ``assume`` for integers) that ``control._copy`` makes right after
     the loop."""
     types = (T.TensorView(dt, 2, T.Role.OUT, TILE), T.TensorView(dt, 2, T.Role.IN),
              T.Scalar(i64))

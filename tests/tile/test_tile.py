@@ -267,17 +267,15 @@ from fearless import f32
 from fearless import tile as ft
 
 @ft.kernel
-def uses_while(c: ft.Out[f32], a: ft.In[f32]):
+def counts_down(c: ft.Out[f32], a: ft.In[f32]):
     t = ft.load_like(a, c)
-    k = 0
-    while k < 3:
+    for k in range(3, 0, -1):
         t = t * 2.0
-        k += 1
     c.store(t)
-""", "tile_while")
-    with pytest.raises(CompileError, match="while loops are not supported") as info:
-        mod.uses_while(poisoned(64).partition(64), fl.zeros(64))
-    assert "while k < 3:" in str(info.value)
+""", "tile_count_down")
+    with pytest.raises(CompileError, match="need a positive constant step") as info:
+        mod.counts_down(poisoned(64).partition(64), fl.zeros(64))
+    assert "for k in range(3, 0, -1):" in str(info.value)
 
 
 def test_an_operation_dropped_without_sync_warns():

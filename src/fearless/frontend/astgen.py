@@ -149,7 +149,6 @@ class FunctionGen(ast.NodeVisitor):
         self.b = ctx.builder
         self.emit = ctx.dialect.emitter(self.b)
         self.env: dict[str, object] = {}
-        self.loop_depth = 0
         self.depth = 0  # regions (if/for/while bodies) around the statement being generated
         self.returned = None  # the binding of the return slot(s), once a return has a value
         self.unsafe_depth = 0  # `with fl.unsafe():` blocks around the statement (not inherited
@@ -164,6 +163,14 @@ class FunctionGen(ast.NodeVisitor):
 
     def error(self, node, message, help=None, cls=CompileError):
         return cls(message, kernel=self.ctx.kernel, span=self.span(node), help=help)
+
+    def truth(self, node):
+        """The truth value of expression ``node``; an error points at the expression."""
+        value = self.visit(node)
+        try:
+            return self.emit.truth(value)
+        except TypingError as exc:
+            raise self.error(node, str(exc), exc.help) from None
 
     def visit(self, node):
         saved = self.b.span
@@ -254,7 +261,7 @@ class FunctionGen(ast.NodeVisitor):
             self.unsafe_depth -= 1
 
     def visit_If(self, node):
-        cond = self.emit.truth(self.visit(node.test))
+        cond = self.truth(node.test)
         if isinstance(cond, Const):  # decided at compile time: only one branch exists
             return self.body(node.body if cond.value else node.orelse)
         then, other = Region(), Region()
@@ -304,7 +311,7 @@ class FunctionGen(ast.NodeVisitor):
                       regions=[body])
         with self.b.at(body):
             self.assign_slot(node.target.id, body.args[0], node.target)
-            self.loop(node.body)
+            self.nested(node.body)
         return False
 
     def static_for(self, node):
@@ -338,20 +345,13 @@ class FunctionGen(ast.NodeVisitor):
         cond, body = Region(), Region()
         self.b.create("scf.while", [], regions=[cond, body])
         with self.b.at(cond):
-            test = self.emit.truth(self.visit(node.test))
+            test = self.truth(node.test)
             if isinstance(test, Const):
                 test = self.emit.constant(test.value, T.BOOL.dtype)
             self.b.create("scf.condition", [test])
         with self.b.at(body):
-            self.loop(node.body)
+            self.nested(node.body)
         return False
-
-    def loop(self, stmts):
-        self.loop_depth += 1
-        try:
-            self.nested(stmts)
-        finally:
-            self.loop_depth -= 1
 
     def visit_Break(self, node):
         self.b.create("cf.break", [])
@@ -524,7 +524,7 @@ class FunctionGen(ast.NodeVisitor):
         try:
             for i in range(*(v.value for v in bounds)):
                 self.env[name] = Bound(Const(i))
-                conds = [self.emit.truth(self.visit(c)) for c in gen.ifs]
+                conds = [self.truth(c) for c in gen.ifs]
                 if not all(isinstance(c, Const) for c in conds):
                     raise self.error(gen, "conditions of a generator expression in a kernel "
                                           "must be constant")
@@ -568,13 +568,13 @@ class FunctionGen(ast.NodeVisitor):
     def visit_BoolOp(self, node):
         # Short-circuit: `i < n and x[i] > 0` must not read x[i] when i >= n.
         is_and = isinstance(node.op, ast.And)
-        first = self.emit.truth(self.visit(node.values[0]))
+        first = self.truth(node.values[0])
         if isinstance(first, Const):
             if first.value != is_and:
                 return first
             rest = node.values[1:]
             if len(rest) == 1:
-                return self.emit.truth(self.visit(rest[0]))
+                return self.truth(rest[0])
             return self.visit(ast.copy_location(ast.BoolOp(node.op, rest), node))
         key = f"{self.prefix}<bool@{node.lineno}:{node.col_offset}>"
         ref = self.ctx.slot(key, T.BOOL)
@@ -586,14 +586,14 @@ class FunctionGen(ast.NodeVisitor):
             then = Region()
             self.b.create("scf.if", [current], regions=[then, Region()])
             with self.b.at(then):
-                nxt = self.emit.truth(self.visit(value))
+                nxt = self.truth(value)
                 if isinstance(nxt, Const):
                     nxt = self.emit.constant(nxt.value, T.BOOL.dtype)
                 self.b.create("local.store", [ref, nxt])
         return self.b.create("local.load", [ref]).result
 
     def visit_IfExp(self, node):
-        cond = self.emit.truth(self.visit(node.test))
+        cond = self.truth(node.test)
         if isinstance(cond, Const):
             return self.visit(node.body if cond.value else node.orelse)
         then, other = Region(), Region()

@@ -133,8 +133,11 @@ class TileEmitter(Emitter):
 
     def truth(self, fv):
         if is_tile(fv):
-            raise TypingError("a tile has no single truth value",
-                              help="reduce it first (ft.max / ft.min / ft.sum), or use ft.where")
+            raise TypingError(f"a tile has no single truth value: the elements of this "
+                              f"{fv.type} may differ",
+                              help="reduce it to one value first (for a bool tile c, "
+                                   "ft.max(c) is whether any element is True, ft.min(c) whether "
+                                   "all are), or choose per element with ft.where")
         return super().truth(fv)
 
     def implicit(self, fv, target, what: str) -> Value:

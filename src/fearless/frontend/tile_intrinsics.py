@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import builtins
 from dataclasses import dataclass
+from math import prod
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -415,13 +416,19 @@ def _math(name):
 def _reduce(kind):
     def handler(c: _Call):
         names = ("t", "axis", "keepdims") + (("acc_dtype",) if kind == "sum" else ())
-        t, axis, keepdims, acc = (*c.take(*names, required=2), None)[:4]
+        t, axis, keepdims, acc = (*c.take(*names, required=1), None)[:4]
         t = c.tile(t, "t")
-        rank = len(t.type.shape)
-        axis = c.axis(axis, rank)
-        if rank == 1 and not (keepdims is not None and keepdims.value):
-            raise c.error("reducing a 1-d tile would give a 0-d tile",
-                          help="pass keepdims=True, or reshape to (1, n) first")
+        keep = _keepdims(c, keepdims)
+        shape = t.type.shape
+        if axis is None or (isinstance(axis, Static) and axis.obj is None):
+            # every axis: the elements in row-major order, as one axis (NumPy's flat order,
+            # which argmax's index counts in)
+            kept, axis = (1,) * len(shape), 0
+            if len(shape) != 1:
+                t = c.b.create("tile.reshape", [t], [T.Tile(t.type.dtype, (prod(shape),))]).result
+        else:
+            axis = c.axis(axis, len(shape))
+            kept = shape[:axis] + (1,) + shape[axis + 1:]
         d = t.type.dtype
         if kind == "sum" and (d.is_bool or (d.is_int and d.bits < 32)):
             d = dtypes.i32
@@ -439,11 +446,18 @@ def _reduce(kind):
                                    "result (i32 for narrower integers)")
             out = c.b.create("tile.reduce", [c.emit.cast(t, d)],
                              attrs={"kind": kind, "axis": axis}).result
-        if keepdims is not None and keepdims.value:
-            kept = t.type.shape[:axis] + (1,) + t.type.shape[axis + 1:]
+        if keep:
             out = c.b.create("tile.reshape", [out], [T.Tile(out.type.dtype, kept)]).result
         return out
     return handler
+
+
+def _keepdims(c: _Call, keepdims) -> bool:
+    if keepdims is None:
+        return False
+    if not (isinstance(keepdims, Const) and isinstance(keepdims.value, (bool, int))):
+        raise c.error("keepdims must be True or False")
+    return bool(keepdims.value)
 
 
 def _sum_dtype(c: _Call, d: dtypes.DType, acc) -> dtypes.DType:

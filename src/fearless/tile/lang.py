@@ -222,11 +222,13 @@ def minimum(a: TileLike, b: TileLike) -> Tile:
 
 
 @_intrinsic
-def sum(t: Tile, axis: int, keepdims: bool = False,  # noqa: A001 - ft.sum
+def sum(t: Tile, axis: int | None = None, keepdims: bool = False,  # noqa: A001 - ft.sum
         acc_dtype: DTypeLike | None = None) -> Tile:
     """The sum of ``t`` along ``axis`` (a constant), dropping that axis (kept with extent 1
-    when ``keepdims``). Reducing a 1-d tile without ``keepdims`` is a CompileError (a tile has
-    at least one axis).
+    when ``keepdims``); with no axis, the sum of every element. A result with no axis left
+    (no ``axis``, or a 1-d ``t``, without ``keepdims``) is a scalar (a 0-d tile): it takes part
+    in arithmetic with numbers and tiles (broadcast to their shape) and can decide an ``if`` or
+    a ``while``, as in ``while ft.max(abs(t)) > eps:``.
 
     The result has ``t``'s dtype (i32 for bool and integers narrower than 32 bits, which sum
     exactly, wrapping at 32 bits). Floats add in the accumulator dtype and the total is rounded
@@ -241,15 +243,18 @@ def sum(t: Tile, axis: int, keepdims: bool = False,  # noqa: A001 - ft.sum
 
 
 @_intrinsic
-def max(t: Tile, axis: int, keepdims: bool = False) -> Tile:  # noqa: A001 - ft.max
-    """The maximum of ``t`` along ``axis``, as for ``sum``."""
+def max(t: Tile, axis: int | None = None, keepdims: bool = False) -> Tile:  # noqa: A001
+    """The maximum of ``t`` along ``axis`` (every element with no axis), as for ``sum``. Of a
+    bool tile: whether any element is True."""
 
 
 @_intrinsic
-def min(t: Tile, axis: int, keepdims: bool = False) -> Tile:  # noqa: A001 - ft.min
-    """The minimum of ``t`` along ``axis``, as for ``sum``."""
+def min(t: Tile, axis: int | None = None, keepdims: bool = False) -> Tile:  # noqa: A001
+    """The minimum of ``t`` along ``axis`` (every element with no axis), as for ``sum``. Of a
+    bool tile: whether every element is True."""
 
 
 @_intrinsic
-def argmax(t: Tile, axis: int) -> Tile:
-    """The i32 index of the first maximum of ``t`` along ``axis``, dropping that axis."""
+def argmax(t: Tile, axis: int | None = None) -> Tile:
+    """The i32 index of the first maximum of ``t`` along ``axis``, dropping that axis; with no
+    axis, the index of the first maximum in row-major order (NumPy's flat index), a scalar."""

@@ -67,19 +67,20 @@ class Tile:
         """``ft.broadcast(self, shape)``."""
         ...
 
-    def sum(self, axis: int, keepdims: bool = False, acc_dtype: DTypeLike | None = None) -> Tile:
+    def sum(self, axis: int | None = None, keepdims: bool = False,
+            acc_dtype: DTypeLike | None = None) -> Tile:
         """``ft.sum(self, axis, keepdims, acc_dtype)``."""
         ...
 
-    def max(self, axis: int, keepdims: bool = False) -> Tile:
+    def max(self, axis: int | None = None, keepdims: bool = False) -> Tile:
         """``ft.max(self, axis, keepdims)``."""
         ...
 
-    def min(self, axis: int, keepdims: bool = False) -> Tile:
+    def min(self, axis: int | None = None, keepdims: bool = False) -> Tile:
         """``ft.min(self, axis, keepdims)``."""
         ...
 
-    def argmax(self, axis: int) -> Tile:
+    def argmax(self, axis: int | None = None) -> Tile:
         """``ft.argmax(self, axis)``."""
         ...
 

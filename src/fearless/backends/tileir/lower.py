@@ -9,9 +9,8 @@ reference/tile-ir.md section 5): the pointer's alignment (``assume div_by``), ex
 as non-negative and divisible by their power-of-two factors, and a static unit inner stride.
 
 Our IR keeps Python variables in slots (``local.*``); Tile IR is pure SSA, so the lowering tracks
-each slot's current value and turns the slots written inside a ``for`` body into the loop's
-carried values and those written inside an ``if`` into its results. ``break``, ``continue``,
-``while`` and a ``return`` before the end of the kernel are refused for now (CompileError).
+each slot's current value; ``control.py`` turns the slots a loop or an ``if`` may change into its
+carried values or results, and lowers ``while``, ``break``, ``continue`` and ``return``.
 
 Memory order: Tile IR leaves two memory operations unordered unless a token connects them, so
 every load and store of an Out tensor waits for the token of the last conflicting operation on it
@@ -21,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from fearless.backends.tileir import tir
+from fearless.backends.tileir import control, tir
 from fearless.backends.tileir.builder import Builder
 from fearless.compiler.abi import SCALAR, Abi, Slot, array_slots, scalar_code
 from fearless.dtypes import DType, int_range
@@ -105,6 +104,9 @@ class Lowering:
         self.slots: dict[int, object] = {}
         self.views: dict[int, _View] = {}
         self.narrow: dict[int, object] = {}  # an exti'd i64 -> its i32 source (index operands)
+        self.exits: list = []  # control.py: the loops and return targets around the op
+        self.tail = False  # whether the op being lowered is in tail position (region())
+        self.condition = None  # the value of the last scf.condition (a while's test)
 
     # values -----------------------------------------------------------------------------------
 
@@ -197,33 +199,32 @@ class Lowering:
 
     # regions and slots ------------------------------------------------------------------------
 
-    def region(self, region: Region, top: bool = False) -> None:
+    def region(self, region: Region, tail: bool = False) -> None:
+        """Lower the ops of ``region``. ``tail``: nothing follows it up to the end of the kernel
+        or inlined function, so a return that ends it only falls through."""
         ops = region.ops
         for k, op in enumerate(ops):
-            if op.name == "cf.return" and (top or self._tail_of_inline) and k == len(ops) - 1:
+            self.tail = tail and k == len(ops) - 1  # of this op (an if passes it on)
+            if op.name == "cf.return" and self.tail:
                 return
             rule = RULES.get(op.name)
             if rule is None:
                 raise self.error(op, UNSUPPORTED.get(op.name, f"{op.name} has no Tile IR rule"),
-                                 help="tile kernels support if, for over range(...), tile "
-                                      "operations and math functions with a Tile IR operation")
+                                 help="tile kernels support if, for over range(...), while, "
+                                      "break, continue, return, tile operations and math "
+                                      "functions with a Tile IR operation")
             rule(self, op)
 
-    _tail_of_inline = False
-
-    def written_slots(self, region: Region) -> list:
-        """The keys of the slots that ``region`` may change and that live outside it: the local
-        slots it stores to and the memory tokens of the Out tensors it loads or stores."""
-        out: dict = {}
-        for op in region.ops:
-            for inner in op.walk():
-                if inner.name == "local.store":
-                    out[id(inner.operands[0])] = None
-                elif inner.name in _MEMORY and _ordered(inner.operands[0]):
-                    out[_LAST_OP, id(inner.operands[0])] = None
-                    if inner.name == "tile.store":
-                        out[_LAST_STORE, id(inner.operands[0])] = None
-        return [key for key in out if key in self.slots]
+    def writes(self, op) -> list:
+        """The keys of the slots that ``op`` itself changes: a local slot, or the memory tokens
+        of the Out tensor it loads or stores."""
+        if op.name == "local.store":
+            return [id(op.operands[0])]
+        if op.name in _MEMORY and _ordered(op.operands[0]):
+            tensor = id(op.operands[0])
+            return [(_LAST_OP, tensor)] + ([(_LAST_STORE, tensor)] if op.name == "tile.store"
+                                           else [])
+        return []
 
 
 def _elementwise(float_op, int_op, bool_op=None):
@@ -632,64 +633,6 @@ def _local_store(low: Lowering, op):
     low.slots[id(op.operands[0])] = low.v(op.operands[1])
 
 
-def _for(low: Lowering, op):
-    if op.attrs.get("step_sign") != 1:
-        raise low.error(op, "tile-kernel loops need a positive constant step",
-                        help="write range(start, stop) or range(start, stop, k) with k > 0")
-    (body,) = op.regions
-    carried = low.written_slots(body)
-    lo, hi, step = (low.v(x) for x in op.operands)
-    with low.b.for_(lo, hi, step, [low.slots[key] for key in carried]) as loop:
-        low.env[id(body.args[0])] = loop.iv
-        for key, arg in zip(carried, loop.args):
-            low.slots[key] = arg
-        low.region(body)
-        low.b.continue_([low.slots[key] for key in carried])
-    for key, result in zip(carried, loop.results):
-        low.slots[key] = _copy(low.b, result)
-
-
-def _copy(b: Builder, value: tir.Value) -> tir.Value:
-    """An exact copy of the ``for`` result `value` (a numeric tile), for the code after the loop.
-
-    tileiras 13.4 crashes (SIGSEGV) or computes wrong values when an ``if`` branch yields, as it
-    is, the result of a ``for`` loop whose carried tile started as a constant (fuzz seeds 2968,
-    11181; tests/tile/test_loop_results.py). Yielding a copy avoids it, but tileiras folds
-    ``x | 0`` and ``x + 0`` back into the loop result, in a branch too, so the copy is made once,
-    right after the loop, as an op tileiras keeps: ``x + (-0.0)`` (exact for every float, +0.0
-    included) or ``assume bounded<?, ?>`` (a fact that always holds) for an integer tile."""
-    t = value.type
-    if not isinstance(t, tir.TileType) or isinstance(t.elem, tir.PtrType):
-        return value
-    if t.elem.kind == "float":
-        return b.addf(value, b.constant(-0.0, t))
-    return b.assume_bounded(value)
-
-
-def _if(low: Lowering, op):
-    then, other = op.regions
-    carried = list(dict.fromkeys(low.written_slots(then) + low.written_slots(other)))
-    before = {key: low.slots[key] for key in carried}
-    branch = low.b.if_(low.v(op.operands[0]), [before[key].type for key in carried])
-    for region, enter in ((then, branch.then_), (other, branch.else_)):
-        if region is other and not region.ops and not carried:
-            continue  # the builder gave the result-less if an else holding only `yield`
-        with enter():
-            low.region(region)
-            low.b.yield_([low.slots[key] for key in carried])
-        low.slots.update(before)
-    for key, result in zip(carried, branch.results):
-        low.slots[key] = result
-
-
-def _inline(low: Lowering, op):
-    saved, low._tail_of_inline = low._tail_of_inline, True
-    try:
-        low.region(op.regions[0])
-    finally:
-        low._tail_of_inline = saved
-
-
 RULES = {
     "arith.add": _elementwise("addf", ("addi", False)),
     "arith.sub": _elementwise("subf", ("subi", False)),
@@ -730,18 +673,11 @@ RULES = {
     "local.alloc": _local_alloc,
     "local.load": _local_load,
     "local.store": _local_store,
-    "scf.for": _for,
-    "scf.if": _if,
-    "scf.inline": _inline,
+    **control.RULES,
 }
 
 UNSUPPORTED = {
     **{name: "SIMT only" for name in only("simt")},
-    "scf.while": "while loops are not supported in tile kernels yet",
-    "scf.condition": "while loops are not supported in tile kernels yet",
-    "cf.break": "break is not supported in tile kernels yet",
-    "cf.continue": "continue is not supported in tile kernels yet",
-    "cf.return": "a return before the end of a tile kernel or function is not supported yet",
     **{f"math.{n}": f"math.{n} has no Tile IR operation" for n in (
         "expm1", "log10", "log1p", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
         "atanh", "erf", "erfc", "trunc", "cbrt", "atan2", "hypot", "copysign", "fmod",
@@ -759,6 +695,8 @@ def lower_tile(fn: Function, version: tuple[int, int], hints: dict | None = None
     """
     low = Lowering(fn, version, hints, arch)
     low.prologue()
-    low.region(fn.body, top=True)
-    low.b.return_()
+    control.enter_kernel(low, fn.body)
+    low.region(fn.body, tail=True)
+    if not control.terminated(low):
+        low.b.return_()
     return low.module.encode()

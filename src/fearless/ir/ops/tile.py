@@ -10,10 +10,13 @@
     tile.store %out, %v                        write the block's own tile (clipped at the edge)
     tile.splat %s                -> tile       a scalar repeated over the result shape
     tile.broadcast %v            -> tile       extents of 1 repeated up to the result shape
-    tile.reshape %v              -> tile       same elements (row-major), another shape
+    tile.reshape %v              -> tile       same elements (row-major), another shape; %v may
+                                               be a scalar (a 0-d tile)
     tile.permute %v              -> tile       attr perm: result axis k is operand axis perm[k]
     tile.reduce %v               -> tile       attrs kind (sum/max/min), axis; the axis is removed
-    tile.argmax %v               -> tile<i32>  attr axis: first index of the maximum
+                                               (a 1-d operand gives a scalar: a 0-d tile)
+    tile.argmax %v               -> tile<i32>  attr axis: first index of the maximum (i32 scalar
+                                               for a 1-d operand)
     tile.iota                    -> tile<i32>  0, 1, ... along a 1-d result
     tile.mma %a, %b, %acc        -> acc type   acc + a @ b (f16/bf16/f32/f64 in, f32/f64 acc)
 
@@ -96,6 +99,24 @@ def _same_dtype_tile(op):
     return None
 
 
+def _shape_of(t) -> tuple:
+    """A tile's shape; () for a scalar, which the tile track treats as a 0-d tile."""
+    return t.shape if isinstance(t, Tile) else ()
+
+
+def _reduced(dtype, shape: tuple):
+    """The type of a reduction's result: a tile, or a scalar when no axis is left."""
+    return Tile(dtype, shape) if shape else Scalar(dtype)
+
+
+def _reduced_result(op):
+    (v,) = op.operands
+    if op.result.type != _reduced(op.result.type.dtype, _without(v.type.shape, op.attrs)):
+        return f"a reduction of {v.type} along axis {op.attrs['axis']} gives " \
+               f"{_reduced(op.result.type.dtype, _without(v.type.shape, op.attrs))}"
+    return None
+
+
 def _broadcast(op):
     src, dst = op.operands[0].type.shape, op.result.type.shape
     if len(src) != len(dst) or any(s not in (1, d) for s, d in zip(src, dst)):
@@ -104,7 +125,10 @@ def _broadcast(op):
 
 
 def _reshape(op):
-    src, dst = op.operands[0].type.shape, op.result.type.shape
+    (v,) = op.operands
+    if not isinstance(v.type, (Tile, Scalar)) or v.type.dtype is not op.result.type.dtype:
+        return "operand must be a tile or scalar of the result's dtype"
+    src, dst = _shape_of(v.type), op.result.type.shape
     return None if prod(src) == prod(dst) else f"cannot reshape {src} to {dst}"
 
 
@@ -129,6 +153,9 @@ def _axis_of(op):
 
 
 def _reduce(op):
+    (v,) = op.operands
+    if not isinstance(v.type, Tile) or v.type.dtype is not op.result.type.dtype:
+        return "operand must be a tile of the result's dtype"
     if op.attrs.get("kind") not in REDUCTIONS:
         return f"unknown reduction {op.attrs.get('kind')!r}"
     return _axis_of(op)
@@ -182,16 +209,17 @@ define("tile.splat", "a scalar repeated over the result shape",
 define("tile.broadcast", "repeat extents of 1",
        all_of(_tile_result, _same_dtype_tile, _broadcast), track="tile", operands=1, results=1)
 define("tile.reshape", "same elements, another shape",
-       all_of(_tile_result, _same_dtype_tile, _reshape), track="tile", operands=1, results=1)
+       all_of(_tile_result, _reshape), track="tile", operands=1, results=1)
 define("tile.permute", "reorder axes", all_of(_tile_result, _same_dtype_tile, _permute),
        track="tile", operands=1, results=1,
        result=lambda ts, attrs: [Tile(ts[0].dtype, tuple(ts[0].shape[p] for p in attrs["perm"]))])
 define("tile.reduce", "sum/max/min along an axis",
-       all_of(_tile_result, _same_dtype_tile, _reduce), track="tile", operands=1, results=1,
-       result=lambda ts, attrs: [Tile(ts[0].dtype, _without(ts[0].shape, attrs))])
+       all_of(_reduce, _reduced_result), track="tile", operands=1, results=1,
+       result=lambda ts, attrs: [_reduced(ts[0].dtype, _without(ts[0].shape, attrs))])
 define("tile.argmax", "index of the first maximum along an axis",
-       all_of(_tile_result, _argmax), track="tile",
-       result=lambda ts, attrs: [Tile(i32, _without(ts[0].shape, attrs))], operands=1, results=1)
+       all_of(_argmax, _reduced_result), track="tile",
+       result=lambda ts, attrs: [_reduced(i32, _without(ts[0].shape, attrs))], operands=1,
+       results=1)
 define("tile.iota", "0, 1, 2, ... as a 1-d i32 tile", all_of(_tile_result, _iota),
        track="tile", operands=0, results=1)
 define("tile.mma", "matrix multiply-accumulate acc + a @ b", _mma,
