@@ -1,12 +1,13 @@
 """LLVM rules for the scalar ops: ``arith.*`` and ``math.*``.
 
-Semantics are docs/semantics.md, which the CPU backend (``backends/cpu/ops.py``) defines: integer
-division and modulo floor like Python and give 0 for a zero divisor; float ``//`` and ``%`` are
-Python's (through libdevice's exact fmod; f16/bf16 in f32); shifts by the width or more give 0
-(sign for signed right shifts); float -> int casts saturate (``llvm.fpto[su]i.sat``, NaN -> 0);
-integer -> bf16 rounds once (LLVM rounds through f32 on sm_80, twice); min/max of floats are
-IEEE 754-2019 minimumNumber/maximumNumber (``llvm.minimumnum``, PTX ``min``). f16/bf16 math
-functions run in f32 and round once. ``a * b + c`` may contract to one fma (nvcc's default).
+Semantics are docs/semantics.md, which each op's ``eval`` (``ir/ops/arith.py``,
+``ir/ops/math.py``) defines and the CPU backend runs: integer division and modulo floor like
+Python and give 0 for a zero divisor; float ``//`` and ``%`` are Python's (through libdevice's
+exact fmod; f16/bf16 in f32); shifts by the width or more give 0 (sign for signed right shifts);
+float -> int casts saturate (``llvm.fpto[su]i.sat``, NaN -> 0); integer -> bf16 rounds once (LLVM
+rounds through f32 on sm_80, twice); min/max of floats are IEEE 754-2019
+minimumNumber/maximumNumber (``llvm.minimumnum``, PTX ``min``). f16/bf16 math functions run in
+f32 and round once. ``a * b + c`` may contract to one fma (nvcc's default).
 """
 from __future__ import annotations
 
