@@ -109,6 +109,11 @@ def test_float_ops_lower_to_the_cpu_semantics(name, d):
 
 
 @pytest.mark.parametrize("d", FLOATS, ids=str)
+def test_rint_lowers_to_the_cpu_semantics(d):
+    check("math.rint", (d,), d)  # llvm.roundeven: exact, ties to even, signs kept
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
 @pytest.mark.parametrize("pred", ["eq", "ne", "lt", "le", "gt", "ge"])
 def test_float_comparisons_with_nan(pred, d):
     check("arith.cmp", (d, d), dtypes.bool_, (("pred", pred),))

@@ -174,7 +174,7 @@ def _cast(gen, dtype, args, node):
 
 
 def _math(gen, name, args, node):
-    _arity(gen, args, node, 2 if name in ("pow", "atan2", "hypot", "copysign", "fmod") else 1)
+    _arity(gen, args, node, REGISTRY[f"math.{name}"].operands)
     return gen.emit.math(name, args)
 
 

@@ -21,10 +21,11 @@ _FMA = ("contract",)  # a*b+c may become one fma, as with nvcc's default -fmad=t
 
 # math op -> LLVM intrinsic (no libdevice needed) or libdevice base name
 _INTRINSIC = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
-              "trunc": "llvm.trunc", "fabs": "llvm.fabs", "copysign": "llvm.copysign"}
+              "trunc": "llvm.trunc", "fabs": "llvm.fabs", "copysign": "llvm.copysign",
+              "rint": "llvm.roundeven"}
 _LIBDEVICE = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
               "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
-              "erfc", "cbrt", "pow", "atan2", "hypot", "fmod", "rsqrt")
+              "erfc", "cbrt", "pow", "atan2", "hypot", "fmod", "rsqrt", "lgamma")
 
 
 def _d(op, i=0):

@@ -1,4 +1,4 @@
-"""Math functions on floats (``math.<fn>``), lowered to libdevice / NVVM on the GPU and NumPy on CPU.
+"""Math functions on floats (``math.<fn>``): libdevice / NVVM on the GPU, NumPy on the CPU.
 
 Operands (scalars, or tiles in tile kernels) and result share one float type (f16/bf16 operands are
 computed in f32 by the backends and rounded back, which gives the correctly rounded result for
@@ -34,6 +34,15 @@ def _elementwise(fn):
     return np.vectorize(fn, otypes=[np.float64])
 
 
+def _lgamma(x: float) -> float:
+    """C's ``lgamma``: Python's, with +inf at the poles (0 and the negative integers) and past
+    the largest float, where Python raises."""
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
 # the f64 reference of each function: NumPy's ufunc, or Python's math module elementwise
 UNARY_F64 = {
     "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
@@ -42,7 +51,7 @@ UNARY_F64 = {
     "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
     "atanh": np.arctanh, "erf": _elementwise(math.erf), "erfc": _elementwise(math.erfc),
     "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "fabs": np.fabs, "cbrt": np.cbrt,
-    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "rsqrt": lambda x: 1 / np.sqrt(x), "rint": np.rint, "lgamma": _elementwise(_lgamma),
 }
 BINARY_F64 = {"pow": _pow, "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
               "fmod": np.fmod}
