@@ -1,5 +1,6 @@
 """Math functions added through their definition (ir/ops/math.py) and one rule per backend:
-``np.rint`` and ``math.lgamma`` in SIMT and tile kernels, on the CPU backend (the ops' evals)
+``np.rint`` and ``math.lgamma`` in SIMT and tile kernels (and ``round(x)``, an i64 through
+``np.rint``), on the CPU backend (the ops' evals)
 and with ``pytest -m gpu`` on the GPU (SIMT: ``llvm.roundeven`` and libdevice's lgamma; tile:
 the recipes of backends/tileir/mathlib.py), against references of their own: Python's ``round``
 (ties to even, exact) and a 28-digit lgamma (tests/numerics/reference.py). The GPU is held to
@@ -16,7 +17,7 @@ import fearless as fl
 from fearless import bf16, f16, f32, f64
 from fearless import tile as ft
 from tests.numerics import reference
-from tests.numerics.reference import round_float, ulp
+from tests.numerics.reference import round_float, ulp, wrap
 from tests.support import BACKENDS
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
@@ -45,6 +46,13 @@ def lgamma_simt(x: fl.Slice, out: fl.DisjointSlice):
 @ft.kernel
 def lgamma_tile(o: ft.Out, x: ft.In):
     o.store(math.lgamma(ft.load_like(x, o)))
+
+
+@fl.kernel
+def round_simt(x: fl.Slice, out: fl.DisjointSlice[fl.i64]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = round(x[i]) + round(2.5) + round(-3.5) * 10  # literals: Python's, 2 - 40
 
 
 def _run(track, kernels, x, dtype):
@@ -80,6 +88,17 @@ def test_rint_rounds_half_to_even_exactly(backend, track, dtype):
         want = v if not math.isfinite(v) else math.copysign(float(round(v)), v)
         same = (g == want and math.copysign(1, g) == math.copysign(1, want)) or (g != g and v != v)
         assert same, (v, g, want)
+
+
+@pytest.mark.parametrize("dtype", [f16, f32, f64], ids=str)
+def test_round_is_pythons_with_the_saturating_int_conversion(backend, dtype):
+    x = _inputs([2.5, -2.5, 3.5, -0.5, 0.5, 0.49999997, -7.25, 1e15 + 0.5, 2.0 ** 62,
+                 1e30, -1e30, math.inf, -math.inf, math.nan], dtype)
+    out = fl.full(x.size, 7, fl.i64)
+    round_simt[round_simt.prepare(x.size)](fl.asarray(x.astype(dtype.numpy)), out)
+    lo, hi = -2 ** 63, 2 ** 63 - 1
+    want = [0 if v != v else hi if v > hi else lo if v < lo else round(v) for v in x]
+    assert out.numpy().tolist() == [wrap(w - 38, fl.i64) for w in want]  # i64 arithmetic
 
 
 # CUDA's lgamma bounds (ulp) hold outside these intervals, where lgamma has its first roots
