@@ -113,8 +113,10 @@ def test_folding_literals_is_the_ops_eval_on_python_numbers():
     assert value("shl", 1, 70) == 1 << 70 and value("shr", -8, 1) == -4  # no width
     assert value("lt", (1 << 53) + 1, 2.0 ** 53) is False  # Python's exact comparison
     assert value("floordiv", 1.0, 0.1) == 9.0  # CPython's float_divmod, as the kernel
+    assert value("pow", 3, 40) == 3 ** 40 and value("pow", 2, -1) == 0.5  # Python's int power
+    assert value("pow", 2.0, 0.5) == math.sqrt(2.0)  # math.pow's eval: C's pow
     for op, x, y in [("floordiv", 7, 0), ("mod", 7, 0), ("div", 1, 0), ("shl", 1, -1),
-                     ("mul", 1e308, 10.0)]:
+                     ("mul", 1e308, 10.0), ("pow", -8.0, 1 / 3), ("pow", 0, -1)]:
         assert fold(op, Const(x), Const(y)) is None, op  # no number: computed at run time
     # min/max fold by the op's minimumNumber/maximumNumber, which Python's min/max are not
     # (they depend on the order of a NaN or of two zeros)

@@ -223,8 +223,8 @@ def fold(op: str, a: Const, b: Const) -> Const | None:
         return None
     if op in ("min", "max"):  # the unfolded op's type: min(2, 1.5) a float, max(True, False) an int
         value = float(value) if any(isinstance(v, float) for v in (x, y)) else int(value)
-    if isinstance(value, complex) or (isinstance(value, float) and not math.isfinite(value)
-                                      and math.isfinite(float(x)) and math.isfinite(float(y))):
+    if isinstance(value, float) and not math.isfinite(value) and math.isfinite(float(x)) and \
+            math.isfinite(float(y)):
         return None
     return Const(value)
 
