@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pytest
 
 import fearless as fl
@@ -38,6 +39,22 @@ def gather(idx: fl.Slice[fl.i64], x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
 
 def ptx(kernel, types, arch="sm_90"):
     return kernel.inspect("ptx", types, arch)
+
+
+@fl.kernel
+def rounded(x: fl.Slice, out: fl.DisjointSlice):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = np.rint(x[i])
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("d, cvt", [(fl.f16, "cvt.rni.f16.f16"), (fl.f32, "cvt.rni.f32.f32"),
+                                    (fl.f64, "cvt.rni.f64.f64")], ids=str)
+def test_rint_is_one_round_to_nearest_even_instruction(d, cvt, arch):
+    text = ptx(rounded, (T.Array(d, 1, T.Access.READ, True),
+                         T.Array(d, 1, T.Access.DISJOINT, True)), arch)
+    assert cvt in text
 
 
 def test_ptx_targets_the_arch_and_uses_64_bit_indexing():

@@ -189,12 +189,18 @@ class Bin(Compound):
 def _fold(op, x, y):
     """Python's own result of ``x <op> y`` on two literals, when the frontend folds it; ``min``
     and ``max`` give the unfolded op's kind (a float if either is, else an int: bools count
-    as i64) and are not folded for NaN or two zeros (docs/semantics.md: literal folding)."""
+    as i64), and of floats IEEE minimumNumber/maximumNumber: a NaN is ignored, -0.0 < +0.0
+    (docs/semantics.md: literal folding), not Python's order-dependent min/max."""
     if op in ("min", "max"):
-        if x != x or y != y or x == y == 0:
-            raise Invalid("min/max of literals that the frontend leaves to run time")
-        r = FOLD[op](x, y)
-        return float(r) if isinstance(x, float) or isinstance(y, float) else int(r)
+        if not (isinstance(x, float) or isinstance(y, float)):
+            return int(FOLD[op](x, y))
+        try:
+            x, y = float(x), float(y)
+        except OverflowError:
+            raise Invalid("literal too large for a float") from None
+        if x != x or y != y:
+            return y if x != x else x
+        return FOLD[op](x, y, key=lambda v: (v, math.copysign(1.0, v)))
     if op == "shl" and isinstance(y, int) and y > 70:  # past the 2^70 literal bound below (and
         # never built: 1 << 2**40 took the worker hours)
         raise Invalid("literal shift too large")

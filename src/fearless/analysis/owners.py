@@ -29,19 +29,22 @@ from itertools import product
 
 from fearless.analysis.linear import launch_product
 from fearless.ir.core import Operation
+from fearless.ir.opdef import REGISTRY
 
 MAX_POINTS = 1 << 16   # threads x loop-counter values enumerated per access
 I64 = 1 << 63          # indices are i64: a value outside [-I64, I64) would wrap in the kernel
 MAX_SCALE = 1 << 31    # block_index * B stays far below 2^63 for every grid (< 2^31 blocks)
-_EVAL = {
-    "arith.add": lambda a, b: a + b, "arith.sub": lambda a, b: a - b,
-    "arith.mul": lambda a, b: a * b, "arith.min": min, "arith.max": max,
-    "arith.and": lambda a, b: a & b, "arith.or": lambda a, b: a | b,
-    "arith.xor": lambda a, b: a ^ b, "arith.shl": lambda a, b: a << b if 0 <= b < 64 else None,
-    "arith.shr": lambda a, b: a >> b if 0 <= b < 64 and a >= 0 else None,
-    "arith.floordiv": lambda a, b: a // b if b else None,  # Python's floor, as the backends
-    "arith.mod": lambda a, b: a % b if b else None,
-}
+# the index arithmetic the proofs evaluate, by each op's own eval on Python ints: exact, so a
+# value is the kernel's i64 one unless it leaves i64 (_i64 refuses it) or has none (a zero
+# divisor, a negative shift: unknown). A left shift past the width is left unknown too: its exact
+# value could be astronomically large
+_INDEX_OPS = frozenset(f"arith.{name}" for name in (
+    "add", "sub", "mul", "floordiv", "mod", "min", "max", "and", "or", "xor", "shl", "shr", "neg"))
+
+
+def _index_op(atom) -> bool:
+    """Whether ``atom`` is i64 index arithmetic the proofs evaluate."""
+    return isinstance(atom[0], str) and atom[0] in _INDEX_OPS and atom[2] == "i64"
 
 
 class Unproven(Exception):
@@ -215,7 +218,7 @@ class Model:
             return bool(dict(atom[1]).get("block"))
         if kind == "simt.special":
             return dict(atom[1])["reg"] in ("lane", "warp_index", "block_dim", "thread_in_block")
-        if isinstance(kind, str) and kind.startswith("arith.") and kind in _EVAL:
+        if _index_op(atom):
             return all(self.evaluable(_strip(a)) for a in atom[1])
         return False
 
@@ -330,14 +333,15 @@ class Model:
             return {"lane": slot % 32, "warp_index": slot // 32,
                     "block_dim": (self.bx, self.by)[axis],
                     "thread_in_block": (tx, ty)[axis]}.get(reg)
-        if kind == "arith.neg" and len(atom[1]) == 1:
-            a = self._eval(atom[1][0], thread, env)
-            return None if a is None else _i64(-a)
-        rule = _EVAL.get(kind) if isinstance(kind, str) else None
-        if rule is None or len(atom[1]) != 2:
+        if not _index_op(atom):
             return None
-        a, b = (self._eval(part, thread, env) for part in atom[1])
-        return None if a is None or b is None else _i64(rule(a, b))
+        parts = [self._eval(part, thread, env) for part in atom[1]]
+        if None in parts or (kind == "arith.shl" and parts[1] >= 64):
+            return None
+        try:
+            return _i64(REGISTRY[kind].eval(None, {}, *parts))
+        except (ZeroDivisionError, ValueError):
+            return None
 
 
 def _i64(value):

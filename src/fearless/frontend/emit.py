@@ -10,7 +10,8 @@ from __future__ import annotations
 from fearless import dtypes
 from fearless.dtypes import DType
 from fearless.frontend.infer import (Const, Static, TupleValue, TypingError, const_fits, fold,
-                                     implicit_conversion_error, promote, promote_weak, weak_marker)
+                                     fold_unary, implicit_conversion_error, promote, promote_weak,
+                                     weak_marker)
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Value
 
@@ -178,9 +179,7 @@ class Emitter:
         if isinstance(a, Const) and a.weak:
             if op == "not" and isinstance(a.value, float):
                 raise TypingError(f"~ needs an integer or bool, not the float {a.value!r}")
-            value = {"neg": lambda x: -x, "abs": abs,
-                     "not": lambda x: not x if isinstance(x, bool) else ~x}[op](a.value)
-            return Const(value)
+            return fold_unary(op, a)
         v = self.scalar(a)
         if op in ("neg", "abs") and v.type.dtype.is_bool:
             v = self.cast(v, dtypes.i64)

@@ -18,13 +18,13 @@ from bool/int to float, but never float -> int or number -> bool: that needs an 
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import dataclass
 from typing import Any
 
 from fearless import dtypes
 from fearless.dtypes import DType, Kind, int_range
 from fearless.ir import types as T
+from fearless.ir.opdef import REGISTRY
 
 
 class TypingError(Exception):
@@ -184,44 +184,51 @@ def widened(old: dict, new: dict) -> dict:
     return out
 
 
-# Constant folding with Python semantics --------------------------------------------------------
+# Constant folding: the ops' own semantics on Python numbers ------------------------------------
 
-_FOLD = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
-    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
-    "and": operator.and_, "or": operator.or_, "xor": operator.xor,
-    "shl": operator.lshift, "shr": operator.rshift,
-    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
-    "gt": operator.gt, "ge": operator.ge, "min": min, "max": max,
-}
-
+_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 
 # Python's ints have no bound, but a literal must end up in 64 bits: a fold past this many bits
 # (``1 << 10**12`` would take the compiler minutes and gigabytes) is refused, not attempted
 FOLD_BITS = 1024
 
 
+def _evaluate(op: str, x, y):
+    """``x <op> y`` by the op's ``OpDef.eval`` on Python numbers (ints of any size, floats as
+    f64). A power of two ints is Python's, the exact repeated product the language defines
+    ``x ** n`` as; other powers are ``math.pow``'s."""
+    if op in _PREDICATES:
+        return REGISTRY["arith.cmp"].eval(None, {"pred": op}, x, y)
+    if op == "pow":
+        if isinstance(x, int) and isinstance(y, int):
+            return x ** y
+        return REGISTRY["math.pow"].eval(None, {}, float(x), float(y))
+    return REGISTRY[f"arith.{op}"].eval(None, {}, x, y)
+
+
 def fold(op: str, a: Const, b: Const) -> Const | None:
-    """Fold two weak constants (Python semantics); None when folding would raise.
-    Raises TypingError for an integer ``<<`` or ``**`` whose result passes FOLD_BITS bits."""
+    """Fold two weak constants (Python's numbers, the ops' semantics); None where there is no
+    number to fold to (a zero divisor, a negative shift, an infinity from finite operands): the
+    op then runs, typed, at run time. Raises TypingError for an integer ``<<`` or ``**`` whose
+    result passes FOLD_BITS bits."""
     x, y = a.value, b.value
     if op in ("shl", "pow") and all(isinstance(v, int) for v in (x, y)) and y > 0 and x and \
             (abs(x).bit_length() + y if op == "shl" else
              y * math.log2(abs(x))) > FOLD_BITS:
         raise TypingError(f"{x} {'<<' if op == 'shl' else '**'} {y} has more than {FOLD_BITS} "
                           "bits; a literal must fit in 64 bits")
-    minmax = op in ("min", "max")
-    if minmax and (any(x != x for x in (a.value, b.value)) or a.value == b.value == 0):
-        return None  # NaN, or zeros of two signs: the op's rule, not Python's order-dependent one
     try:
-        value = _FOLD[op](a.value, b.value)
+        value = _evaluate(op, x, y)
     except (ZeroDivisionError, OverflowError, ValueError, TypeError):
         return None
-    if minmax:  # the type of the unfolded op: min(2, 1.5) is a float, max(True, False) an int
-        value = float(value) if any(isinstance(x, float) for x in (a.value, b.value)) else \
-            int(value)
-    if isinstance(value, complex) or (isinstance(value, float) and not math.isfinite(value)
-                                      and math.isfinite(float(a.value))
-                                      and math.isfinite(float(b.value))):
+    if op in ("min", "max"):  # the unfolded op's type: min(2, 1.5) a float, max(True, False) an int
+        value = float(value) if any(isinstance(v, float) for v in (x, y)) else int(value)
+    if isinstance(value, float) and not math.isfinite(value) and math.isfinite(float(x)) and \
+            math.isfinite(float(y)):
         return None
     return Const(value)
+
+
+def fold_unary(op: str, a: Const) -> Const:
+    """``-x``, ``abs(x)`` or ``~x`` of a weak constant, by the op's eval (``~True`` is False)."""
+    return Const(REGISTRY[f"arith.{op}"].eval(None, {}, a.value))

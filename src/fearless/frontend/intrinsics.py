@@ -174,7 +174,7 @@ def _cast(gen, dtype, args, node):
 
 
 def _math(gen, name, args, node):
-    _arity(gen, args, node, 2 if name in ("pow", "atan2", "hypot", "copysign", "fmod") else 1)
+    _arity(gen, args, node, REGISTRY[f"math.{name}"].operands)
     return gen.emit.math(name, args)
 
 
@@ -340,6 +340,22 @@ def _python_cast(dtype):
     return handler
 
 
+def _round(gen, args, node):
+    """``round(x)``: the nearest integer, ties to even, as Python's: an i64 (a float through
+    ``np.rint``, then ``int()``'s conversion, which saturates where Python raises)."""
+    if len(args) != 1:
+        raise gen.error(node, "round(x, ndigits) is not supported in kernels",
+                        help="round(x) gives the nearest integer; scale x first for digits")
+    x = args[0]
+    if isinstance(x, Const):  # a literal: Python's own round
+        if isinstance(x.value, float) and not math.isfinite(x.value):
+            raise TypingError(f"round({x.value!r}) has no value", help="Python raises here too")
+        return Const(round(x.value))
+    if gen.emit.dtype_of(x).is_float:
+        x = gen.emit.math("rint", [x])
+    return gen.emit.scalar(x, dtypes.i64)
+
+
 def _where(gen, args, node):
     _arity(gen, args, node, 3)
     cond = gen.emit.truth(args[0])
@@ -382,6 +398,7 @@ HANDLERS = {
     builtins.min: _minmax("min"),
     builtins.max: _minmax("max"),
     builtins.abs: _abs,
+    builtins.round: _round,
     np.minimum: _minmax("min"),
     np.maximum: _minmax("max"),
     np.abs: _abs,

@@ -4,20 +4,30 @@ An OpDef names the op, says how many operands, results and regions it has, wheth
 control flow (``terminator``), whether it has side effects, which kernels use it (``track``),
 whether it is a read the bounds pass checks (``checked_read``), the functions users call for it
 (``user_names``), the rule that gives its result types (``result``: ``Builder.create`` applies
-it, the verifier checks it), and a verifier that checks operand types and attributes. Backends
+it, the verifier checks it), a verifier that checks operand types and attributes, and, for the
+scalar ops, the reference semantics ``eval`` (see ``Eval``): the CPU backend runs it on arrays,
+the frontend folds literals and ``analysis/owners.py`` enumerates indices with it. Backends
 keep one rule per op name in their own ``RULES`` table and derive the ops they refuse from
 ``track`` (``only``); a test checks that every backend covers every op in ``REGISTRY``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from fearless.ir.core import Operation
 
 Verifier = Callable[[Operation], "str | None"]
 # the result types of an op from its operand types and attributes
 ResultRule = Callable[[list, dict], list]
+# What an op computes, ``eval(dtype, attrs, *operands)``: the definition docs/semantics.md states
+# and every backend is held to. ``dtype`` is the result's DType and the operands are NumPy arrays
+# or scalars of the operand types (the CPU backend's lanes and tiles, any shape, 0-d too): integers
+# wrap around, ``//`` and ``%`` floor, a zero divisor gives 0. With ``dtype`` None the operands are
+# Python numbers (bool, int of any size, float as f64): the frontend's weak literals and the proofs'
+# exact indices; integers do not wrap, and where Python has no number (``1 // 0``, ``1 << -1``) it
+# raises ZeroDivisionError or ValueError and the caller leaves the value to run time.
+Eval = Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,8 @@ class OpDef:
     # the result types from the operand types and attributes; None where the creator chooses
     # them (a constant's or cast's type, a local slot, a shared array, a broadcast's shape)
     result: ResultRule | None = None
+    eval: Eval | None = None    # the reference semantics (above); None for ops with effects,
+    #                             regions or memory, which each backend's interpreter defines
 
 
 REGISTRY: dict[str, OpDef] = {}

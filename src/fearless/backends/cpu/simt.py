@@ -26,7 +26,7 @@ from fearless.backends.cpu import block as blockops
 from fearless.backends.cpu import mma as mmaops
 from fearless.backends.cpu import warp as warpops
 from fearless.backends.cpu.block import Lanes, launch_lanes
-from fearless.backends.cpu.ops import ARITH, MATH, constant
+from fearless.backends.cpu.ops import SCALAR, constant
 from fearless.backends.cpu.races import READ, WRITE, RaceDetector
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Region
@@ -154,9 +154,11 @@ def _constant(st, op, mask):
     st.env[id(op.result)] = constant(op)
 
 
-def _pure(rule):
+def _scalar(ev):
+    """The rule of a scalar op: its eval on the lanes' values."""
     def run(st, op, mask):
-        st.env[id(op.result)] = rule(op, *(st.value(v) for v in op.operands))
+        st.env[id(op.result)] = ev(op.result.type.dtype, op.attrs,
+                                   *[st.value(v) for v in op.operands])
     return run
 
 
@@ -293,8 +295,7 @@ def _return(st, op, mask):
 
 RULES = {
     "arith.constant": _constant,
-    **{name: _pure(rule) for name, rule in ARITH.items()},
-    **{name: _pure(rule) for name, rule in MATH.items()},
+    **{name: _scalar(ev) for name, ev in SCALAR.items()},
     "simt.thread_index": _thread_index,
     "simt.index_value": _index_value,
     **blockops.RULES,

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from fearless.backends.cpu.block import WARP
-from fearless.backends.cpu.ops import maximum_number, minimum_number
 from fearless.errors import BarrierError
+from fearless.ir.ops.arith import maximum_number, minimum_number
 
 _CALL = {"warp.shuffle": "warp shuffle", "warp.vote": "warp vote", "warp.reduce": "warp reduction",
          "warp.mma": "tensor-core mma", "warp.ldmatrix": "ldmatrix"}

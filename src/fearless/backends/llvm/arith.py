@@ -1,12 +1,13 @@
 """LLVM rules for the scalar ops: ``arith.*`` and ``math.*``.
 
-Semantics are docs/semantics.md, which the CPU backend (``backends/cpu/ops.py``) defines: integer
-division and modulo floor like Python and give 0 for a zero divisor; float ``//`` and ``%`` are
-Python's (through libdevice's exact fmod; f16/bf16 in f32); shifts by the width or more give 0
-(sign for signed right shifts); float -> int casts saturate (``llvm.fpto[su]i.sat``, NaN -> 0);
-integer -> bf16 rounds once (LLVM rounds through f32 on sm_80, twice); min/max of floats are
-IEEE 754-2019 minimumNumber/maximumNumber (``llvm.minimumnum``, PTX ``min``). f16/bf16 math
-functions run in f32 and round once. ``a * b + c`` may contract to one fma (nvcc's default).
+Semantics are docs/semantics.md, which each op's ``eval`` (``ir/ops/arith.py``,
+``ir/ops/math.py``) defines and the CPU backend runs: integer division and modulo floor like
+Python and give 0 for a zero divisor; float ``//`` and ``%`` are Python's (through libdevice's
+exact fmod; f16/bf16 in f32); shifts by the width or more give 0 (sign for signed right shifts);
+float -> int casts saturate (``llvm.fpto[su]i.sat``, NaN -> 0); integer -> bf16 rounds once (LLVM
+rounds through f32 on sm_80, twice); min/max of floats are IEEE 754-2019
+minimumNumber/maximumNumber (``llvm.minimumnum``, PTX ``min``). f16/bf16 math functions run in
+f32 and round once. ``a * b + c`` may contract to one fma (nvcc's default).
 """
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ _FMA = ("contract",)  # a*b+c may become one fma, as with nvcc's default -fmad=t
 
 # math op -> LLVM intrinsic (no libdevice needed) or libdevice base name
 _INTRINSIC = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
-              "trunc": "llvm.trunc", "fabs": "llvm.fabs", "copysign": "llvm.copysign"}
+              "trunc": "llvm.trunc", "fabs": "llvm.fabs", "copysign": "llvm.copysign",
+              "rint": "llvm.roundeven"}
 _LIBDEVICE = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
               "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
-              "erfc", "cbrt", "pow", "atan2", "hypot", "fmod", "rsqrt")
+              "erfc", "cbrt", "pow", "atan2", "hypot", "fmod", "rsqrt", "lgamma")
 
 
 def _d(op, i=0):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from fearless.backends.tileir import control, tir
+from fearless.backends.tileir import control, mathlib, tir
 from fearless.backends.tileir.builder import Builder
 from fearless.compiler.abi import SCALAR, Abi, Slot, array_slots, scalar_code
 from fearless.dtypes import DType, int_range
@@ -653,6 +653,7 @@ RULES = {
     "arith.constant": _constant,
     "arith.select": lambda low, op: low.set(op, low.b.select(*(low.v(x) for x in op.operands))),
     **{f"math.{name}": _math(method) for name, method in _MATH.items()},
+    **mathlib.RULES,
     "tile.block_index": _block_index,
     "tile.num_blocks": _num_blocks,
     "tile.dim": _dim,

@@ -1,14 +1,27 @@
 """Elementwise arithmetic: constants, binary and unary arithmetic, comparisons, casts, select.
 
 Operands are scalars or, in tile kernels, tiles of one static shape (the op applies to every
-element; a tile constant is a splat). Binary ops need operands of one type (the frontend inserts ``arith.cast`` by the promotion
-rules first). Integer division and modulo follow Python (floor) semantics; ``arith.div`` is true
-division and only takes floats; ``arith.shr`` is arithmetic for signed and logical for unsigned.
+element; a tile constant is a splat). Binary ops need operands of one type (the frontend inserts
+``arith.cast`` by the promotion rules first). Integer division and modulo follow Python (floor)
+semantics; ``arith.div`` is true division and only takes floats; ``arith.shr`` is arithmetic for
+signed and logical for unsigned.
+
+Each op's ``eval`` is its reference semantics (``opdef.Eval``; docs/semantics.md states them):
+integer ops wrap; ``//`` and ``%`` floor like Python (a zero divisor gives 0 for integers, NumPy's
+result for floats; f16/bf16 work in f32); shifts by the width or more (or a negative amount) give
+0, or the sign for signed right shifts; conversions are ``dtypes.convert``; min/max of floats are
+IEEE 754-2019 minimumNumber/maximumNumber. An eval is written once for both of its domains: the
+operators and NumPy functions it calls wrap on NumPy integers and are exact on Python ints.
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import all_of, define, like_first
+import operator
+
+import numpy as np
+
+from fearless import dtypes
 from fearless.dtypes import bool_, cast, int_range
+from fearless.ir.opdef import all_of, define, like_first
 from fearless.ir.types import BOOL, Scalar, Tile
 
 BINARY = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max",
@@ -54,9 +67,97 @@ def _binary_types(name):
     return check
 
 
+# reference semantics ------------------------------------------------------------------------
+
+def minimum_number(a, b):
+    """IEEE 754-2019 minimumNumber of float arrays: a NaN operand is ignored (NaN only when both
+    are), and -0.0 is below +0.0. NumPy's fmin returns either zero, by operand order and SIMD
+    path."""
+    with np.errstate(invalid="ignore"):  # ml_dtypes' bf16 fmin warns on NaN
+        out = np.fmin(a, b)
+    zeros = (a == 0) & (b == 0)
+    return np.where(zeros, np.where(np.signbit(a), a, b), out).astype(out.dtype)
+
+
+def maximum_number(a, b):
+    """IEEE 754-2019 maximumNumber (see ``minimum_number``): +0.0 is above -0.0."""
+    with np.errstate(invalid="ignore"):
+        out = np.fmax(a, b)
+    zeros = (a == 0) & (b == 0)
+    return np.where(zeros, np.where(np.signbit(a), b, a), out).astype(out.dtype)
+
+
+def _operator(fn):
+    """An op that is Python's operator ``fn``: NumPy's on arrays (which wraps integers at their
+    width, IEEE 754 for floats), Python's own on Python numbers."""
+    return lambda d, attrs, *args: fn(*args)
+
+
+def _floor(fn):
+    """``//`` or ``%`` by NumPy's rules, which are Python's (floor; the remainder takes the
+    divisor's sign; CPython's float_divmod for floats). Integers: a zero divisor gives 0,
+    INT_MIN // -1 wraps to INT_MIN (Python: ZeroDivisionError, no bound). Floats: a zero divisor
+    gives a / b (``//``) or NaN (``%``); f16/bf16 are computed in f32 and rounded once."""
+    def ev(d, attrs, a, b):
+        if d is not None and d.is_float and d.bits < 32:
+            return dtypes.convert(fn(np.asarray(a, np.float32), np.asarray(b, np.float32)), d)
+        return fn(a, b)
+    return ev
+
+
+def _minmax(number, ints, python):
+    """min/max: minimumNumber/maximumNumber (``number``) for floats, by value for integers
+    (``ints`` on arrays, ``python`` on Python ints); on Python numbers with a float among them,
+    the f64 result."""
+    def ev(d, attrs, a, b):
+        if d is None:
+            if isinstance(a, float) or isinstance(b, float):
+                return float(number(np.float64(a), np.float64(b)))
+            return python(a, b)
+        return number(a, b) if d.is_float else ints(a, b)
+    return ev
+
+
+def _shift(left: bool):
+    """``<<``/``>>``: the amount taken as unsigned; by the width or more, 0 (or the sign, for a
+    signed ``>>``). Python ints have no width: the exact shift (ValueError for a negative
+    amount)."""
+    def ev(d, attrs, a, b):
+        if d is None:
+            return a << b if left else a >> b
+        amount = np.asarray(b).astype(np.uint64)
+        big = amount >= d.bits
+        safe = np.where(big, 0, amount).astype(a.dtype)
+        if left:
+            return np.where(big, np.zeros((), a.dtype), np.left_shift(a, safe)).astype(a.dtype)
+        out = np.right_shift(a, safe)
+        fill = np.where(a < 0, -1, 0).astype(a.dtype) if d.is_signed else np.zeros((), a.dtype)
+        return np.where(big, fill, out).astype(a.dtype)
+    return ev
+
+
+def _not(d, attrs, a):
+    """Bitwise not; on a bool, logical not (NumPy's; Python's ``~True`` is -2)."""
+    return (not a) if isinstance(a, bool) else ~a
+
+
+_PRED = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+         "gt": operator.gt, "ge": operator.ge}
+_EVAL = {
+    "add": _operator(operator.add), "sub": _operator(operator.sub),
+    "mul": _operator(operator.mul), "div": _operator(operator.truediv),
+    "floordiv": _floor(operator.floordiv), "mod": _floor(operator.mod),
+    "min": _minmax(minimum_number, np.minimum, min),
+    "max": _minmax(maximum_number, np.maximum, max),
+    "and": _operator(operator.and_), "or": _operator(operator.or_),
+    "xor": _operator(operator.xor), "shl": _shift(True), "shr": _shift(False),
+    "neg": _operator(operator.neg), "abs": _operator(abs), "not": _not,
+}
+
 for _name in BINARY:
     define(f"arith.{_name}", f"elementwise {_name} of two scalars of one type",
-           all_of(_scalar_operands, _binary_types(_name)), result=like_first, operands=2, results=1)
+           all_of(_scalar_operands, _binary_types(_name)), result=like_first, operands=2, results=1,
+           eval=_EVAL[_name])
 
 
 def _unary_types(name):
@@ -72,7 +173,8 @@ def _unary_types(name):
 
 for _name in UNARY:
     define(f"arith.{_name}", f"{_name} of a scalar",
-           all_of(_scalar_operands, _unary_types(_name)), result=like_first, operands=1, results=1)
+           all_of(_scalar_operands, _unary_types(_name)), result=like_first, operands=1, results=1,
+           eval=_EVAL[_name])
 
 
 def _cmp(op):
@@ -86,7 +188,7 @@ def _cmp(op):
 
 define("arith.cmp", "compare two scalars of one type; attr pred in eq/ne/lt/le/gt/ge",
        all_of(_scalar_operands, _cmp), result=lambda ts, attrs: [bool_like(ts[0])],
-       operands=2, results=1)
+       operands=2, results=1, eval=lambda d, attrs, a, b: _PRED[attrs["pred"]](a, b))
 
 
 def _constant(op):
@@ -107,13 +209,14 @@ def _constant(op):
 
 define("arith.constant", "a scalar or splat-tile constant; attr value: the Python bool, int or "
        "float of the dtype (in range, exactly representable), which every backend emits as is",
-       _constant, operands=0, results=1)
+       _constant, operands=0, results=1,
+       eval=lambda d, attrs: np.asarray(cast(attrs["value"], d)))
 
 define("arith.cast", "convert a scalar or tile to the result's element type (numeric conversion)",
        all_of(_scalar_operands,
               lambda op: None if type(op.result.type) is type(op.operands[0].type)
               and _same_shape(op.result.type, op.operands[0].type) else "result changes shape"),
-       operands=1, results=1)
+       operands=1, results=1, eval=lambda d, attrs, a: dtypes.convert(a, d))
 
 
 def _select(op):
@@ -125,6 +228,10 @@ def _select(op):
     return None
 
 
+def _select_eval(d, attrs, c, a, b):
+    return (a if c else b) if d is None else np.where(c, a, b).astype(d.numpy)
+
+
 define("arith.select", "cond ? a : b, evaluating both",
        all_of(_scalar_operands, _select),
-       result=lambda ts, attrs: [ts[1]], operands=3, results=1)
+       result=lambda ts, attrs: [ts[1]], operands=3, results=1, eval=_select_eval)

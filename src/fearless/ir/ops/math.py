@@ -1,21 +1,81 @@
-"""Math functions on floats (``math.<fn>``), lowered to libdevice / NVVM on the GPU and NumPy on CPU.
+"""Math functions on floats (``math.<fn>``): libdevice / NVVM on the GPU, NumPy on the CPU.
 
-Operands (scalars, or tiles in tile kernels) and result share one float type (f16/bf16 operands are computed in f32 by the backends
-and rounded back, which gives the correctly rounded result for these functions' inputs).
-``math.isnan``/``isinf``/``isfinite`` return bool.
+Operands (scalars, or tiles in tile kernels) and result share one float type (f16/bf16 operands are
+computed in f32 by the backends and rounded back, which gives the correctly rounded result for
+these functions' inputs). ``math.isnan``/``isinf``/``isfinite`` return bool.
+
+Each op's ``eval`` (its reference semantics, docs/semantics.md) is its row below: the function's
+f64 value (NumPy's, or C's through Python's math module), rounded once to the operand type.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from fearless import dtypes
 from fearless.ir.opdef import define, like_first
 from fearless.ir.ops.arith import bool_like
 from fearless.ir.types import Scalar, Tile
 
-UNARY = ("sqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
-         "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-         "asinh", "acosh", "atanh", "erf", "erfc", "floor", "ceil", "trunc", "fabs",
-         "cbrt", "rsqrt")
-BINARY = ("pow", "atan2", "hypot", "copysign", "fmod")
-PREDICATES = ("isnan", "isinf", "isfinite")
+
+def _pow(x, y):
+    """C's ``pow`` (docs/semantics.md). NumPy's ``power`` takes a square root when the exponent
+    is the scalar 0.5, or an array of it with stride 0 (a broadcast), and ``sqrt`` differs from
+    ``pow`` at -inf (NaN, not +inf) and -0.0 (-0.0, not +0.0): the exponent is copied into an
+    array of at least one element, which takes NumPy's ``pow`` loop."""
+    shape = np.broadcast_shapes(np.shape(x), np.shape(y))
+    x1, y1 = (np.broadcast_to(v, shape).reshape(shape or (1,)) for v in (x, y))
+    return np.power(x1, y1.copy()).reshape(shape)  # a copy: fresh strides, never 0
+
+
+def _elementwise(fn):
+    """A function of Python's math module on f64 arrays (NumPy lacks it)."""
+    return np.vectorize(fn, otypes=[np.float64])
+
+
+def _lgamma(x: float) -> float:
+    """C's ``lgamma``: Python's, with +inf at the poles (0 and the negative integers) and past
+    the largest float, where Python raises."""
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+# the f64 reference of each function: NumPy's ufunc, or Python's math module elementwise
+UNARY_F64 = {
+    "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
+    "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+    "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh, "erf": _elementwise(math.erf), "erfc": _elementwise(math.erfc),
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "fabs": np.fabs, "cbrt": np.cbrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "rint": np.rint, "lgamma": _elementwise(_lgamma),
+}
+BINARY_F64 = {"pow": _pow, "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
+              "fmod": np.fmod}
+PREDICATE_F64 = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
+UNARY, BINARY, PREDICATES = tuple(UNARY_F64), tuple(BINARY_F64), tuple(PREDICATE_F64)
+
+
+def _rounded(fn):
+    """The eval of a math function: ``fn`` computed in f64 (exact for every narrower operand)
+    and rounded once, so that f16/bf16/f32 results are correctly rounded but for the f64 error
+    (under an f64 ulp). Python numbers (dtype None) give a Python float."""
+    def ev(d, attrs, *args):
+        work = [np.asarray(x).astype(np.float64) for x in args]
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn(*work), np.float64)
+        return out.item() if d is None else dtypes.convert(out, d)
+    return ev
+
+
+def _predicate_eval(fn):
+    def ev(d, attrs, a):
+        x = np.asarray(a)
+        return fn(x.astype(np.float32) if x.dtype.itemsize < 4 else x)  # bf16 has no isnan
+    return ev
 
 
 def _floats(op):
@@ -43,12 +103,12 @@ def _users(fn: str) -> tuple[str, ...]:
 
 
 # the result types are the rules' (like_first, _predicate), which the verifier checks
-for _fn in UNARY:
-    define(f"math.{_fn}", f"{_fn}(x) for a float x", _floats,
-           result=like_first, operands=1, results=1, user_names=_users(_fn))
-for _fn in BINARY:
-    define(f"math.{_fn}", f"{_fn}(x, y) for floats of one type", _floats,
-           result=like_first, operands=2, results=1, user_names=_users(_fn))
-for _fn in PREDICATES:
-    define(f"math.{_fn}", f"{_fn}(x) -> bool for a float x", _floats,
-           result=_predicate, operands=1, results=1, user_names=_users(_fn))
+for _fn, _f64 in UNARY_F64.items():
+    define(f"math.{_fn}", f"{_fn}(x) for a float x", _floats, result=like_first, operands=1,
+           results=1, user_names=_users(_fn), eval=_rounded(_f64))
+for _fn, _f64 in BINARY_F64.items():
+    define(f"math.{_fn}", f"{_fn}(x, y) for floats of one type", _floats, result=like_first,
+           operands=2, results=1, user_names=_users(_fn), eval=_rounded(_f64))
+for _fn, _f64 in PREDICATE_F64.items():
+    define(f"math.{_fn}", f"{_fn}(x) -> bool for a float x", _floats, result=_predicate,
+           operands=1, results=1, user_names=_users(_fn), eval=_predicate_eval(_f64))
