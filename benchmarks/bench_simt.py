@@ -163,7 +163,7 @@ def launch_overhead():
 
 
 def compile_times():
-    from fearless.kernel import Kernel
+    from fearless.kernel.simt import Kernel
     out = {}
     for k in (vector_add, saxpy, matrix_add, sobel):
         fresh = Kernel(k.fn)

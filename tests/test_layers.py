@@ -20,7 +20,7 @@ RANKS = [  # (module prefix, rank); the longest matching prefix wins
     ("fearless.compiler.abi", 3), ("fearless.compiler.info", 3), ("fearless.simt", 3), ("fearless.tile.lang", 3), ("fearless.tile.views", 3),
     ("fearless.ir", 4), ("fearless.frontend", 5), ("fearless.analysis", 6),
     ("fearless.passes", 7), ("fearless.backends", 8), ("fearless.runtime", 9),
-    ("fearless.compiler", 10), ("fearless.kernel", 11), ("fearless.tile_kernel", 11),
+    ("fearless.compiler", 10), ("fearless.kernel", 11),
     ("fearless.doctor", 12), ("fearless", 13), ("fearless.tile", 13), ("fearless.examples", 13),
     ("fearless.demo", 14), ("fearless.cli", 15), ("fearless.__main__", 15),
 ]

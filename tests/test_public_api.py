@@ -195,4 +195,4 @@ def test_the_version_is_written_once():
                             .read_text())["project"]
     assert "version" not in project and "version" in project["dynamic"]
     assert fl.__version__ == importlib.metadata.version("fearless")
-    assert sys.modules["fearless.kernel"].VERSION is fl.__version__
+    assert sys.modules["fearless.kernel.base"].VERSION is fl.__version__

@@ -156,7 +156,7 @@ def _load_module(spec: str):
 
 def _kernels(target: str):
     from fearless.kernel import Kernel
-    from fearless.tile_kernel import TileKernel
+    from fearless.kernel.tile import TileKernel
     module_spec, _, name = target.rpartition(":") if ":" in target else (target, "", "")
     module = _load_module(module_spec)
     found = {n: v for n, v in vars(module).items() if isinstance(v, (Kernel, TileKernel))}
@@ -221,7 +221,7 @@ def _parse_consts(text: str) -> dict:
 def _names(kernel, constants: bool) -> list[str]:
     """The names of ``kernel``'s runtime parameters, or of its compile-time constants."""
     from fearless.frontend.tile_params import ConstParam
-    from fearless.tile_kernel import TileKernel
+    from fearless.kernel.tile import TileKernel
     if not isinstance(kernel, TileKernel):
         return [] if constants else [n for n, _ in kernel.params]
     return [p.name for p in kernel.params if isinstance(p, ConstParam) == constants]
@@ -292,7 +292,7 @@ def param_types(kernel, signature: dict) -> tuple:
 
 def inspect(target: str, stage: str, signature: str, arch: str, consts: str = "") -> int:
     from fearless.frontend.tile_params import NO_DEFAULT, ConstParam
-    from fearless.tile_kernel import TileKernel
+    from fearless.kernel.tile import TileKernel
     sig, given = _parse_signature(signature), _parse_consts(consts)
     kernels = _kernels(target)
     _check_names(kernels, sig, "--signature", False)

@@ -7,12 +7,13 @@ before any backend is involved, so the CPU backend and the GPU compile path refu
 """
 from __future__ import annotations
 
+import importlib
 import dataclasses
 
 import pytest
 
 import fearless as fl
-from fearless import tile_kernel
+tile_kernel = importlib.import_module("fearless.kernel.base")  # where tile kernels read CONFIG
 from fearless.errors import CompileError, SafetyError
 from fearless.runtime import ahead
 from tests.errors import bad_tile_kernels as bk

@@ -217,19 +217,19 @@ def test_a_callback_fearless_calls_keeps_its_frame():
 
 
 def test_an_internal_error_keeps_its_frames(monkeypatch):
-    kernel_module = importlib.import_module("fearless.kernel")  # fl.kernel is the decorator
+    kernel_module = importlib.import_module("fearless.kernel.base")  # fl.kernel is the decorator
 
     def broken(*args, **kwargs):
         raise KeyError("a bug in the compiler")
 
-    monkeypatch.setattr(kernel_module, "compile_simt", broken)
+    monkeypatch.setattr(importlib.import_module("fearless.kernel.simt"), "compile_simt", broken)
     monkeypatch.setattr(kernel_module, "CONFIG",  # compile, not a hit of an earlier test's entry
                         dataclasses.replace(kernel_module.CONFIG, disk_cache=False))
     fresh = fl.kernel(bk.copy.fn)
     with pytest.raises(InternalError) as info:
         fresh[fresh.prepare(10)](fl.zeros(12), fl.zeros(10))
     text = "".join(traceback.format_exception(info.value))
-    assert any(f[0].endswith("kernel.py") and f[2] == "_compile" for f in fearless_frames(text))
+    assert any(f[0].endswith("kernel/simt.py") and f[2] == "_compile" for f in fearless_frames(text))
     assert "KeyError: 'a bug in the compiler'" in text  # the cause, with its own frames
 
 

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 import fearless as fl
-from fearless import tile_kernel
 from fearless.backends.llvm import lower as llvm_lower
 from fearless.backends.tileir import tileiras
 from fearless.cli import main
 from fearless.config import Config
 from fearless.errors import InternalError
 from tests.support import import_source, random_array
+
+KERNELS = sys.modules["fearless.kernel.base"]  # where both kernel kinds read CONFIG
 
 ARCHS = ("sm_80", "sm_90")
 
@@ -32,10 +33,9 @@ def _nvjitlink():
 def cross(tmp_path, monkeypatch):
     """FEARLESS_CROSS_COMPILE=sm_80,sm_90 with a fresh disk cache."""
     _nvjitlink()
-    config = dataclasses.replace(tile_kernel.CONFIG, cache_dir=tmp_path / "cache",
+    config = dataclasses.replace(KERNELS.CONFIG, cache_dir=tmp_path / "cache",
                                  cross_compile=ARCHS)
-    for module in (sys.modules["fearless.kernel"], tile_kernel):
-        monkeypatch.setattr(module, "CONFIG", config)
+    monkeypatch.setattr(KERNELS, "CONFIG", config)
     return tmp_path
 
 
@@ -104,8 +104,8 @@ def test_a_cpu_tile_launch_compiles_the_gpu_specialisation(cross):
 def test_fearless_compile_compiles_simt_kernels_without_running_them(tmp_path, monkeypatch,
                                                                       capsys):
     _nvjitlink()
-    monkeypatch.setattr(sys.modules["fearless.kernel"], "CONFIG",
-                        dataclasses.replace(tile_kernel.CONFIG, cache_dir=tmp_path / "cache"))
+    monkeypatch.setattr(KERNELS, "CONFIG",
+                        dataclasses.replace(KERNELS.CONFIG, cache_dir=tmp_path / "cache"))
     script = tmp_path / "simt_script.py"
     script.write_text(textwrap.dedent("""
         import numpy as np

@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 
 import fearless as fl
-import fearless.tile_kernel as TILE
 from fearless import f32
 from fearless.config import Config
 from fearless.errors import BackendError, CacheWarning
@@ -34,7 +33,7 @@ from fearless.runtime import cache, progress
 from fearless.runtime.module import load_rebuilding, nvjitlink_version
 from tests.support import import_source
 
-KERNEL = sys.modules["fearless.kernel"]  # the module (fl.kernel is the decorator)
+KERNEL = sys.modules["fearless.kernel.base"]  # where the kernels read CONFIG
 ROOT = Path(__file__).resolve().parents[2]
 
 SOURCE = '''\
@@ -75,7 +74,6 @@ def cache_dir(tmp_path, monkeypatch):
     root = tmp_path / "cache"
     config = Config(None, root, True, frozenset(), progress=False)
     monkeypatch.setattr(KERNEL, "CONFIG", config)
-    monkeypatch.setattr(TILE, "CONFIG", config)
     monkeypatch.setattr(cache, "_UNWRITABLE", set())
     return root
 
@@ -211,7 +209,8 @@ def test_the_cpu_backend_keeps_compiled_kernels_on_disk(tmp_path, cache_dir, mon
     got, want = _run_cpu(_kernel(tmp_path / "k.py"))
     np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-6)
     assert len(_entries(cache_dir)) == 1
-    monkeypatch.setattr(KERNEL, "compile_simt", lambda *a, **k: pytest.fail("recompiled"))
+    monkeypatch.setattr(sys.modules["fearless.kernel.simt"], "compile_simt",
+                        lambda *a, **k: pytest.fail("recompiled"))
     hit = _kernel(tmp_path / "k.py")
     got, want = _run_cpu(hit, seed=2)
     np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-6)

@@ -255,7 +255,7 @@ def test_blocks_of_one_launch_race_on_global_memory(monkeypatch):
 
 def test_race_detector_is_off_without_racecheck(monkeypatch):
     from fearless import config
-    monkeypatch.setattr(sys.modules["fearless.kernel"], "CONFIG",
+    monkeypatch.setattr(sys.modules["fearless.kernel.base"], "CONFIG",
                         config.Config.from_env({"FEARLESS_RACECHECK": "0"}))
     kern = k.race_shared_counter
     kern[kern.prepare(200, block=128)](*_args(kern))  # races, unnoticed

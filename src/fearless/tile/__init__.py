@@ -11,7 +11,7 @@
     out = z.unpartition()
 
 The parameter kinds and the functions a kernel body may call are documented in
-``fearless.tile.lang``; the kernel object in ``fearless.tile_kernel``. ``ft.sum``, ``ft.max`` and
+``fearless.tile.lang``; the kernel object in ``fearless.kernel.tile``. ``ft.sum``, ``ft.max`` and
 ``ft.min`` keep the builtins' names but stay out of ``__all__``, so ``from fearless.tile import *``
 never replaces the builtins.
 """
@@ -23,15 +23,15 @@ from fearless.tile.lang import (Const, In, Out, arange, argmax, broadcast, cdiv,
                                 zeros)
 
 if TYPE_CHECKING:
-    from fearless.tile_kernel import TileKernel, kernel
+    from fearless.kernel.tile import TileKernel, kernel
 
 
 def __getattr__(name: str):
     # The kernel object sits above the compiler, which imports this package's stubs; importing
     # it on first use (PEP 562) keeps that cycle out of import time.
     if name in ("kernel", "TileKernel"):
-        from fearless import tile_kernel
-        return getattr(tile_kernel, name)
+        from fearless.kernel import tile
+        return getattr(tile, name)
     raise AttributeError(f"module 'fearless.tile' has no attribute {name!r}")
 
 

@@ -14,28 +14,25 @@ they are called.
 """
 from __future__ import annotations
 
-import ast
 import functools
 import inspect
-import pickle
-import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Callable, overload
 
 import numpy as np
 
 from fearless import dtypes
 from fearless.backends.llvm.shared_pool import pooled_bytes
 from fearless.compiler import Compiled, compile_simt, show
-from fearless.config import CONFIG, Config
-from fearless.errors import ArgumentTypeError, CompileError, ContractError, FearlessError, \
+from fearless.errors import ArgumentTypeError, ContractError, FearlessError, \
     InternalError, LaunchError
 from fearless.frontend.annotations import ArgInfo, ScalarParam, param_kinds, specialize
-from fearless.frontend.capture import MISSING, Captured, capture
 from fearless.ir import types as T
 from fearless.passes import PassOptions
+from fearless.kernel import base
+from fearless.kernel.base import VERSION, BaseKernel, _called, _walk_functions, cached_compile
 from fearless.runtime import ahead, args as args_, cache, device, dispatch, \
-    launch as contracts, ownership, pack, progress
+    launch as contracts, ownership, pack
 from fearless.runtime.contract import Contract
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import allow_dynamic_shared, load, load_rebuilding, \
@@ -48,75 +45,8 @@ from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.simt import thread
 from fearless.simt.safety import in_unsafe, unsafe  # noqa: F401 (re-exported)
 from fearless.tracebacks import hide_internal_frames, user_facing
-from fearless.version import __version__
 
-VERSION = __version__  # in every disk-cache key
 _SCALARS = frozenset((bool, int, float, *(np.dtype(c).type for c in "?bBhHiIlLqQefd")))
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def present_as(obj, fn) -> None:
-    """Make the kernel or device-function object ``obj`` present itself as the user's ``fn``:
-    ``help()``, ``inspect.signature()``, documentation tools and debuggers see its name,
-    qualified name, module, docstring and signature, and ``__wrapped__`` leads to ``fn``."""
-    functools.update_wrapper(obj, fn)
-    obj.__signature__ = inspect.signature(fn)
-
-
-class DeviceFunction(Generic[P, R]):
-    """A ``@fearless.func`` helper: inlined into the kernels that call it, not callable on the host."""
-
-    __fearless_func__ = True
-
-    def __init__(self, fn: Callable[P, R]):
-        self.fn = fn
-        present_as(self, fn)
-        self._captured = None
-
-    @property
-    def captured(self) -> Captured:
-        if self._captured is None:
-            self._captured = capture(self.fn)
-        return self._captured
-
-    @user_facing
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        raise CompileError(f"@fearless.func '{self.__name__}' runs only inside a kernel",
-                           help="call it from a @fearless.kernel body")
-
-
-def _called(cap: Captured):
-    """The Python objects a function calls by name or attribute chain (resolved statically)."""
-    out = []
-    for node in ast.walk(cap.tree):
-        if not isinstance(node, ast.Call):
-            continue
-        chain, f = [], node.func
-        while isinstance(f, ast.Attribute):
-            chain.append(f.attr)
-            f = f.value
-        if not isinstance(f, ast.Name) or f.id in cap.assign_counts:
-            continue
-        obj = cap.resolve(f.id)
-        for attr in reversed(chain):
-            obj = getattr(obj, attr, MISSING) if obj is not MISSING else MISSING
-        if obj is not MISSING:
-            out.append(obj)
-    return out
-
-
-def _walk_functions(cap: Captured):
-    """``cap`` and every device function it calls, transitively, each once."""
-    seen, todo, out = set(), [cap], []
-    while todo:
-        c = todo.pop()
-        if id(c.fn) in seen:
-            continue
-        seen.add(id(c.fn))
-        out.append(c)
-        todo += [o.captured for o in _called(c) if isinstance(o, DeviceFunction)]
-    return out
 
 
 @dataclass
@@ -129,15 +59,11 @@ class _Entry:
     loaded: object  # runtime.module.LoadedKernel on cuda, None on cpu
 
 
-class Kernel:
+class Kernel(BaseKernel):
     """A compiled-on-demand SIMT kernel. See the module docstring for use."""
 
-    __fearless_kernel__ = True
-
     def __init__(self, fn, *, bounds_checks: bool = True, contract: Contract | None = None):
-        self.fn = fn
-        self.name = fn.__name__
-        present_as(self, fn)
+        super().__init__(fn)
         self.bounds_checks = bounds_checks
         if contract is not None and not isinstance(contract, Contract):
             raise ContractError(f"contract= takes a fl.Contract, got {contract!r}",
@@ -145,28 +71,14 @@ class Kernel:
         if contract is not None:
             contract.bind(self.name, list(inspect.signature(fn).parameters))
         self.contract = contract
-        self._cap: Captured | None = None
-        self._kinds = None
-        self._compiled: dict = {}   # (types, backend, arch) -> Compiled
-        self._entries: dict = {}    # argument signature -> _Entry (the launch fast path)
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<fearless kernel {self.name}>"
 
     # facts independent of argument types -----------------------------------------------------
 
-    @property
-    def captured(self) -> Captured:
-        if self._cap is None:
-            self._cap = capture(self.fn)
-            self._kinds = param_kinds(self._cap)
-        return self._cap
-
-    @property
-    def params(self):
-        self.captured
-        return self._kinds
+    def _read_params(self, cap):
+        return param_kinds(cap)
 
     @functools.cached_property
     def index_space(self) -> int:
@@ -178,19 +90,6 @@ class Kernel:
         called = [o for c in _walk_functions(self.captured) for o in _called(c)]
         spaces = {s for s, f in ((1, thread.index_1d), (2, thread.index_2d)) if f in called}
         return spaces.pop() if len(spaces) == 1 else 0
-
-    def fingerprint(self) -> list:
-        """Sources and frozen names the compiled code depends on (the disk-cache key).
-
-        Every free name of the kernel and of each device function it calls is part of the key,
-        by value for numbers and tuples, by qualified name for modules and functions, so two
-        kernels with one source but a global bound to different functions never share code.
-        """
-        parts = []
-        for c in _walk_functions(self.captured):
-            parts.append(c.source)
-            parts.extend(f"{name}={_key_of(c.resolve(name))}" for name in c.free_names())
-        return parts
 
     # compiling -------------------------------------------------------------------------------
 
@@ -205,15 +104,8 @@ class Kernel:
         ``prove=False``: the variant with every read checked, run when one of the first one's
         ``bounds_preconditions`` fails at a launch (see passes/inbounds.py). ``fresh``: compile
         again without reading either cache (the driver refused what the disk cache held)."""
-        key = (types, backend, arch, prove)
-        compiled = None if fresh else self._compiled.get(key)
-        if compiled is None:
-            with self._lock:
-                compiled = None if fresh else self._compiled.get(key)
-                if compiled is None:
-                    compiled = self._compiled[key] = self._compile(types, backend, arch, prove,
-                                                                   fresh)
-        return compiled
+        return self.compiled((types, backend, arch, prove),
+                             lambda: self._compile(types, backend, arch, prove, fresh), fresh)
 
     def _compile(self, types, backend, arch, prove: bool = True, fresh: bool = False) -> Compiled:
         params = [(name, t) for (name, _), t in zip(self.params, types)]
@@ -225,10 +117,10 @@ class Kernel:
             # a GPU compile continues from the cpu compile's IR when there is one (resume)
             cpu = self._compiled.get((types, "cpu", None, prove)) if backend != "cpu" else None
             return cached_compile(
-                CONFIG, key, self.captured, types,
+                base.CONFIG, key, self.captured, types,
                 lambda: compile_simt(self.captured, params, self._options(prove), arch,
                                      "passes" if backend == "cpu" else "cubin", self.contract,
-                                     resume=cpu, dump=CONFIG.dump),
+                                     resume=cpu, dump=base.CONFIG.dump),
                 f"kernel '{self.name}' ({', '.join(map(str, types))}) for {arch or 'cpu'}",
                 keep_ir=backend == "cpu", fresh=fresh)
         except FearlessError as exc:
@@ -370,7 +262,7 @@ class Kernel:
         if backend == "cpu":
             compiled = self.compile_for(types, "cpu", None, prove)
             # for the GPUs of FEARLESS_CROSS_COMPILE or `fearless compile` too
-            ahead.compile_each(self, types, {}, ahead.archs(CONFIG),
+            ahead.compile_each(self, types, {}, ahead.archs(base.CONFIG),
                                lambda arch: self.compile_for(types, "cuda", arch, prove))
             return _Entry(types, names, compiled, None)
         arch = device.cuda_arch()
@@ -475,7 +367,7 @@ class Kernel:
                 return (lambda stream: None), entry, tensors  # `fearless compile`: no run
             return (lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch,
                                                        values, tensors, info.bounds_sites,
-                                                       stream, CONFIG.racecheck)), entry, tensors
+                                                       stream, base.CONFIG.racecheck)), entry, tensors
         loaded = entry.loaded
         contracts.check_compiled(self.name, launch, loaded.registers, loaded.max_threads_per_block)
         requires = None
@@ -542,71 +434,9 @@ def _launched(kernel: str, arg):
     return arg
 
 
-def _key_of(value) -> str:
-    """How a value a kernel refers to enters the cache key."""
-    if isinstance(value, (bool, int, float, tuple, np.generic, dtypes.DType)) or value is None:
-        return f"{type(value).__name__}:{value!r}"
-    if isinstance(value, DeviceFunction):  # its defaults were evaluated when the def ran
-        fn = value.fn
-        defaults = [_key_of(d) for d in fn.__defaults__ or ()]
-        defaults += [f"{k}={_key_of(d)}" for k, d in (fn.__kwdefaults__ or {}).items()]
-        return f"func:{value.captured.source}:{','.join(defaults)}"
-    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
-    module = getattr(value, "__module__", None) or ""
-    return f"{type(value).__name__}:{module}.{name}" if name else f"object:{type(value).__qualname__}"
-
-
 def _llvm_version() -> str:
     from fearless.backends.llvm.ptx import llvm_version
     return llvm_version()
-
-
-def cached_compile(config: Config, key: str, cap: Captured, types: tuple, run, what: str,
-                   keep_ir: bool, fresh: bool = False, accept=None) -> Compiled:
-    """The Compiled under ``key`` in ``config``'s disk cache, else ``run()``'s, stored there.
-    Both tracks use it.
-
-    An entry holds the PTX and cubin when there are some, and a pickle of the compile facts
-    (``info``) and, when ``keep_ir`` (the cpu backend, which interprets it), the IR after the
-    passes. Spans are stored relative to ``cap``'s functions and rebased on load, so errors point
-    at the source as it is now. ``accept(compiled)``: False rejects a hit (not damage: another
-    toolchain built it). ``fresh``: do not read the entry. A compile taking over a second prints
-    a line on stderr (``runtime/progress.py``)."""
-    disk = cache.DiskCache(config.cache_dir, config.disk_cache)
-    anchors = _anchors(cap)
-    if not fresh:
-        hit = disk.load(key, lambda sections: _restored(cap.name, types, sections, anchors))
-        if hit is not None and (accept is None or accept(hit)):
-            return hit
-    with progress.compiling(what, config.progress):
-        compiled = run()
-    sections = {}
-    if compiled.ptx:
-        sections["ptx"] = compiled.ptx.encode()
-    if compiled.cubin is not None:
-        sections["cubin"] = compiled.cubin
-    try:
-        sections["pickle"] = cache.dumps((compiled.fn if keep_ir else None, compiled.info),
-                                         anchors)
-    except (pickle.PicklingError, TypeError, AttributeError):
-        return compiled  # something that cannot be stored: compiled in every process instead
-    disk.put(key, sections)
-    return compiled
-
-
-def _restored(name: str, types: tuple, sections: dict, anchors) -> Compiled:
-    fn, info = cache.loads(sections["pickle"], anchors)
-    ptx = sections["ptx"].decode() if "ptx" in sections else None
-    return Compiled(name, types, fn=fn, ptx=ptx, cubin=sections.get("cubin"), info=info,
-                    from_cache=True)
-
-
-def _anchors(cap: Captured) -> list:
-    """Where the kernel's functions are now: what cached spans are relative to."""
-    return [cache.Anchor(c.filename, min([c.tree.lineno, *(d.lineno for d in
-                                                          c.tree.decorator_list)]),
-                         c.tree.end_lineno, c.tree.lineno, c.indent)
-            for c in _walk_functions(cap)]
 
 
 @overload
@@ -626,11 +456,6 @@ def kernel(fn=None, *, unchecked: bool = False, contract: Contract | None = None
     if fn is None:
         return lambda f: kernel(f, unchecked=unchecked, contract=contract)
     return Kernel(fn, bounds_checks=not unchecked, contract=contract)
-
-
-def func(fn: Callable[P, R]) -> DeviceFunction[P, R]:
-    """Decorator: a device function, inlined into the kernels that call it."""
-    return DeviceFunction(fn)
 
 
 def unchecked(k: Kernel | Callable[..., Any]) -> Kernel:

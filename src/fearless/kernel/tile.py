@@ -17,7 +17,6 @@ alignment and divisibility, which decide whether tileiras can use TMA and tensor
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, TypeVar, overload
 
@@ -25,13 +24,12 @@ import numpy as np
 
 from fearless import dtypes
 from fearless.compiler import Compiled, compile_tile, show
-from fearless.config import CONFIG
 from fearless.errors import ArgumentTypeError, ContractError, FearlessError, InternalError
-from fearless.frontend.capture import Captured, capture
 from fearless.frontend.tile_params import NO_DEFAULT, ConstParam, ScalarParam, TensorParam, \
     tile_params
 from fearless.ir import types as T
-from fearless.kernel import VERSION, _key_of, _walk_functions, cached_compile, present_as
+from fearless.kernel import base
+from fearless.kernel.base import VERSION, BaseKernel, cached_compile
 from fearless.runtime import ahead, cache, device, launch as contracts, tile_launch
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import load_rebuilding
@@ -50,44 +48,21 @@ class _Entry:
     loaded: object        # runtime.module.LoadedKernel on cuda, None on cpu
 
 
-class TileKernel:
+class TileKernel(BaseKernel):
     """A compiled-on-demand tile kernel; calling it returns a lazy ``DeviceOperation``."""
 
-    __fearless_kernel__ = True
-
     def __init__(self, fn, *, hints: dict | None = None):
-        self.fn = fn
-        self.name = fn.__name__
-        present_as(self, fn)
+        super().__init__(fn)
         self.hints = dict(hints or {})
-        self._cap: Captured | None = None
-        self._params = None
-        self._compiled: dict = {}
-        self._entries: dict = {}
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<fearless tile kernel {self.name}>"
 
-    @property
-    def captured(self) -> Captured:
-        if self._cap is None:
-            self._cap = capture(self.fn)
-            self._params = tile_params(self._cap)
-        return self._cap
+    def _read_params(self, cap):
+        return tile_params(cap)
 
-    @property
-    def params(self):
-        _ = self.captured  # reads the source and the parameter kinds on first use
-        return self._params
-
-    def fingerprint(self) -> list:
-        """Sources and frozen names the compiled code depends on (the disk-cache key)."""
-        parts = [repr(sorted(self.hints.items()))]
-        for c in _walk_functions(self.captured):
-            parts.append(c.source)
-            parts.extend(f"{name}={_key_of(c.resolve(name))}" for name in c.free_names())
-        return parts
+    def _key_parts(self) -> list:
+        return [repr(sorted(self.hints.items()))]
 
     # binding and checking --------------------------------------------------------------------
 
@@ -215,15 +190,8 @@ class TileKernel:
                     arch: str | None = None, fresh: bool = False) -> Compiled:
         """The compiled specialisation (cached in memory and on disk). ``fresh``: compile again
         without reading either cache (the driver refused what the disk cache held)."""
-        key = (types, tuple(sorted(constants.items())), backend, arch)
-        compiled = None if fresh else self._compiled.get(key)
-        if compiled is None:
-            with self._lock:
-                compiled = None if fresh else self._compiled.get(key)
-                if compiled is None:
-                    compiled = self._compiled[key] = self._compile(types, constants, backend,
-                                                                   arch, fresh)
-        return compiled
+        return self.compiled((types, tuple(sorted(constants.items())), backend, arch),
+                             lambda: self._compile(types, constants, backend, arch, fresh), fresh)
 
     def _ir_params(self, types):
         names = [p.name for p in self.params if not isinstance(p, ConstParam)]
@@ -246,10 +214,10 @@ class TileKernel:
         what += f") for {arch or 'cpu'}"
         try:
             if backend == "cpu":
-                return cached_compile(CONFIG, self.cache_key(types, constants, None),
+                return cached_compile(base.CONFIG, self.cache_key(types, constants, None),
                                       self.captured, types,
                                       lambda: compile_tile(self.captured, params, constants,
-                                                           None, "ir", dump=CONFIG.dump),
+                                                           None, "ir", dump=base.CONFIG.dump),
                                       what, keep_ir=True)
             from fearless.backends.tileir import tileiras
             tc = tileiras.find()
@@ -257,11 +225,11 @@ class TileKernel:
 
             def run():
                 compiled = compile_tile(self.captured, params, constants, arch, "cubin",
-                                        self.hints, dump=CONFIG.dump)
+                                        self.hints, dump=base.CONFIG.dump)
                 compiled.info = replace(compiled.info, built_by=built_by)
                 return compiled
 
-            return cached_compile(CONFIG, self.cache_key(types, constants, arch), self.captured,
+            return cached_compile(base.CONFIG, self.cache_key(types, constants, arch), self.captured,
                                   types, run, what, keep_ir=False, fresh=fresh,
                                   accept=lambda hit: hit.cubin is not None and (
                                       built_by is None or hit.info.built_by == built_by))
@@ -295,7 +263,7 @@ class TileKernel:
         runtime = [(p, v) for p, v in zip(self.params, values) if not isinstance(p, ConstParam)]
         reads = [t for (p, _), t in zip(runtime, tensors) if t is not None and p.role == "in"]
         partitions = [v for p, v in runtime if isinstance(p, TensorParam) and p.role == "out"]
-        targets = ahead.archs(CONFIG) if backend == "cpu" or only else ()
+        targets = ahead.archs(base.CONFIG) if backend == "cpu" or only else ()
         if targets:  # the specialisation a GPU would compile: with the tensors' layout facts
             gpu_types = types if only else tuple(  # the checks passed: only layouts differ
                 ty if t is None else replace(ty, layout=self._layout(t, backend, True))
