@@ -9,7 +9,8 @@
     |   +-- AliasError          a writable argument overlaps another argument, or memory that
     |   |                       another view or a pending operation still uses
     |   +-- MovedError          a tensor, Partition or operation was used after it was moved
-    |                           (into a Partition, a pending operation or a graph)
+    |   |                       (into a Partition, a pending operation or a graph)
+    |   +-- StreamOrderError    a tensor written on one stream used on another, unordered
     +-- KernelBoundsError       a read went out of bounds on the device (raised at synchronisation)
     +-- RaceError               threads touched one element without synchronisation (cpu backend)
     |   +-- BarrierError        a barrier was reached by only some threads of a block
@@ -84,6 +85,12 @@ class ContractError(LaunchError):
 class AliasError(LaunchError):
     """A writable argument overlaps another argument (or itself, through a broadcast view), or
     memory that another live view or a pending operation still uses."""
+
+
+class StreamOrderError(LaunchError):
+    """A launch on one stream would use a tensor that a launch on another stream writes, with
+    nothing ordering the two (no event wait, no synchronisation): the GPU could run them in
+    either order."""
 
 
 class MovedError(LaunchError):

@@ -156,3 +156,119 @@ def test_buffers_dropped_right_after_a_launch_live_until_the_gpu_is_done():
     for k, out in enumerate(outs):
         got = torch.from_dlpack(out)
         assert bool((got == 2.0 * k + 1).all()), k
+
+
+# -- the tile call's fast path ------------------------------------------------------------------
+
+from fearless import tile as ft  # noqa: E402
+from fearless.kernel import tile_fast  # noqa: E402
+
+
+@ft.kernel
+def add_one(o: ft.Out[fl.f32], x: ft.In[fl.f32], s: fl.f32):
+    o.store(ft.load_like(x, o) * s + 1.0)
+
+
+class _Loaded:  # a stand-in for a LoadedTile: operations here are cancelled, never run
+    function, grouped, params, name = 0, False, None, "add_one"
+
+
+def test_the_tile_fast_path_keys_and_refusals():
+    x = fl.asarray(rng.standard_normal(64).astype(np.float32))
+    part = fl.zeros(64).partition(16)
+    key, views, outs, values = tile_fast.signature(add_one.params, (part, x, 2.0))
+    again = tile_fast.signature(add_one.params, (fl.zeros(64).partition(16), x, 3.0))
+    assert again[0] == key and values == (part, x, 2.0) and outs == [part]
+    assert tile_fast.signature(add_one.params, (fl.zeros(64).partition(32), x, 2.0))[0] != key
+    assert tile_fast.signature(add_one.params, (part, x)) is None  # a missing argument
+    plan = tile_fast.TilePlan("add_one", [p for p in add_one.params], _Loaded(), {2: fl.f32})
+    op = plan.operation(values, views, outs)
+    assert op is not None and op.cancel() == (part, x, 2.0)
+    op = plan.operation(values, views, outs)  # part is now held by op ...
+    assert tile_fast.signature(add_one.params, (part, x, 2.0)) is None  # ... so not free
+    op.cancel()
+    x.partition(64)  # x moved: the plan sends the call to the slow path
+    assert plan.operation(values, views, outs) is None
+
+
+@pytest.mark.gpu
+def test_repeat_tile_calls_run_through_their_plan_and_stay_right():
+    torch = _torch()
+    n = 1 << 12
+    xs = [torch.randn(n, device="cuda") for _ in range(3)]
+    part = fl.zeros(n).partition(256)
+    for k in range(30):
+        x = xs[k % 3]
+        part = add_one(part, x, float(k)).sync()[0]
+        got = torch.from_dlpack(part.unpartition()) if k == 29 else None
+        if got is None:
+            continue
+        torch.testing.assert_close(got, x * np.float32(k) + 1)
+    assert len(add_one._plans) == 1
+    shared = torch.zeros(2 * n, device="cuda")  # an Out over torch memory, an In overlapping it
+    for _ in range(2):  # the second call has a plan for this signature: still refused
+        with pytest.raises(AliasError, match="overlaps"):
+            add_one(fl.asarray(shared[:n]).partition(256), shared[n // 2:n + n // 2], 1.0)
+
+
+# -- ordering between streams -------------------------------------------------------------------
+
+from fearless.errors import StreamOrderError  # noqa: E402
+from fearless.runtime.stream import Event, Stream, check_order  # noqa: E402
+
+
+class _Core:  # a CUDA stream stand-in: check_order only reads fearless's own bookkeeping
+    def __init__(self, handle):
+        self.handle = handle
+
+    def sync(self):
+        pass
+
+
+def _point(stream):  # an Event without the driver: the point of `stream` reached so far
+    e = Event.__new__(Event)
+    e.stream, e.handle, e.knows = stream, None, {**stream.seen, stream: stream.seq}
+    return e
+
+
+def test_a_tensor_written_on_one_stream_is_refused_on_another_until_ordered():
+    s1, s2, s3 = (Stream(_Core(h), _wrap=True) for h in (0x10, 0x20, 0x30))
+    t, other = fl.zeros(4), fl.zeros(4)
+    check_order(s1, "producer", ["out"], [t], [True])
+    check_order(s1, "again", ["out"], [t], [True])  # the same stream: ordered
+    check_order(s2, "unrelated", ["x"], [other], [False])
+    with pytest.raises(StreamOrderError, match="'x' was written by a launch on") as info:
+        check_order(s2, "consumer", ["x"], [t], [False])
+    assert info.value.kernel == "consumer" and "0x10" in str(info.value) and "0x20" in str(info.value)
+    s2.wait(_point(s1))  # an event recorded after the write, waited for
+    check_order(s2, "consumer", ["x"], [t], [False])
+    s3.wait(_point(s2))  # s3 after s2, which is after s1: transitively after the write
+    check_order(s3, "consumer", ["x"], [t], [False])
+    check_order(s1, "producer", ["out"], [t], [True])  # a newer write on s1 ...
+    with pytest.raises(StreamOrderError):
+        check_order(s2, "consumer", ["x"], [t], [False])  # ... that s2 has not waited for
+    s1.synchronize()
+    check_order(s2, "consumer", ["x"], [t], [False])  # s1 synchronised: everything ran
+
+
+@pytest.mark.gpu
+def test_unordered_streams_are_refused_and_ordered_ones_are_right():
+    torch = _torch()
+    n = 1 << 20
+    launch = scale.prepare(n)
+    x = fl.asarray(rng.standard_normal(n).astype(np.float32))
+    for make in (fl.Stream, torch.cuda.Stream):
+        s1, s2 = make(), make()
+        mid, out = fl.empty(n), fl.empty(n)
+        with fl.stream(s1):
+            scale[launch](x, 2.0, mid)
+        with fl.stream(s2):
+            with pytest.raises(StreamOrderError, match="'x'"):
+                scale[launch](mid, 3.0, out)
+        with fl.stream(s1):
+            e = fl.Event()
+        with fl.stream(s2):
+            fl.current_stream().wait(e)
+            scale[launch](mid, 3.0, out)
+        fl.synchronize()
+        np.testing.assert_allclose(out.numpy(), (x.numpy() * 2 + 1) * 3 + 1, rtol=1e-5)

@@ -29,11 +29,13 @@ from fearless.frontend.tile_params import NO_DEFAULT, ConstParam, ScalarParam, T
     tile_params
 from fearless.ir import types as T
 from fearless.kernel import base
+from fearless.kernel import tile_fast
 from fearless.kernel.base import VERSION, BaseKernel, cached_compile
 from fearless.runtime import ahead, cache, device, launch as contracts, tile_launch
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import load_rebuilding
 from fearless.runtime.partition import Partition
+from fearless.runtime.stream import check_order
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.tracebacks import user_facing
 
@@ -54,6 +56,7 @@ class TileKernel(BaseKernel):
     def __init__(self, fn, *, hints: dict | None = None):
         super().__init__(fn)
         self.hints = dict(hints or {})
+        self._plans: dict = {}  # fast-path key -> tile_fast.TilePlan (cuda)
 
     def __repr__(self) -> str:
         return f"<fearless tile kernel {self.name}>"
@@ -255,7 +258,16 @@ class TileKernel(BaseKernel):
 
     @user_facing
     def __call__(self, *args, **kwargs) -> DeviceOperation:
-        """Check the arguments and return the lazy operation (see the module docstring)."""
+        """Check the arguments and return the lazy operation (see the module docstring). A
+        repeat signature on cuda builds it from a plan (``kernel/tile_fast.py``)."""
+        if not kwargs and device._chosen == "cuda":
+            found = tile_fast.signature(self.params, args)
+            if found is not None:
+                plan = self._plans.get(found[0])
+                if plan is not None:
+                    op = plan.operation(found[3], found[1], found[2])
+                    if op is not None:
+                        return op
         values = self._bind(args, kwargs)
         backend = device.current_backend()
         only = ahead.compiling_ahead()
@@ -276,14 +288,28 @@ class TileKernel(BaseKernel):
         else:
             entry = self._entry(types, names, constants, backend)
             fn, loaded, params = entry.compiled.fn, entry.loaded, entry.compiled.info.params
+            written = [p.written for p in params]
 
             def enqueue(stream):
+                check_order(stream, self.name, names, tensors, written)
                 if loaded is None:
                     tile_launch.launch_cpu(fn, grid, params, tensors, scalars)
                 else:
                     tile_launch.launch_cuda(loaded, grid, tensors, scalars, stream)
+            if loaded is not None and not kwargs:
+                self._remember(args, types, entry)
         return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
                                partitions=partitions, label=f"kernel '{self.name}'")
+
+    def _remember(self, args, types, entry) -> None:
+        """Keep the plan of a call the slow path accepted, under its fast-path key."""
+        found = tile_fast.signature(self.params, args)
+        if found is None:
+            return
+        runtime = [p for p in self.params if not isinstance(p, ConstParam)]
+        scalar_dtypes = {k: ty.dtype for k, ty in enumerate(types) if isinstance(ty, T.Scalar)}
+        self._plans[found[0]] = tile_fast.TilePlan(self.name, runtime, entry.loaded,
+                                                   scalar_dtypes)
 
     def _entry(self, types, names, constants, backend) -> _Entry:
         key = (types, tuple(sorted(constants.items())), backend)

@@ -313,7 +313,7 @@ def _order_after_current(stream: Stream) -> None:
     copies) so that an operation run on another stream sees their results."""
     current = current_stream()
     if stream is not current and stream.core is not None and current.core is not None:
-        stream.core.wait(current.core)
+        stream.wait(current)
 
 
 def _drain(stream: Stream) -> None:

@@ -116,6 +116,8 @@ class Partition:
 
     def _check(self, action: str) -> None:
         """Raise MovedError unless this partition is usable now."""
+        if not self._ended and self._holder is None:
+            return  # the common case, checked without building a message
         what = (f"Partition(shape={self.shape}, dtype={self.dtype}, "
                 f"tile_shape={self.tile_shape})")
         if self._ended:

@@ -24,6 +24,7 @@ from fearless import dtypes
 from fearless.errors import ArgumentTypeError
 from fearless.runtime import dispatch, pack
 from fearless.runtime.args import FLAGS, HI, LO, OBJ, SHAPE
+from fearless.runtime.stream import check_order
 from fearless.runtime.tensor import Tensor
 
 
@@ -37,7 +38,8 @@ class LaunchPlan:
     ``shapes``: the argument shapes the slow path last checked (None: none yet)."""
 
     __slots__ = ("kernel", "names", "function", "grid", "block", "shared", "params", "written",
-                 "arrays", "scalars", "sites", "threads", "shapes", "requires", "empty")
+                 "arrays", "scalars", "sites", "threads", "shapes", "requires", "empty",
+                 "is_written")
 
     def __init__(self, kernel: str, info, function: int, grid: tuple, block: tuple, shared: int,
                  params: pack.ParamBuffer, threads: int = 0, requires=None):
@@ -48,6 +50,7 @@ class LaunchPlan:
         self.empty = 0 in self.grid
         self.written = tuple(k for k, p in enumerate(info.params) if p.is_array and p.written)
         self.arrays = tuple(k for k, p in enumerate(info.params) if p.is_array)
+        self.is_written = [p.is_array and p.written for p in info.params]
         self.scalars = tuple((k, converter(p.dtype)) for k, p in enumerate(info.params)
                              if not p.is_array)
         self.sites = info.bounds_sites
@@ -76,9 +79,27 @@ class LaunchPlan:
         return self.shapes == tuple(views[k][SHAPE] for k in self.arrays)
 
     def run(self, args, views, stream) -> None:
-        """Enqueue one launch on ``stream`` (the checks of ``admits`` passed)."""
+        """Enqueue one launch on ``stream`` (the checks of ``admits`` passed): ordered after
+        the writes of other streams to its fearless tensors (``stream.check_order``)."""
         if self.requires is not None:
             self.requires(args)
+        if stream._leases:  # check_order's common case inline: no write from another stream
+            for k in self.arrays:
+                obj = views[k][OBJ]
+                if type(obj) is Tensor and obj._storage.writer is not None and \
+                        obj._storage.writer[0] is not stream:
+                    tensors = [v[OBJ] if type(v) is tuple and type(v[OBJ]) is Tensor else None
+                               for v in views]
+                    check_order(stream, self.kernel, self.names, tensors, self.is_written)
+                    break
+            else:
+                seq = 0
+                for k in self.written:
+                    obj = views[k][OBJ]
+                    if type(obj) is Tensor:
+                        if not seq:
+                            seq = stream.seq = stream.seq + 1
+                        obj._storage.writer = (stream, seq)
         a = list(views)
         for k, convert in self.scalars:
             a[k] = convert(self.names[k], args[k])

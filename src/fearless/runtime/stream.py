@@ -19,6 +19,16 @@ work enqueued before it. Leases are grouped: every ``LEASE_BATCH`` leases one ev
 group, ``cuEventQuery``) or the stream is synchronised, so a launch pays a list append, not an
 event. ``fl.Event`` records a point of a stream; ``s.wait(e)`` (or ``s.wait(other_stream)``)
 orders ``s``'s later work after it.
+
+Ordering: each stream counts the launches that write fearless tensors (``seq``); a write records
+``(stream, seq)`` on the tensor's storage (``ownership.Storage.writer``). A later launch on
+another stream that uses the tensor must be ordered after that write: the writer stream was
+synchronised since (``done``), or the using stream waited for an event recorded after it
+(``Stream.wait``; what the writer stream had waited for comes along, so ordering is
+transitive). Otherwise ``check_order`` raises StreamOrderError before anything is enqueued.
+Limits: memory fearless did not allocate (torch, CuPy) is not tracked, since its producers
+order it through their own streams, and neither is ordering made outside fearless (a torch
+event wait between torch streams): say it with ``fl.Event`` and ``Stream.wait`` instead.
 """
 from __future__ import annotations
 
@@ -31,7 +41,7 @@ import weakref
 from collections import deque
 from typing import Callable
 
-from fearless.errors import LaunchError
+from fearless.errors import LaunchError, StreamOrderError
 from fearless.runtime import device, ownership
 from fearless.tracebacks import user_facing
 
@@ -55,6 +65,9 @@ class Stream:
         self._deferred: list[Callable[[], None]] = []
         self._batch: list = []
         self._held: deque = deque()  # (event, leased objects) in recording order
+        self.seq = 0            # writes of fearless tensors enqueued here (see check_order)
+        self.done = 0           # seq as of the last synchronisation
+        self.seen: dict = {}    # other stream -> its seq this stream is ordered after
         _all.add(self)
 
     def defer(self, check: Callable[[], None]) -> None:
@@ -83,14 +96,18 @@ class Stream:
         if not isinstance(other, Event):
             raise TypeError(f"Stream.wait takes a fearless Event or Stream, got "
                             f"{type(other).__name__}")
-        if self.handle != other.stream.handle:
+        if self.handle != other.stream.handle and other.handle is not None:
             _events.wait(self.handle, other.handle)
+        for stream, seq in other.knows.items():
+            if self.seen.get(stream, -1) < seq:
+                self.seen[stream] = seq
 
     def synchronize(self) -> None:
         """Wait for all enqueued work, release the leases, then run the deferred checks (first
         error wins)."""
         if self.core is not None:
             self.core.sync()
+        self.done = self.seq
         for event, _ in self._held:
             _events.give_back(event)
         self._held.clear()
@@ -115,6 +132,9 @@ class Event:
         self.stream = stream if stream is not None else current_stream()
         self.handle = _events.record(self.stream.handle) if self.stream.handle or \
             self.stream.core is not None else None
+        # the writes this point is after: its stream's so far, and what that stream waited for
+        self.knows = dict(self.stream.seen)
+        self.knows[self.stream] = self.stream.seq
 
     def query(self) -> bool:
         return self.handle is None or _events.done(self.handle)
@@ -206,6 +226,33 @@ def _report_at_exit() -> None:
             with contextlib.suppress(Exception):
                 f.flush()
         os._exit(1)
+
+
+def check_order(stream: Stream, kernel: str, names, tensors, written) -> None:
+    """Refuse (StreamOrderError) a launch on ``stream`` that uses a fearless tensor last written
+    on another stream with no ordering between them; then record this launch's writes.
+    ``tensors[i]``: a fearless Tensor or None (scalars, foreign memory); ``written[i]``: the
+    parameter is written. The cpu backend runs launches as they come: nothing to order; a
+    graph capture's stream records kernels that run later, at replays (not tracked)."""
+    if not stream._leases:
+        return
+    for name, t, writes in zip(names, tensors, written):
+        if t is None:
+            continue
+        w = t._storage.writer
+        if w is not None and w[0] is not stream:
+            other, seq = w
+            if other.done < seq and stream.seen.get(other, -1) < seq:
+                raise StreamOrderError(
+                    f"'{name}' was written by a launch on {other!r} that nothing orders before "
+                    f"this launch on {stream!r}", kernel=kernel, param=name,
+                    help="order the streams: s.wait(fl.Event(other)) (or s.wait(other)), or "
+                         "synchronise the other stream first")
+    if any(w and t is not None for t, w in zip(tensors, written)):
+        stream.seq += 1
+        for t, writes in zip(tensors, written):
+            if writes and t is not None:
+                t._storage.writer = (stream, stream.seq)
 
 
 def known_streams() -> list[Stream]:

@@ -1,0 +1,148 @@
+"""The tile call's fast path: a TilePlan per argument signature (as ``runtime/plan.py`` is for
+SIMT launches).
+
+``signature(kernel, args)`` reads a call's arguments once (``runtime/args.py`` views) into a key:
+per Out its partition's tensor view key, tile shape and layout facts; per In its view key and
+layout facts (the alignment and divisibility facts are part of a tile specialisation, see
+``ir.types.Layout``); per ``ft.Const`` its value; per scalar its type. After a first call has
+checked everything the slow way and compiled, the kernel keeps a plan under that key; a repeat
+call builds its ``DeviceOperation`` from the plan with the per-call checks only: partitions
+free, one grid over every Out, no memory shared between an Out and another argument, fearless
+inputs neither moved nor claimed by a pending operation (else the slow path, which raises the
+error). Anything else (keyword arguments, defaults, TypeVar scalars, foreign types) takes the
+slow path.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fearless.frontend.tile_params import ConstParam, ScalarParam, TensorParam
+from fearless.runtime import args as args_, pack
+from fearless.runtime.args import HI, LO, OBJ, PTR, SHAPE, STRIDES
+from fearless.runtime.lazy import DeviceOperation
+from fearless.runtime.partition import Partition
+from fearless.runtime.plan import converter
+from fearless.runtime.stream import check_order
+from fearless.runtime.tensor import Tensor
+from fearless.runtime.tile_launch import hardware_grid
+
+_INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
+_SCALARS = frozenset((bool, int, float, *(np.dtype(c).type for c in "?bBhHiIlLqQefd")))
+
+
+def _pow2(n: int) -> int:
+    n = abs(n)
+    return 16 if n == 0 else min(n & -n, 16)
+
+
+def layout_facts(view):
+    """The ``ir.types.Layout`` fields of a view (None when an extent or stride needs more than
+    32 bits: the slow path refuses it)."""
+    shape, strides = view[SHAPE], view[STRIDES]
+    for n in (*shape, *strides):
+        if n >= _INDEX_LIMIT or -n >= _INDEX_LIMIT:
+            return None
+    return (_pow2(view[PTR]), tuple(map(_pow2, shape)), tuple(map(_pow2, strides)),
+            len(shape) > 0 and (strides[-1] == 1 or shape[-1] == 1))
+
+
+def signature(params, args):
+    """``(key, views, outs, values)`` of a cuda call with positional ``args`` (``values``: the
+    runtime arguments, ``ft.Const`` ones left out), or None when the fast path does not
+    apply."""
+    if len(args) != len(params):
+        return None
+    readers = args_.READERS_CUDA
+    key, views, outs, values = [], [], [], []
+    for p, v in zip(params, args):
+        kind = type(v)
+        cls = type(p)
+        if cls is ConstParam:
+            key.append((kind, v))
+            continue
+        if cls is TensorParam:
+            if p.role == "out":
+                if kind is not Partition or v._ended or v._holder is not None:
+                    return None
+                view = args_.of_tensor(v._tensor)
+                facts = layout_facts(view)
+                key.append((view[0], v.tile_shape, facts))
+                outs.append(v)
+            else:
+                if kind is Partition:
+                    return None
+                read = readers.get(kind) or args_.reader(kind, "cuda")
+                view = read(v, 0)
+                if view is None:
+                    return None
+                facts = layout_facts(view)
+                key.append((view[0], facts))
+            if facts is None:
+                return None
+            views.append(view)
+        elif cls is ScalarParam and kind in _SCALARS:
+            key.append((kind, -(1 << 31) <= v < (1 << 31)) if kind is int else kind)
+            views.append(v)
+        else:
+            return None
+        values.append(v)
+    return tuple(key), views, outs, tuple(values)
+
+
+class TilePlan:
+    """One compiled tile kernel for one argument signature, ready to build operations.
+
+    ``loaded``: the LoadedTile; ``scalars``: (index among runtime parameters, converter) pairs;
+    ``ins``/``out_index``: which runtime parameters are In tensors and Outs."""
+
+    __slots__ = ("kernel", "loaded", "scalars", "ins", "outs", "label", "names", "written")
+
+    def __init__(self, kernel: str, runtime_params, loaded, scalar_dtypes: dict):
+        self.kernel, self.loaded = kernel, loaded
+        self.scalars = tuple((k, runtime_params[k].name, converter(dt))
+                             for k, dt in scalar_dtypes.items())
+        self.ins = tuple(k for k, p in enumerate(runtime_params)
+                         if type(p) is TensorParam and p.role != "out")
+        self.outs = tuple(k for k, p in enumerate(runtime_params)
+                          if type(p) is TensorParam and p.role == "out")
+        self.label = f"kernel '{kernel}'"
+        self.names = [p.name for p in runtime_params]
+        self.written = [k in self.outs for k in range(len(runtime_params))]
+
+    def operation(self, runtime_args, views, partitions):
+        """The DeviceOperation of one call, or None when a per-call check needs the slow path
+        (which raises the right error)."""
+        grid = partitions[0].grid
+        for part in partitions:
+            if part.grid != grid:
+                return None
+        reads = []
+        for k in self.ins:
+            obj = views[k][OBJ]
+            if type(obj) is Tensor:
+                if obj._moved is not None or obj._storage.claims:
+                    return None
+                reads.append(obj)
+        for w in self.outs:
+            lo, hi = views[w][LO], views[w][HI]
+            if lo == hi:
+                continue
+            for k, v in enumerate(views):
+                if k != w and type(v) is tuple and v[LO] < hi and lo < v[HI]:
+                    return None
+        a = list(views)
+        for k, name, convert in self.scalars:
+            a[k] = convert(name, runtime_args[k])
+        loaded, name, names, written = self.loaded, self.kernel, self.names, self.written
+        hw = hardware_grid(grid, loaded.grouped)
+        empty = 0 in grid
+        tensors = [v[OBJ] if type(v) is tuple and type(v[OBJ]) is Tensor else None for v in views]
+
+        def enqueue(stream):
+            check_order(stream, name, names, tensors, written)
+            if not empty:
+                pack.launch(loaded.function, hw, (1, 1, 1), 0, stream.handle,
+                            loaded.params.fill(a), name)
+            stream.lease(runtime_args)
+        return DeviceOperation(enqueue, runtime_args, reads=reads, partitions=partitions,
+                               label=self.label)
