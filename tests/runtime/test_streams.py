@@ -272,3 +272,40 @@ def test_unordered_streams_are_refused_and_ordered_ones_are_right():
             scale[launch](mid, 3.0, out)
         fl.synchronize()
         np.testing.assert_allclose(out.numpy(), (x.numpy() * 2 + 1) * 3 + 1, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_a_stream_of_another_context_is_refused():
+    from cuda.bindings import driver
+    fl.zeros(1)  # the primary context exists and is current
+    err, mine = driver.cuCtxGetCurrent()
+    err, dev = driver.cuDeviceGet(0)
+    err, other = driver.cuCtxCreate(None, 0, dev) if _takes_params() else driver.cuCtxCreate(0, dev)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    try:
+        err, foreign = driver.cuStreamCreate(0)  # made in the new (current) context
+        driver.cuCtxSetCurrent(mine)
+        with pytest.raises(LaunchError, match="another CUDA context"):
+            with fl.stream(_Handle(int(foreign))):
+                pass
+    finally:
+        driver.cuCtxSetCurrent(mine)
+        driver.cuCtxDestroy(other)
+
+
+def _takes_params() -> bool:  # cuda-bindings 13 added a CUctxCreateParams argument
+    import inspect
+
+    from cuda.bindings import driver
+    try:
+        return len(inspect.signature(driver.cuCtxCreate).parameters) == 3
+    except (TypeError, ValueError):
+        return True
+
+
+class _Handle:  # any object speaking the CUDA stream protocol
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)

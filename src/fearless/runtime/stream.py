@@ -286,10 +286,23 @@ def current_stream() -> Stream:
 
 
 def wrap(handle: int) -> Stream:
-    """The fearless Stream over another library's CUstream ``handle`` (one per handle)."""
+    """The fearless Stream over another library's CUstream ``handle`` (one per handle).
+    Raises LaunchError for a stream of another context (another GPU, or a context that is not
+    the device's primary one, which fearless and PyTorch share)."""
     stream = _wrapped.get(handle)
     if stream is None:
+        from cuda.bindings import driver
         from cuda.core import Stream as CoreStream
+        device.cuda_device()
+        err, ctx = driver.cuStreamGetCtx(handle)
+        err2, ours = driver.cuCtxGetCurrent()
+        if err == driver.CUresult.CUDA_SUCCESS and err2 == driver.CUresult.CUDA_SUCCESS and \
+                int(ctx) != int(ours):
+            raise LaunchError(f"stream {handle:#x} belongs to another CUDA context (another GPU, "
+                              f"or a context that is not GPU 0's primary one) than fearless's",
+                              help="create the stream on GPU 0 in its primary context, as "
+                                   "torch.cuda.Stream() and fl.Stream() do")
+        _check(err, "cuStreamGetCtx")
         stream = _wrapped[handle] = Stream(CoreStream.from_handle(handle), _wrap=True)
     return stream
 
