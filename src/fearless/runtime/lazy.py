@@ -207,7 +207,7 @@ class DeviceOperation:
     @user_facing
     def sync(self) -> Any:
         """Run on the current stream, wait, and return the result (ownership comes back)."""
-        return self.sync_on(current_stream())
+        return self._sync(current_stream(), True)
 
     @user_facing
     def sync_on(self, stream: Stream) -> Any:
@@ -218,13 +218,19 @@ class DeviceOperation:
         operation, and whatever the work raises (a ``KernelBoundsError`` from the deferred
         checks); in every case the arguments are given back first.
         """
+        return self._sync(stream, False)
+
+    def _sync(self, stream: Stream, current: bool) -> Any:
+        """``sync_on(stream)``; ``current``: ``stream`` is the current stream (no ordering to
+        add)."""
         if self._state != PENDING:
             self._refuse("sync it")
         with ownership.execution():
             self._state = DONE
             ex = _Execution(stream)
             try:
-                _order_after_current(stream)
+                if not current:
+                    _order_after_current(stream)
                 value = self._execute(ex)
             except BaseException:
                 self._state = FAILED
@@ -299,6 +305,8 @@ def zip(*ops: DeviceOperation) -> DeviceOperation:
 def unique_tensors(tensors) -> list:
     """``tensors`` without repeats of one memory range: an operation (or a graph) that touches
     a tensor many times claims it once, so claiming stays linear in the distinct tensors."""
+    if type(tensors) is list and len(tensors) <= 1:
+        return list(tensors)  # the common case: nothing to compare
     seen, out = set(), []
     for t in tensors:
         key = (id(t._storage), t.byte_extent())

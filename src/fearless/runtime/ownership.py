@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from contextlib import contextmanager
 
 from fearless.errors import LaunchError
 
@@ -142,12 +141,23 @@ def refuse_while_executing(what: str) -> None:
                                "read results after the outer .sync()")
 
 
-@contextmanager
-def execution():
-    """Hold the execution lock of this thread (refusing a nested one)."""
-    refuse_while_executing("running another DeviceOperation (.sync(), fl.graph())")
-    _local.executing = True
-    try:
-        yield
-    finally:
+class _Execution:
+    """The execution lock as a context manager (a class: cheaper per ``.sync()`` than a
+    generator-based one)."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        refuse_while_executing("running another DeviceOperation (.sync(), fl.graph())")
+        _local.executing = True
+
+    def __exit__(self, *exc):
         _local.executing = False
+
+
+_EXECUTION = _Execution()
+
+
+def execution() -> _Execution:
+    """Hold the execution lock of this thread (refusing a nested one): ``with execution():``."""
+    return _EXECUTION
