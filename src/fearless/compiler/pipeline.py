@@ -8,7 +8,8 @@
     cubin   machine code, assembled by nvJitLink
     sass    the cubin disassembled (nvdisasm or cuobjdump, when installed: ``runtime/disasm.py``)
 
-Tile kernels (TILE_STAGES) share ``ast`` and ``ir``, then:
+Tile kernels (TILE_STAGES) share ``ast``, ``ir`` and ``passes`` (``passes.TILE_PASSES``: what
+the CPU backend interprets and the GPU lowers), then:
 
     tileir  CUDA Tile IR bytecode (printed by tileirdisasm when tileiras is installed)
     cubin   machine code, from tileiras
@@ -40,7 +41,7 @@ from fearless.ir.core import Function
 from fearless.ir.opdef import checked_reads
 from fearless.ir.printer import print_function
 from fearless.ir.verify import verify
-from fearless.passes import PassOptions, run_all
+from fearless.passes import TILE_PASSES, PassOptions, run_all
 from fearless.runtime import disasm
 from fearless.runtime.module import ptx_to_cubin
 
@@ -179,6 +180,10 @@ def _tile_ir(s: _State):
     s.out.info = KernelInfo(params_info(s.params))
 
 
+def _tile_passes(s: _State):
+    s.out.fn = run_all(s.out.fn, s.options, verify, TILE_PASSES)
+
+
 def _tileir(s: _State):
     tc = tileiras.find()
     version = tc.pick_version() if tc is not None else DEFAULT_TILE_VERSION
@@ -195,20 +200,25 @@ def _tile_cubin(s: _State):
     s.out.cubin = tc.compile(s.out.tileir, s.arch, kernel=s.cap.name)
 
 
-TILE_STAGES = (("ast", _ast), ("ir", _tile_ir), ("tileir", _tileir), ("cubin", _tile_cubin),
-               ("sass", _sass))
+TILE_STAGES = (("ast", _ast), ("ir", _tile_ir), ("passes", _tile_passes), ("tileir", _tileir),
+               ("cubin", _tile_cubin), ("sass", _sass))
 TILE_STAGE_NAMES = tuple(name for name, _ in TILE_STAGES)
 
 
 def compile_tile(cap: Captured, params: list[tuple[str, T.Type]], constants: dict,
                  arch: str | None, until: str = "cubin", hints: dict | None = None,
                  dump=frozenset()) -> Compiled:
-    """Run the tile stages up to ``until``; ``tileir`` and ``cubin`` need ``arch``."""
+    """Run the tile stages up to ``until``; ``tileir`` and ``cubin`` need ``arch``. A compile
+    that makes the IR also runs the passes: they refuse what the GPU cannot run, and the CPU
+    backend interprets their output (``compiled.fn``), so ``until="ir"`` gives the same ``fn``
+    as ``until="passes"`` (and ``compiled.ir``, the frontend's text)."""
     if until not in TILE_STAGE_NAMES:
         raise ValueError(f"unknown stage {until!r}; stages: {', '.join(TILE_STAGE_NAMES)}")
     state = _State(cap, params, PassOptions(), arch,
                    Compiled(cap.name, tuple(t for _, t in params)), constants=constants,
                    hints=dict(hints or {}))
+    if until == "ir":
+        until = "passes"
     for name, stage in TILE_STAGES:
         if name in ("tileir", "cubin", "sass") and arch is None:
             raise ValueError(f"stage {name!r} needs a target arch such as 'sm_90'")
@@ -216,11 +226,6 @@ def compile_tile(cap: Captured, params: list[tuple[str, T.Type]], constants: dic
         _dump(state, name, dump)
         if name == until:
             break
-    if state.out.fn is not None and state.out.tileir is None:
-        # The CPU backend interprets any IR, but a kernel must mean the same on every backend:
-        # lowering to Tile IR (cheap, no tileiras) refuses what the GPU cannot run yet, also
-        # when the pipeline stops before the tileir stage (the GPU path lowers there anyway).
-        lower_tile(state.out.fn, DEFAULT_TILE_VERSION, state.hints, arch)
     return state.out
 
 

@@ -10,11 +10,11 @@ tile block's tile cannot be written, and trying (``out.store(t, (i + 1, j))``) i
 Reads of an Out are held to the same rule, since another block may be writing the tile it would
 read and Tile IR tokens order only one block's own operations: ``out.load()``, and ``ft.load`` /
 ``ft.load_like`` only where the position and shape are provably the block's own tile (the
-coordinates are ``out.tile_index`` itself); any other read of an Out is a SafetyError.
+coordinates are ``out.tile_index`` itself). The own-tile pass (``passes/own_tile.py``) checks
+those reads; a ``tile.load`` of an Out carries the spans of its arguments for its diagnostics.
 """
 from __future__ import annotations
 
-import ast
 import builtins
 from dataclasses import dataclass
 from math import prod
@@ -99,8 +99,8 @@ def _view_attribute(gen, view: Value, attr: str, node):
 
 
 def _block_index(gen, axis: int) -> Value:
-    """This block's coordinate along ``axis``: one value per kernel, made at entry, so that a
-    load of an Out can recognise ``out.tile_index`` by identity."""
+    """This block's coordinate along ``axis``: one ``tile.block_index`` per kernel, made at
+    entry, which is how passes/own_tile.py recognises ``out.tile_index``."""
     ctx = gen.ctx
     if axis not in ctx.block_index:
         with gen.b.at(Region()) as region:
@@ -239,18 +239,12 @@ def _load(c: _Call):
     if len(items) != x.type.ndim or len(shape) != x.type.ndim:
         raise c.error(f"a {x.type.ndim}-d tensor needs {x.type.ndim} tile coordinates and a "
                       f"{x.type.ndim}-d shape")
-    if x.type.role is T.Role.OUT:
-        expr = ast.unparse(c.arg_node(_LOAD, "x"))
-        own = [_block_index(c.gen, k) for k in range(x.type.ndim)]
-        if any(item is not v for item, v in zip(items, own)):
-            _other_tile(c, x, expr, f"this position is not provably {expr}.tile_index",
-                        c.arg_node(_LOAD, "index"))
-        if shape != x.type.tile_shape:
-            _other_tile(c, x, expr, f"this shape {shape} is not its tile shape "
-                                    f"{x.type.tile_shape}", c.arg_node(_LOAD, "shape"))
+    attrs = _load_attrs(c, shape, latency, allow_tma)
+    if x.type.role is T.Role.OUT:  # for passes/own_tile.py's diagnostics
+        attrs["load_spans"] = tuple(c.gen.cap.span(c.arg_node(_LOAD, k))
+                                    for k in ("x", "index", "shape"))
     coords = [c.emit.scalar(i, T.INDEX.dtype) for i in items]
-    return c.b.create("tile.load", [x, *coords],
-                      attrs=_load_attrs(c, shape, latency, allow_tma)).result
+    return c.b.create("tile.load", [x, *coords], attrs=attrs).result
 
 
 def _load_like(c: _Call):
@@ -261,26 +255,13 @@ def _load_like(c: _Call):
                       help="for an In tensor use ft.load(x, index, shape)")
     if x.type.ndim != out.type.ndim:
         raise c.error(f"x is {x.type.ndim}-d but the partition is {out.type.ndim}-d")
-    shape = out.type.tile_shape
-    if x.type.role is T.Role.OUT and shape != x.type.tile_shape:
-        # every Out gives the same grid, so only an equal tile shape makes this x's own tile
-        _other_tile(c, x, ast.unparse(c.arg_node(_LOAD_LIKE, "x")),
-                    f"this read takes the tile shape {shape} of "
-                    f"'{ast.unparse(c.arg_node(_LOAD_LIKE, 'out'))}', not its own "
-                    f"{x.type.tile_shape}", c.node)
+    attrs = _load_attrs(c, out.type.tile_shape, latency, allow_tma)
+    if x.type.role is T.Role.OUT:  # for passes/own_tile.py's diagnostics
+        attrs["load_like_spans"] = (c.gen.cap.span(c.arg_node(_LOAD_LIKE, "x")),
+                                    c.gen.cap.span(c.arg_node(_LOAD_LIKE, "out")),
+                                    c.gen.cap.span(c.node))
     coords = [_block_index(c.gen, k) for k in range(out.type.ndim)]
-    return c.b.create("tile.load", [x, *coords],
-                      attrs=_load_attrs(c, shape, latency, allow_tma)).result
-
-
-def _other_tile(c: _Call, x: Value, expr: str, why: str, node):
-    """Refuse a read of Out partition ``x`` (written ``expr``) that may reach another tile
-    block's tile; the caret goes under ``node``."""
-    raise SafetyError(f"an Out partition may be read only at this tile block's own tile, and "
-                      f"{why}", kernel=c.gen.ctx.kernel, param=x.hint,  # a parameter's name
-                      span=c.gen.cap.span(node),
-                      help=f"use {expr}.load() to read this block's own tile; other tiles of an "
-                           f"output belong to other tile blocks")
+    return c.b.create("tile.load", [x, *coords], attrs=attrs).result
 
 
 def _store(c: _Call):

@@ -2,14 +2,15 @@
 
 ``run(fn, options) -> fn``: a pass either returns the function (updating op attributes and
 ``fn.attrs`` in place) or raises a user-facing error (SafetyError, CompileError) that points at the
-kernel's source. The verifier runs after each pass in tests.
+kernel's source. SIMT kernels run ``SIMT_PASSES``, tile kernels ``TILE_PASSES``; the compile
+pipeline (``compiler/pipeline.py``) runs the verifier after each pass.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fearless.passes import (access, barriers, bounds, contract, disjoint, inbounds, shared,
-                             simplify, warps)
+from fearless.passes import (access, barriers, bounds, contract, disjoint, inbounds,
+                             memory_order, own_tile, shared, simplify, tile_subset, warps)
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class PassOptions:
     block: tuple | None = None  # the launch contract's exact block (x, y), when it fixes one
 
 
-PASSES = (
+SIMT_PASSES = (
     ("access", access.run),        # no writes to read-only arrays
     ("disjoint", disjoint.run),    # DisjointSlice accesses only at the thread's own index
     ("barriers", barriers.run),    # every barrier is reached by the whole block
@@ -31,9 +32,17 @@ PASSES = (
     ("inbounds", inbounds.run),    # drop the checks of reads proven in bounds by their guards
 )
 
+TILE_PASSES = (  # the checks first: simplify would drop an unused read they refuse
+    ("own_tile", own_tile.run),          # an Out partition only at the block's own tile
+    ("subset", tile_subset.run),         # only what Tile IR expresses: the GPU runs the same
+    ("simplify", simplify.run),          # drop unused pure ops
+    ("memory_order", memory_order.run),  # the loads and stores that tokens must order
+)
 
-def run_all(fn, options: PassOptions, verify=None):
-    for _, run in PASSES:
+
+def run_all(fn, options: PassOptions, verify=None, passes=SIMT_PASSES):
+    """Run ``passes`` over ``fn`` in order, then ``verify(fn)`` after each when given."""
+    for _, run in passes:
         fn = run(fn, options)
         if verify is not None:
             verify(fn)

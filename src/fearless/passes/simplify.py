@@ -1,4 +1,6 @@
-"""Drop pure ops whose results are never used (fewer ops for the CPU interpreter to run)."""
+"""Drop pure ops whose results are never used (fewer ops for the CPU interpreter to run and for
+the GPU lowerings to emit). In both pass lists; on the tile track after the checks, which must see
+every op the user wrote."""
 from __future__ import annotations
 
 from fearless.ir.core import Function, Region

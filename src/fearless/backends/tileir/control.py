@@ -1,12 +1,13 @@
 """Tile-kernel control flow -> Tile IR: the rules for ``scf.*`` and ``cf.*`` (part of ``lower``).
 
 Our IR keeps Python variables in slots (``local.*``); Tile IR is pure SSA. ``Lowering.slots``
-holds each slot's current value (the memory tokens of Out tensors are slots too), and these
+holds each slot's current value (the memory tokens of ordered tensors are slots too), and these
 rules turn the slots a region may change into the carried values of a loop or the results of an
 ``if``. The forms (Tile IR spec, control-flow operations; NVIDIA/cuda-tile ``Ops.td``):
 
-* ``for`` over ``range`` (positive constant step) is Tile IR's ``for``; a ``continue`` in it, at
-  any depth of ``if``, is Tile IR's ``continue`` with the carried values.
+* ``for`` over ``range`` (a positive constant step: ``passes/tile_subset.py`` refuses others)
+  is Tile IR's ``for``; a ``continue`` in it, at any depth of ``if``, is Tile IR's ``continue``
+  with the carried values.
 * ``while``, and a ``for`` whose body may ``break`` or ``return``, is Tile IR's ``loop``: the
   carried values (and the counter of a ``for``) are its iteration values; the body opens with
   ``if cond {} else { break }``; ``break`` and ``continue`` yield the current values.
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from fearless.backends.tileir import tir
 from fearless.backends.tileir.builder import Builder
 from fearless.backends.tileir.ops import TERMINATORS
+from fearless.errors import InternalError
 from fearless.ir.core import Region
 
 _LOOPS = ("scf.for", "scf.while")
@@ -201,9 +203,8 @@ def enter_kernel(low, body: Region) -> None:
 # rules ------------------------------------------------------------------------------------------
 
 def _for(low, op):
-    if op.attrs.get("step_sign") != 1:
-        raise low.error(op, "tile-kernel loops need a positive constant step",
-                        help="write range(start, stop) or range(start, stop, k) with k > 0")
+    if op.attrs.get("step_sign") != 1:  # passes/tile_subset.py refuses these loops
+        raise InternalError("tile lowering: a for loop without a positive constant step")
     (body,) = op.regions
     lo, hi, step = (low.v(x) for x in op.operands)
     if _breaks(body) or _returns(body):

@@ -12,9 +12,14 @@ Our IR keeps Python variables in slots (``local.*``); Tile IR is pure SSA, so th
 each slot's current value; ``control.py`` turns the slots a loop or an ``if`` may change into its
 carried values or results, and lowers ``while``, ``break``, ``continue`` and ``return``.
 
+The IR it lowers has been through the tile passes (``passes.TILE_PASSES``): ``tile_subset``
+refused what has no rule here, so a missing rule is a fearless bug; ``memory_order`` marked the
+loads and stores that must be ordered (attr ``order``).
+
 Memory order: Tile IR leaves two memory operations unordered unless a token connects them, so
-every load and store of an Out tensor waits for the token of the last conflicting operation on it
-(the memory-token slots, below); they travel through ``for`` and ``if`` like the variables' slots.
+every load and store that ``memory_order`` marked waits for the token of the last conflicting
+operation on its tensor (the memory-token slots, below); they travel through ``for`` and ``if``
+like the variables' slots.
 """
 from __future__ import annotations
 
@@ -24,10 +29,11 @@ from fearless.backends.tileir import control, mathlib, tir
 from fearless.backends.tileir.builder import Builder
 from fearless.compiler.abi import SCALAR, Abi, Slot, array_slots, scalar_code
 from fearless.dtypes import DType, int_range
-from fearless.errors import CompileError, InternalError
+from fearless.errors import InternalError
 from fearless.ir import types as T
 from fearless.ir.core import Function, Region
-from fearless.ir.opdef import only
+from fearless.passes.memory_order import MEMORY as _MEMORY, Order
+from fearless.passes.tile_subset import UNSUPPORTED
 
 _SCALARS = {"bool": tir.I1, "i8": tir.I8, "i16": tir.I16, "i32": tir.I32, "i64": tir.I64,
             "u8": tir.I8, "u16": tir.I16, "u32": tir.I32, "u64": tir.I64, "f16": tir.F16,
@@ -122,9 +128,6 @@ class Lowering:
     def const(self, value, d: tir.ScalarType, shape=()):
         return self.b.constant(value, tir.tile(d, shape))
 
-    def error(self, op, message, help=None) -> CompileError:
-        return CompileError(message, kernel=self.fn.name, span=op.span, help=help)
-
     # prologue ---------------------------------------------------------------------------------
 
     def prologue(self) -> None:
@@ -153,8 +156,10 @@ class Lowering:
             elif op.name in ("tile.load_own", "tile.store"):
                 self.partition(op.operands[0], op.operands[0].type.tile_shape)
         self.token = b.make_token()
+        ordered = {id(op.operands[0]) for op in self.fn.walk()
+                   if op.name in _MEMORY and op.attrs.get("order") is not None}
         for p in self.fn.params:
-            if isinstance(p.type, T.TensorView) and _ordered(p.value):
+            if id(p.value) in ordered:
                 self.slots[_LAST_OP, id(p.value)] = self.slots[_LAST_STORE, id(p.value)] = \
                     self.token
         self.block_ids = b.get_tile_block_id()
@@ -208,11 +213,10 @@ class Lowering:
             if op.name == "cf.return" and self.tail:
                 return
             rule = RULES.get(op.name)
-            if rule is None:
-                raise self.error(op, UNSUPPORTED.get(op.name, f"{op.name} has no Tile IR rule"),
-                                 help="tile kernels support if, for over range(...), while, "
-                                      "break, continue, return, tile operations and math "
-                                      "functions with a Tile IR operation")
+            if rule is None:  # passes/tile_subset.py refuses these, before any backend
+                raise InternalError(f"tile lowering: {op.name} has no Tile IR rule "
+                                    f"({UNSUPPORTED.get(op.name, 'and no reason')}), but the "
+                                    f"tile passes let it through")
             rule(self, op)
 
     def writes(self, op) -> list:
@@ -220,7 +224,7 @@ class Lowering:
         of the Out tensor it loads or stores."""
         if op.name == "local.store":
             return [id(op.operands[0])]
-        if op.name in _MEMORY and _ordered(op.operands[0]):
+        if op.name in _MEMORY and op.attrs.get("order") is not None:
             tensor = id(op.operands[0])
             return [(_LAST_OP, tensor)] + ([(_LAST_STORE, tensor)] if op.name == "tile.store"
                                            else [])
@@ -235,12 +239,12 @@ def _elementwise(float_op, int_op, bool_op=None):
         if d.is_bool and bool_op:
             low.set(op, getattr(b_, bool_op)(a, b))
         elif d.is_float:
-            if float_op is None:
-                raise low.error(op, f"{op.name} needs integers")
+            if float_op is None:  # the op's verifier refuses this
+                raise InternalError(f"tile lowering: {op.name} of floats")
             low.set(op, getattr(b_, float_op)(a, b))
         else:
             if int_op is None:
-                raise low.error(op, f"{op.name} needs floats")
+                raise InternalError(f"tile lowering: {op.name} of integers")
             name, signed = int_op
             if signed:
                 low.set(op, getattr(b_, name)(a, b, signedness="signed" if d.is_signed
@@ -497,26 +501,25 @@ def _dim(low: Lowering, op):
 
 # Memory order. Tile IR orders two memory operations only through tokens ("the ordering between
 # any pair of memory operations is undefined unless connected by tokens", the Tile IR spec's
-# memory operations section). The launcher refuses an Out that overlaps itself or any other
-# argument (runtime/launch.check_arguments), so each Out tensor is its own alias set, and In
-# tensors are never written: their loads take the entry token and stay free to move. Per Out
-# tensor two token slots, as cuTile Python keeps per alias set (its _passes/token_order.py):
-#   (_LAST_STORE, t): the last store to t; a load waits for it (read after write);
-#   (_LAST_OP, t):    that store joined with every load of t since; a store waits for it (write
-#                     after read, write after write).
+# memory operations section). Which loads and stores need ordering, and after what, is the
+# memory_order pass's result (passes/memory_order.py, attr ``order``); the rest take the entry
+# token and stay free to move. Per ordered tensor two token slots, as cuTile Python keeps per
+# alias set (its _passes/token_order.py):
+#   (_LAST_STORE, t): the last store to t; a load (Order.AFTER_STORES) waits for it;
+#   (_LAST_OP, t):    that store joined with every load of t since; a store (Order.AFTER_ALL)
+#                     waits for it.
 
 _LAST_OP, _LAST_STORE = "last op", "last store"
-_MEMORY = ("tile.load", "tile.load_own", "tile.store")
 
 
-def _ordered(tensor) -> bool:
-    return tensor.type.role is T.Role.OUT
-
-
-def _ordered_load(low: Lowering, tensor, view, index, hints=None):
-    """Load ``view[index]`` of ``tensor`` in order with its stores; returns the tile."""
-    if not _ordered(tensor):
+def _ordered_load(low: Lowering, op, view, index, hints=None):
+    """Load ``view[index]`` for ``op`` (a load of its first operand), in the order the
+    memory_order pass gave it; returns the tile."""
+    tensor = op.operands[0]
+    if op.attrs.get("order") is None:
         return low.b.load_view_tko(view, index, token=low.token, hints=hints)[0]
+    if op.attrs["order"] is not Order.AFTER_STORES:
+        raise InternalError(f"tile lowering: a load ordered {op.attrs['order']!r}")
     last_store = low.slots[_LAST_STORE, id(tensor)]
     tile, done = low.b.load_view_tko(view, index, token=last_store, hints=hints)
     last = low.slots[_LAST_OP, id(tensor)]
@@ -531,7 +534,7 @@ def _load(low: Lowering, op):
     pv = low.partition(tensor, op.attrs["shape"])
     index = [_index_i32(low, c) for c in coords]
     hints = op.attrs.get("hints")
-    low.set(op, _ordered_load(low, tensor, pv, index,
+    low.set(op, _ordered_load(low, op, pv, index,
                               {low.arch or "default": hints} if hints else None))
 
 
@@ -542,11 +545,13 @@ def _own_index(low: Lowering, ty: T.TensorView):
 def _load_own(low: Lowering, op):
     (out,) = op.operands
     pv = low.partition(out, out.type.tile_shape)
-    low.set(op, _ordered_load(low, out, pv, _own_index(low, out.type)))
+    low.set(op, _ordered_load(low, op, pv, _own_index(low, out.type)))
 
 
 def _store(low: Lowering, op):
     out, value = op.operands
+    if op.attrs.get("order") is not Order.AFTER_ALL:
+        raise InternalError("tile lowering: a store the memory_order pass did not order")
     pv = low.partition(out, out.type.tile_shape)
     hints = op.attrs.get("hints")
     done = low.b.store_view_tko(low.v(value), pv, _own_index(low, out.type),
@@ -677,22 +682,14 @@ RULES = {
     **control.RULES,
 }
 
-UNSUPPORTED = {
-    **{name: "SIMT only" for name in only("simt")},
-    **{f"math.{n}": f"math.{n} has no Tile IR operation" for n in (
-        "expm1", "log10", "log1p", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-        "atanh", "erf", "erfc", "trunc", "cbrt", "atan2", "hypot", "copysign", "fmod",
-        "isnan", "isinf", "isfinite")},
-}
-
-
 def lower_tile(fn: Function, version: tuple[int, int], hints: dict | None = None,
                arch: str | None = None) -> bytes:
     """Tile IR bytecode of tile kernel ``fn`` for bytecode ``version`` (e.g. (13, 4)).
 
     ``hints``: Tile IR entry hints per arch, e.g. ``{"sm_90": {"occupancy": 1}}``; ``arch``
     (e.g. "sm_90") keys the load hints a kernel gives (``latency``, ``allow_tma``).
-    Raises CompileError for constructs Tile IR cannot express yet.
+    ``fn`` has been through ``passes.TILE_PASSES``, which refuse what Tile IR cannot express
+    (CompileError); here only the writer may refuse an op the bytecode ``version`` lacks.
     """
     low = Lowering(fn, version, hints, arch)
     low.prologue()
