@@ -1,12 +1,13 @@
 """A tile block that stores its tile and reads it back, or stores it twice, sees its own writes.
 
-Tile IR orders two memory operations only when a token connects them, so the lowering threads
-tokens per Out tensor (backends/tileir/lower.py). Checked three ways: the emitted Tile IR, read back
-with our reader, has every load and store of an Out tensor waiting (through joins, loop-carried
-tokens and ``if`` results) for each earlier conflicting operation on it, while loads of In tensors
-stay unordered; tileiras compiles those kernels for sm_80 and sm_90; and the kernels compute the
-float64 NumPy reference on the CPU backend and on the GPU (``pytest -m gpu``), the GPU also against
-the CPU backend.
+Tile IR orders two memory operations only when a token connects them: the memory_order pass
+(passes/memory_order.py) says which loads and stores of an Out tensor must be ordered, and the
+lowering (backends/tileir/lower.py) threads tokens per Out tensor accordingly. Checked three
+ways: the emitted Tile IR, read back with our reader, has every load and store of an Out tensor
+waiting (through joins, loop-carried tokens and ``if`` results) for each earlier conflicting
+operation on it, while loads of In tensors stay unordered; tileiras compiles those kernels for
+sm_80 and sm_90; and the kernels compute the float64 NumPy reference on the CPU backend and on
+the GPU (``pytest -m gpu``), the GPU also against the CPU backend.
 """
 from __future__ import annotations
 
