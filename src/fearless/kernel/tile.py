@@ -220,7 +220,7 @@ class TileKernel(BaseKernel):
                 return cached_compile(base.CONFIG, self.cache_key(types, constants, None),
                                       self.captured, types,
                                       lambda: compile_tile(self.captured, params, constants,
-                                                           None, "ir", dump=base.CONFIG.dump),
+                                                           None, "passes", dump=base.CONFIG.dump),
                                       what, keep_ir=True)
             from fearless.backends.tileir import tileiras
             tc = tileiras.find()
@@ -245,7 +245,7 @@ class TileKernel(BaseKernel):
     @user_facing
     def inspect(self, stage: str, types: tuple, constants: dict | None = None,
                 arch: str = "sm_90") -> str:
-        """The text of one compile stage (ast, ir, tileir, cubin) for ``types``."""
+        """The text of one compile stage (ast, ir, passes, tileir, cubin, sass) for ``types``."""
         try:
             compiled = compile_tile(self.captured, self._ir_params(types), constants or {},
                                     arch if stage in ("tileir", "cubin", "sass") else None, stage,
