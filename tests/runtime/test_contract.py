@@ -92,7 +92,8 @@ def test_a_prepared_launch_stays_bound_to_its_kernel():
 
 
 DECORATION = [
-    ({"dims": 3, "block": (8, 8, 4)}, "Contract dims=3: 3-d launches are not supported yet"),
+    ({"dims": 4, "block": (8, 8, 4, 1)}, "Contract dims must be 1, 2 or 3, got 4"),
+    ({"dims": 3, "block": (8, 8, 32)}, "Contract block (8, 8, 32) has 2048 threads"),
     ({"dims": 1}, "a Contract needs block=(...) (exact) or max_threads=N"),
     ({"dims": 2, "block": 256}, "Contract block 256 must be 2 positive ints (x first) for dims=2"),
     ({"dims": 1, "block": 512, "max_threads": 256},

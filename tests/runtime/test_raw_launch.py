@@ -53,8 +53,9 @@ def _inputs(n: int, seed: int = 0):
     ("40", 256, "grid must be an int or a tuple of ints"),
     (40, 0, "every block extent must be at least 1, got 0"),
     ((40, -1), 256, "every grid extent must be at least 1"),
-    ((), 256, "grid () must have 1 or 2 axes"),
-    ((2, 2, 2), (8, 8, 2), "grid (2, 2, 2) must have 1 or 2 axes: kernels have no z"),
+    ((), 256, "grid () must have 1 to 3 axes"),
+    ((2, 2, 2), (8, 8, 2), "have more than one thread along z, but the kernel does not use "
+                           "fl.thread.index_3d()"),
     (5, 2048, "block (2048,) has 2048 threads; the device allows at most 1024"),
     (5, (64, 32), "block (64, 32) has 2048 threads"),
     ((1, 65536), (32, 1), "grid y = 65536 exceeds the device limit 65535"),

@@ -134,6 +134,8 @@ class Model:
     """Thread coordinates of one block and the evaluation of index atoms over them."""
 
     def __init__(self, prover, block: tuple):
+        if len(block) > 2 and block[2] > 1:
+            raise Unproven(f"the threads of a 3-d block {tuple(block)} are not enumerated")
         self.prover = prover
         self.bx = block[0]
         self.by = block[1] if len(block) > 1 else 1
@@ -256,6 +258,8 @@ class Model:
         attrs = dict(atom[1])
         if attrs.get("block"):
             return None
+        if attrs["space"] == 3:
+            raise Unproven("the 3-d thread index is not enumerated: index with it unchanged")
         x_axis = attrs["space"] == 1 or attrs["axis"] == 1
         inner = ("simt.thread_index", tuple(sorted({**attrs, "block": True}.items())))
         return (0, self.bx, inner) if x_axis else (1, self.by, inner)

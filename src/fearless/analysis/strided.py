@@ -318,6 +318,8 @@ def _coordinate_atom(atom):
     """The Kind of an atom that is a coordinate of the thread by itself, or None."""
     if atom[0] == "simt.thread_index":
         attrs = dict(atom[1])
+        if attrs["space"] == 3:
+            return None  # the stride rules reason about x and y only
         axis = 0 if attrs["space"] == 1 or attrs["axis"] == 1 else 1
         if attrs.get("block"):
             return Kind("thread", axis, one_d=attrs["space"] == 1)  # the slot is x in 1-d

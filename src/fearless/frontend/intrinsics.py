@@ -189,6 +189,12 @@ def _index_2d(gen, args, node):
                             .result for axis in (0, 1)))
 
 
+def _index_3d(gen, args, node):
+    _arity(gen, args, node, 0)
+    return TupleValue(tuple(gen.b.create("simt.thread_index", [], attrs={"space": 3, "axis": axis})
+                            .result for axis in (0, 1, 2)))
+
+
 def _index_in_block(gen, args, node):
     _arity(gen, args, node, 0)
     return gen.b.create("simt.thread_index", [],
@@ -382,6 +388,7 @@ def _refuse(message, help=None):
 HANDLERS = {
     thread.index_1d: _index_1d,
     thread.index_2d: _index_2d,
+    thread.index_3d: _index_3d,
     thread.index_in_block: _index_in_block,
     thread.index_in_block_2d: _index_in_block_2d,
     thread.block_index: _special("block_index"),

@@ -82,14 +82,26 @@ class Kernel(BaseKernel):
 
     @functools.cached_property
     def index_space(self) -> int:
-        """1 or 2 when the kernel (or a function it calls) uses index_1d / index_2d, else 0.
+        """1, 2 or 3 when the kernel (or a function it calls) uses index_1d / _2d / _3d, else 0.
 
         A kernel using both gets 0 here; compiling it raises the CompileError with the lines.
         Computed once (an AST walk), not at every ``prepare()``; names are frozen anyway.
         """
+        spaces = self._index_spaces
+        return next(iter(spaces)) if len(spaces) == 1 else 0
+
+    @functools.cached_property
+    def _index_spaces(self) -> frozenset:
         called = [o for c in _walk_functions(self.captured) for o in _called(c)]
-        spaces = {s for s, f in ((1, thread.index_1d), (2, thread.index_2d)) if f in called}
-        return spaces.pop() if len(spaces) == 1 else 0
+        return frozenset(s for s, f in ((1, thread.index_1d), (2, thread.index_2d),
+                                        (3, thread.index_3d)) if f in called)
+
+    @property
+    def _launch_space(self) -> int:
+        """The index space ``prepare``/``launch_raw`` hold a launch to: a kernel mixing
+        ``index_3d`` with another may still be launched 3-d, so that compiling it reports the
+        mix with its lines (passes/contract.py)."""
+        return self.index_space or (3 if 3 in self._index_spaces else 0)
 
     # compiling -------------------------------------------------------------------------------
 
@@ -136,10 +148,12 @@ class Kernel(BaseKernel):
 
     @user_facing
     def prepare(self, size, block=None, shared: int | None = None) -> contracts.PreparedLaunch:
-        """Check a launch over ``size`` (``n`` or ``(rows, cols)``) and return its ticket.
+        """Check a launch over ``size`` (``n``, ``(rows, cols)`` or ``(n0, n1, n2)``) and return
+        its ticket.
 
-        ``block``: threads per block, ``n`` or ``(cols, rows)``; default the contract's exact
-        block, else 256 (1-d) or (32, 8). ``shared``: bytes of dynamic shared memory per block
+        ``block``: threads per block, ``n``, ``(cols, rows)`` or ``(x, y, z)``; default the
+        contract's exact block, else 256 (1-d), (32, 8) or (32, 4, 2). A 3-d size needs a
+        kernel that uses ``index_3d()``. ``shared``: bytes of dynamic shared memory per block
         (``fl.shared.dynamic``); default the contract's lower bound, else 0.
         Checks, in order: the launch's rank against the contract and the kernel's index space,
         the block against the contract and the device's limits, the grid, the dynamic shared
@@ -148,7 +162,7 @@ class Kernel(BaseKernel):
         contract does not fix, so they are checked at the first launch of each signature.
         Raises ContractError, or CompileError when the kernel's source cannot be read.
         """
-        return contracts.plan(self, self.index_space, size, block, device.current_backend(),
+        return contracts.plan(self, self._launch_space, size, block, device.current_backend(),
                               shared, self.contract)
 
     def __getitem__(self, launch: contracts.PreparedLaunch) -> Callable[..., None]:
@@ -186,16 +200,18 @@ class Kernel(BaseKernel):
 
     @user_facing
     def launch_raw(self, grid, block, *args, shared: int = 0) -> None:
-        """Launch ``grid`` blocks of ``block`` threads (each an int or a tuple of 1 or 2 ints,
-        x first) with ``shared`` bytes of dynamic shared memory, skipping the contract: the
-        kernel's index space, exact block, coverage of the outputs and ``requires``. Only
-        inside ``with fl.unsafe():`` (LaunchError otherwise). Still checked: the geometry's
-        types and the device's limits (``runtime.launch.plan_raw``; ContractError), the
-        arguments (ArgumentTypeError, AliasError, MovedError) and shared memory."""
+        """Launch ``grid`` blocks of ``block`` threads (each an int or a tuple of 1 to 3 ints, x
+        first; more than one along z only for a kernel using ``index_3d()``) with ``shared`` bytes
+        of dynamic shared memory, skipping the contract: the kernel's index space, exact block,
+        coverage of the outputs and ``requires``. Only inside ``with fl.unsafe():`` (LaunchError
+        otherwise). Still checked: the geometry's types and the device's limits
+        (``runtime.launch.plan_raw``; ContractError), the arguments (ArgumentTypeError, AliasError,
+        MovedError) and shared memory."""
         if not in_unsafe():
             raise LaunchError("launch_raw skips the launch checks and needs `with fl.unsafe():`",
                               kernel=self.name, help=f"use {self.name}.prepare(...) instead")
-        raw = contracts.plan_raw(self, grid, block, device.current_backend(), shared)
+        raw = contracts.plan_raw(self, grid, block, device.current_backend(), shared,
+                                 self._launch_space)
         self._launch(raw, args, checked=False)
 
     @user_facing
@@ -374,10 +390,12 @@ class Kernel(BaseKernel):
         if checked and self.contract is not None and self.contract.requires:
             contract, names = self.contract, info.names
             requires = lambda a: contracts.check_requires(self.name, contract, names, a)  # noqa: E731
-        grid = dispatch.physical_grid(launch.grid, info.coarsen)
+        axis = max(self.index_space, 1) - 1  # the axis a coarsened kernel repeats along
+        grid = dispatch.physical_grid(launch.grid, info.coarsen, axis)
         plan = LaunchPlan(self.name, info, loaded.function, grid, launch.block,
                           launch.shared + loaded.pooled_shared, loaded.params,
-                          launch.grid[-1] * launch.block[-1] if info.coarsen > 1 else 0, requires)
+                          launch.grid[axis] * launch.block[axis] if info.coarsen > 1 else 0,
+                          requires)
         views = [arg if t is None else args_.of_tensor(t) for arg, t in zip(args, tensors)]
         plan.shapes = tuple(views[k][args_.SHAPE] for k in plan.arrays)
         if checked:  # a raw launch skips the contract's checks: it gets no plan

@@ -1,10 +1,12 @@
-"""Index-space agreement: a kernel uses at most one index space (1-d or 2-d).
+"""Index-space agreement: a kernel uses at most one index space (1-d, 2-d or 3-d).
 
-Sets ``fn.attrs["index_space"]`` to 0 (no thread index), 1 or 2, and ``fn.attrs["block_level"]``
+Sets ``fn.attrs["index_space"]`` to 0 (no thread index), 1, 2 or 3, and ``fn.attrs["block_level"]``
 when the kernel uses its block (shared memory, barriers, block/lane coordinates, warp ops): the
 LLVM backend then runs one logical thread per hardware thread, as the block's threads must meet
 at barriers and see their own block's coordinates. ``prepare()`` compares it with
-the launch's dimensions, so a kernel using ``index_2d`` is never launched 1-d.
+the launch's dimensions, so a kernel using ``index_2d`` is never launched 1-d. A 3-d kernel may
+not use ``index_in_block_2d()``: ``(threadIdx.y, threadIdx.x)`` repeats along z, so it is no
+thread's own slot there.
 """
 from __future__ import annotations
 
@@ -30,4 +32,12 @@ def run(fn: Function, options) -> Function:
                                     f"at {first.location()})")
         space, first = s, first or op.span
     fn.attrs["index_space"] = space
+    if space == 3:
+        for op in fn.walk():
+            if op.name == "simt.thread_index" and op.attrs.get("block") and op.attrs["space"] == 2:
+                raise CompileError("a kernel using index_3d() cannot use index_in_block_2d(): "
+                                   "threads of a block that differ only along z share its value",
+                                   kernel=fn.name, span=op.span,
+                                   help="use fl.thread.index_in_block(), the thread's own slot "
+                                        "in a 3-d block too")
     return fn

@@ -2,22 +2,24 @@
 
 The frontend keeps a ThreadIndex operand on accesses to Disjoint arrays only when the index
 expression *is* the value returned by ``fl.thread.index_1d()`` (or the ``(row, col)`` of
-``index_2d()``); any arithmetic produced a plain i64. An array accessed only so is proved by a
-type check: a rank-n Disjoint array needs ``tid<nd, axis k>`` at position k, and no two threads
-of a launch share a ThreadIndex. An array accessed at computed indices (a thread that owns
-several elements, ``out[r0 + ty + 8 * k, c0 + tx]``) is proved by enumerating the threads of a
-block over all its accesses together (``analysis/owners.py``); that needs the contract's exact
-block. An array accessed at the counter of a grid-stride loop (``for i in
-range(fl.thread.index_1d(), n, fl.thread.grid_size())``), of a block-stride loop, or at the
-thread's index spelled out (``block_index(0) * block_dim(0) + thread_in_block(0)``) is proved
-first by ``analysis/strided.py``, with any block; a stride loop it refuses gets its diagnosis,
-which points at the loop's start or step. Each proof makes the writes race-free.
+``index_2d()``, the ``(d0, d1, d2)`` of ``index_3d()``); any arithmetic produced a plain i64. An
+array accessed only so is proved by a type check: a rank-n Disjoint array needs ``tid<nd, axis k>``
+at position k, and no two threads of a launch share a ThreadIndex. An array accessed at computed
+indices (a thread that owns several elements, ``out[r0 + ty + 8 * k, c0 + tx]``) is proved by
+enumerating the threads of a block over all its accesses together (``analysis/owners.py``); that
+needs the contract's exact block. An array accessed at the counter of a grid-stride loop (``for i in
+range(fl.thread.index_1d(), n, fl.thread.grid_size())``), of a block-stride loop, or at the thread's
+index spelled out (``block_index(0) * block_dim(0) + thread_in_block(0)``) is proved first by
+``analysis/strided.py``, with any block; a stride loop it refuses gets its diagnosis, which points
+at the loop's start or step. Each proof makes the writes race-free.
 
 Sets ``fn.attrs["coverage"]``: for each array proved by enumeration or by the stride rule, what
 a launch writes of it (per axis ``(grid axis, elements per block)`` or ``(None, extent)``, the
 extent ``inf`` along a stride loop: every index, whatever the grid; None when unknown), for the
 host's check that the launch covers the whole output; an array indexed only by the thread's own
-coordinates, in ``index_1d``/``index_2d`` order, is left to the check of its launch's size.
+coordinates, in ``index_1d``/``index_2d``/``index_3d`` order, is left to the check of its
+launch's size. In a kernel using ``index_3d()``, the only proof is the type check: neither the
+stride rules nor the enumeration model the z axis, so any other index is refused.
 A stride loop proved has a step >= 1, so its ``step_sign`` becomes 1.
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ from fearless.errors import SafetyError
 from fearless.ir.core import Function
 from fearless.ir.types import Access, ThreadIndex
 
-_AXIS = {0: "row", 1: "column"}
+_AXIS = {2: {0: "row", 1: "column"}, 3: {0: "d0 (z)", 1: "d1 (y)", 2: "d2 (x)"}}
 
 
 def run(fn: Function, options) -> Function:
@@ -41,12 +43,15 @@ def run(fn: Function, options) -> Function:
             by_array.setdefault(id(op.operands[0]), []).append(op)
     prover, coverage = None, {}
     block = getattr(options, "block", None)
+    three_d = any(op.name == "simt.thread_index" and op.attrs["space"] == 3 for op in fn.walk())
     for accesses in by_array.values():
         bad = [(op, k) for op in accesses for k in _computed(op)]
         if not bad:
             continue
         prover = prover or guard_facts(fn)
         name = params[id(accesses[0].operands[0])].name
+        if three_d:
+            _refuse(fn, name, *bad[0], None)
         try:
             cover, loops = strided.prove(prover, accesses, name, block, _launch_1d(fn, block))
             if cover != strided.SIZE:
@@ -135,12 +140,15 @@ def _reason(opname: str, got, want: ThreadIndex, k: int, ndim: int) -> str:
     if got.space != want.space:
         return (f"a {ndim}-d {kind} needs the {ndim}-d thread index, not the "
                 f"{got.space}-d one")
-    return (f"index {k} of this {kind} must be the thread's {_AXIS[want.axis]}, but it is the "
-            f"thread's {_AXIS[got.axis]}")
+    names = _AXIS[ndim]
+    return (f"index {k} of this {kind} must be the thread's {names[want.axis]}, but it is the "
+            f"thread's {names[got.axis]}")
 
 
 def _help(ndim: int) -> str:
     if ndim == 1:
         return ("index with i = fl.thread.index_1d() itself; arithmetic on a ThreadIndex gives a "
                 "plain integer, which could be another thread's element")
+    if ndim == 3:
+        return "index as out[d0, d1, d2] with d0, d1, d2 = fl.thread.index_3d(), in that order"
     return "index as out[r, c] with r, c = fl.thread.index_2d(), in that order"

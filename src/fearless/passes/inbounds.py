@@ -15,7 +15,7 @@ holds only when ``len(x) >= len(out)``: such facts become host-checked precondit
 ``fn.attrs["bounds_preconditions"]``, tuples ``(array, axis, other array, other axis)`` meaning
 ``extent(array, axis) >= extent(other, other axis)``, ``(array, axis, None, c)`` meaning
 ``extent(array, axis) >= c``, or ``(array, axis, THREADS, a)`` meaning ``extent(array, axis) >=``
-the launch's threads along grid axis a (0: x, 1: y): an unguarded ``x[r, c]`` indexed by the
+the launch's threads along grid axis a (0: x, 1: y, 2: z): an unguarded ``x[r, c]`` indexed by the
 global thread index itself (or by ``block_index(a) * block_dim(a) + thread_in_block(a)``). The
 launch evaluates them (a few integer compares) and runs a variant compiled with
 ``PassOptions(prove_bounds=False)``, every read checked, when one fails, so an out-of-bounds read
@@ -192,8 +192,8 @@ THREADS = "<threads>"
 
 
 def _global_thread_axis(form):
-    """For a form that is exactly a global thread index: the launch axis (0: x, 1: y) whose
-    launched threads bound it; else None."""
+    """For a form that is exactly a global thread index: the launch axis (0: x, 1: y, 2: z)
+    whose launched threads bound it; else None."""
     const, terms = form
     if const != 0 or len(terms) != 1 or terms[0][1] != 1 or terms[0][0][0] != "index":
         return None
@@ -203,4 +203,4 @@ def _global_thread_axis(form):
     attrs = dict(inner[1])
     if attrs.get("block"):
         return None
-    return 0 if attrs["space"] == 1 or attrs["axis"] == 1 else 1
+    return attrs["space"] - 1 - attrs["axis"]  # the last index is x

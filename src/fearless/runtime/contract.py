@@ -4,7 +4,7 @@
                                     min_compute_capability=(8, 0),
                                     requires=("len(x) >= n", lambda a, m, k: len(a) >= m * k)))
 
-``dims``: 1 or 2, the index space and launch rank. ``block``: the exact block (an int or one
+``dims``: 1, 2 or 3, the index space and launch rank. ``block``: the exact block (an int or one
 int per axis, x first), also written into the PTX as ``.reqntid`` so the driver refuses any other
 block even on a raw launch; or ``max_threads``: a bound on the block's threads (``.maxntid``).
 ``dynamic_shared``: bytes of dynamic shared memory per block, exact or a ``(lo, hi)`` range (a
@@ -16,8 +16,7 @@ launch, a failure is a ContractError that shows the relation and both sides' val
 
 Checked when the kernel is decorated (``ContractError``): the fields' shapes and ranges, a block
 within ``max_threads`` and 1024 threads, and that ``requires`` names only parameters. Following
-cuda-oxide's ``#[launch_contract]`` (``reference/cuda-oxide.md``, section 2); dims=3 launches
-are not supported yet.
+cuda-oxide's ``#[launch_contract]`` (``reference/cuda-oxide.md``, section 2).
 """
 from __future__ import annotations
 
@@ -177,9 +176,6 @@ class Contract:
     def __post_init__(self):
         if self.dims not in (1, 2, 3) or isinstance(self.dims, bool):
             raise ContractError(f"Contract dims must be 1, 2 or 3, got {self.dims!r}")
-        if self.dims == 3:
-            raise ContractError("Contract dims=3: 3-d launches are not supported yet",
-                                help="use dims=1 or dims=2")
         if self.block is None and self.max_threads is None:
             raise ContractError("a Contract needs block=(...) (exact) or max_threads=N",
                                 help="for example fl.Contract(dims=1, block=256)")

@@ -111,13 +111,13 @@ def preconditions_hold(preconditions, names, tensors, launch) -> bool:
     return True
 
 
-def physical_grid(grid: tuple, coarsen: int) -> tuple:
-    """The grid of a kernel whose threads each run ``coarsen`` logical threads: the last axis of
-    the problem (x for 1-d, y, the rows, for 2-d) needs that many times fewer blocks."""
+def physical_grid(grid: tuple, coarsen: int, axis: int) -> tuple:
+    """The grid of a kernel whose threads each run ``coarsen`` logical threads along grid
+    ``axis``, the slowest axis of its index space (x for 1-d, y, the rows, for 2-d, z for 3-d):
+    that axis needs that many times fewer blocks."""
     if coarsen == 1:
         return grid
-    axis = len(grid) - 1
-    return grid[:axis] + (-(-grid[axis] // coarsen),)
+    return grid[:axis] + (-(-grid[axis] // coarsen),) + grid[axis + 1:]
 
 
 def launch_cpu(kernel: str, fn, launch, values, tensors, sites, stream: Stream,

@@ -1,14 +1,17 @@
 """Launch contracts and everything checked on the host before a kernel runs.
 
-``plan()`` validates a launch configuration against the kernel's index space and the device's
-limits and returns a ``PreparedLaunch``, the only ticket to a safe launch. Before each launch,
+``plan()`` validates a launch configuration against the kernel's index space and the device's limits
+and returns a ``PreparedLaunch``, the only ticket to a safe launch. Before each launch,
 ``check_arguments()`` refuses moved tensors (``MovedError``), writable arguments that overlap
-another argument or themselves or memory a pending operation holds (``AliasError``) and outputs the launch does not cover (``ContractError``); ``check_compiled()``
-compares the block with what the compiled kernel's registers allow. All of it runs before the
-GPU is touched.
+another argument or themselves or memory a pending operation holds (``AliasError``) and outputs the
+launch does not cover (``ContractError``); ``check_compiled()`` compares the block with what the
+compiled kernel's registers allow. All of it runs before the GPU is touched.
 
 Limits (CUDA C Programming Guide, "Compute Capabilities", identical for compute capability 8.0
-and newer): at most 1024 threads per block, block x/y <= 1024, grid x <= 2^31 - 1, grid y <= 65535.
+and newer): at most 1024 threads per block, block x/y <= 1024, block z <= 64, grid x <= 2^31 - 1,
+grid y/z <= 65535. Only ``index_3d()`` reads the z coordinates, so a launch with more than one
+thread or block along z is refused for a kernel that does not use it: its threads along z would
+repeat each other's work (and writes).
 """
 from __future__ import annotations
 
@@ -21,7 +24,10 @@ from fearless.errors import AliasError, ArgumentTypeError, ContractError
 from fearless.runtime.ownership import READ, WRITE
 from fearless.runtime.partition import Partition
 
-DEFAULT_BLOCK = {1: (256,), 2: (32, 8)}  # 2-d: 32 columns (one warp along x) by 8 rows
+# 256 threads whatever the rank, one warp along x: 2-d 32 columns by 8 rows, 3-d 32 x 4 x 2
+DEFAULT_BLOCK = {1: (256,), 2: (32, 8), 3: (32, 4, 2)}
+_EXAMPLE = {1: "kernel.prepare(n)", 2: "kernel.prepare((rows, cols))",
+            3: "kernel.prepare((n0, n1, n2))"}
 
 
 @dataclass(frozen=True)
@@ -54,8 +60,9 @@ def device_limits(backend: str) -> Limits:
 class PreparedLaunch:
     """A checked launch configuration for one kernel on one backend.
 
-    ``size``: the problem size, ``(n,)`` or ``(rows, cols)``; ``grid``/``block``: in blocks and
-    threads, x first (``block=(32, 8)`` is 32 columns by 8 rows). Only ``Kernel.prepare`` makes
+    ``size``: the problem size, ``(n,)``, ``(rows, cols)`` or ``(n0, n1, n2)``; ``grid``/``block``:
+    in blocks and threads, x first (``block=(32, 8)`` is 32 columns by 8 rows; ``(32, 4, 2)`` is
+    32 along n2, 4 along n1, 2 along n0). Only ``Kernel.prepare`` makes
     them; using one with another kernel is a ContractError.
     """
 
@@ -84,8 +91,8 @@ class PreparedLaunch:
 
 def _as_dims(kernel: str, what: str, value, dims: int | None = None) -> tuple:
     items = value if isinstance(value, tuple) else (value,)
-    if not items or len(items) > 2 or (dims is not None and len(items) != dims):
-        want = f"{dims} numbers" if dims else "an int or a (rows, cols) pair"
+    if not items or len(items) > 3 or (dims is not None and len(items) != dims):
+        want = f"{dims} numbers" if dims else "an int, a (rows, cols) pair or 3 ints"
         raise ContractError(f"{what} must be {want}, got {value!r}", kernel=kernel)
     out = []
     for v in items:
@@ -116,8 +123,11 @@ def plan(kernel, index_space: int, size, block, backend: str, shared: int | None
         raise ContractError(f"the kernel uses fl.thread.index_{index_space}d(), but the launch is "
                             f"{dims}-d (size {size})", kernel=name,
                             help=f"prepare it with a {index_space}-d size, for example "
-                                 + ("kernel.prepare(n)" if index_space == 1
-                                    else "kernel.prepare((rows, cols))"))
+                                 + _EXAMPLE[index_space])
+    if dims == 3 and index_space != 3:
+        raise ContractError(f"a 3-d launch (size {size}) needs a kernel that uses "
+                            f"fl.thread.index_3d(): nothing else tells its threads apart along z",
+                            kernel=name, help="prepare it with a 1-d or 2-d size")
     block = DEFAULT_BLOCK[dims] if block is None else _as_dims(name, "the block", block, dims)
     limits = device_limits(backend)
     if any(b == 0 for b in block):
@@ -137,20 +147,27 @@ def plan(kernel, index_space: int, size, block, backend: str, shared: int | None
     return PreparedLaunch(kernel, backend, size, grid, block, shared)
 
 
-def plan_raw(kernel, grid, block, backend: str, shared: int = 0) -> PreparedLaunch:
+def plan_raw(kernel, grid, block, backend: str, shared: int = 0,
+             index_space: int = 0) -> PreparedLaunch:
     """The PreparedLaunch of ``kernel.launch_raw(grid, block, ...)``: a raw launch skips the
     kernel's contract and index space, not the types or the device's limits.
 
-    ``grid`` and ``block``: an int or a tuple of 1 or 2 ints >= 1, x first (a shorter one is
-    padded with 1s, as CUDA does); the block within the device's threads per block and
-    per-axis limits, the grid within its per-axis limits; ``shared``: bytes of dynamic shared
+    ``grid`` and ``block``: an int or a tuple of 1 to 3 ints >= 1, x first (a shorter one is
+    padded with 1s, as CUDA does), more than 1 along z only when ``index_space`` (the kernel's)
+    is 3; the block within the device's threads per block and per-axis limits, the grid within
+    its per-axis limits; ``shared``: bytes of dynamic shared
     memory, an int from 0 to the device's opt-in limit. The cpu backend holds launches to the
     limits of the sm_80+ GPUs it stands in for (``device_limits``). Raises ContractError.
     """
     name = kernel.name
     grid, block = _raw_dims(name, "grid", grid), _raw_dims(name, "block", block)
-    rank = max(len(grid), len(block))
+    rank = max(len(grid), len(block), index_space)  # the kernel's axes exist, 1 or more
     grid, block = grid + (1,) * (rank - len(grid)), block + (1,) * (rank - len(block))
+    if rank == 3 and index_space != 3 and (grid[2] > 1 or block[2] > 1):
+        raise ContractError(f"launch_raw: grid {grid} and block {block} have more than one "
+                            f"thread along z, but the kernel does not use fl.thread.index_3d(), "
+                            f"the only reader of z: threads along z would repeat the work of the "
+                            f"others", kernel=name, help="give z the extent 1")
     limits = device_limits(backend)
     _check_block(name, block, limits, "launch_raw: ")
     _check_axes(name, "launch_raw: grid", grid, limits.max_grid)
@@ -181,7 +198,7 @@ def _check_axes(name: str, what: str, dims: tuple, most: tuple) -> None:
 
 
 def _raw_dims(name: str, what: str, value) -> tuple:
-    """``value`` (an int or a tuple/list of ints, x first) as a tuple of 1 or 2 ints >= 1."""
+    """``value`` (an int or a tuple/list of ints, x first) as a tuple of 1 to 3 ints >= 1."""
     items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
     try:
         if any(isinstance(v, bool) for v in items):
@@ -190,10 +207,9 @@ def _raw_dims(name: str, what: str, value) -> tuple:
     except TypeError:
         raise ContractError(f"launch_raw: {what} must be an int or a tuple of ints, got "
                             f"{value!r}", kernel=name) from None
-    if not 1 <= len(items) <= 2:
-        raise ContractError(f"launch_raw: {what} {value!r} must have 1 or 2 axes: kernels have "
-                            f"no z coordinate, so threads along z would repeat the work of "
-                            f"the others", kernel=name)
+    if not 1 <= len(items) <= 3:
+        raise ContractError(f"launch_raw: {what} {value!r} must have 1 to 3 axes (x, y, z)",
+                            kernel=name)
     if min(items) < 1:
         raise ContractError(f"launch_raw: every {what} extent must be at least 1, got {value!r}",
                             kernel=name)
@@ -205,8 +221,7 @@ def _apply_contract(name: str, contract, dims: int, index_space: int, block, sha
     if dims != contract.dims:
         raise ContractError(f"the contract declares a {contract.dims}-d launch, but the size "
                             f"is {dims}-d", kernel=name,
-                            help="kernel.prepare(n)" if contract.dims == 1
-                            else "kernel.prepare((rows, cols))")
+                            help=_EXAMPLE[contract.dims])
     if index_space and index_space != contract.dims:
         raise ContractError(f"the contract declares dims={contract.dims}, but the kernel uses "
                             f"fl.thread.index_{index_space}d()", kernel=name)

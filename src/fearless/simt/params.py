@@ -5,6 +5,7 @@
     DisjointSlice[T]    1-d array; each thread may read and write only the element at its own
                         ``fl.thread.index_1d()``
     DisjointArray[T, N] N-d array; each thread may touch only ``[r, c]`` from ``index_2d()``
+                        (``[d0, d1, d2]`` from ``index_3d()`` when N is 3)
     AtomicSlice[T]      1-d array touched only through atomic methods that return the old value:
                         ``a.add(i, v)``, ``sub``, ``min``, ``max``, ``and_``, ``or_``, ``xor``,
                         ``exchange(i, v)``, ``compare_exchange(i, expected, new)``; keywords

@@ -2,11 +2,14 @@
 
 ``index_1d()`` is ``blockIdx.x * blockDim.x + threadIdx.x``, unique per thread of a launch
 prepared 1-d; ``index_2d()`` gives ``(row, col)`` of a launch prepared 2-d (``col`` along x: the
-fast axis, consecutive threads of a warp; ``row`` along y). Both are 64-bit ThreadIndex values:
-the only index a DisjointSlice accepts; any arithmetic on them gives a plain integer.
+fast axis, consecutive threads of a warp; ``row`` along y); ``index_3d()`` gives ``(d0, d1, d2)``
+of a launch prepared 3-d (``d2`` along x, ``d1`` along y, ``d0`` along z). All are 64-bit
+ThreadIndex values: the only index a DisjointSlice accepts; any arithmetic on them gives a plain
+integer.
 
 Block level (for shared memory): ``index_in_block()`` is the thread's linear slot in its block
-(``threadIdx.y * blockDim.x + threadIdx.x``), the only index at which a thread may write shared
+(``threadIdx.y * blockDim.x + threadIdx.x``, plus ``threadIdx.z * blockDim.x * blockDim.y`` in a
+kernel using ``index_3d()``), the only index at which a thread may write shared
 memory without ``fl.unsafe()``; ``index_in_block_2d()`` gives ``(threadIdx.y, threadIdx.x)`` as
 the own-slot proof for a 2-d shared array. ``block_index``, ``block_dim``, ``grid_dim`` and
 ``thread_in_block`` read ``blockIdx``/``blockDim``/``gridDim``/``threadIdx`` along x (0) or y (1);
@@ -33,7 +36,7 @@ from fearless.simt.stub import intrinsic
 WARP_SIZE = 32
 _intrinsic = intrinsic("fearless.thread")
 
-__all__ = ["WARP_SIZE", "index_1d", "index_2d", "index_in_block", "index_in_block_2d",
+__all__ = ["WARP_SIZE", "index_1d", "index_2d", "index_3d", "index_in_block", "index_in_block_2d",
            "block_index", "block_dim", "grid_dim", "grid_size", "thread_in_block", "lane",
            "sync_threads"]
 
@@ -60,9 +63,24 @@ def index_2d() -> tuple[int, int]:
 
 
 @_intrinsic
+def index_3d() -> tuple[int, int, int]:
+    """This thread's ``(d0, d1, d2)`` in a 3-d launch: d0 along z, d1 along y, d2 along x (the
+    fast axis), as ``index_2d()`` maps ``(row, col)`` to ``(y, x)``.
+
+    Returns three ThreadIndex values (i64), the own element of a ``DisjointArray[T, 3]``
+    (``out[d0, d1, d2]``). The launch must be prepared 3-d (``kernel.prepare((n0, n1, n2))``,
+    block ``(x, y, z)``), else ``prepare()`` raises ContractError; a kernel using
+    ``index_3d`` with ``index_1d``/``index_2d`` or ``index_in_block_2d`` is a CompileError.
+    Only this function reads the z coordinates: a kernel without it is never launched with
+    more than one thread or block along z.
+    """
+
+
+@_intrinsic
 def index_in_block() -> int:
     """This thread's linear slot in its block, ``threadIdx.y * blockDim.x + threadIdx.x``
-    (i64, 0 .. threads per block - 1).
+    (plus ``threadIdx.z * blockDim.x * blockDim.y`` in a 3-d kernel; i64, 0 .. threads per
+    block - 1).
 
     The own-slot proof for shared memory: ``tile[index_in_block()] = v`` needs no
     ``fl.unsafe()``. Any launch shape.

@@ -152,8 +152,8 @@ class DisjointSlice(_Readable):
 
 
 class DisjointArray(DisjointSlice):
-    """An N-d array each thread touches only at its own ``index_2d()`` element (or elements
-    the compiler proves are its own)."""
+    """An N-d array each thread touches only at its own ``index_2d()`` (or, 3-d,
+    ``index_3d()``) element (or, 2-d, elements the compiler proves are its own)."""
 
 
 class AtomicSlice(_Array, _Atomics):

@@ -26,37 +26,48 @@ class Lanes:
     per_block: int
     grid: tuple          # blocks, x first
     block_shape: tuple   # threads per block, x first
-    coords: list         # the index space: [x] (1-d) or [row, col] (2-d)
+    coords: list         # the index space: [x] (1-d), [row, col] (2-d) or [z, y, x] (3-d)
     tx: np.ndarray
     ty: np.ndarray
     bx: np.ndarray
     by: np.ndarray
+    tz: np.ndarray
+    bz: np.ndarray
     block: np.ndarray    # the lane's block within this group (0 .. blocks - 1)
     slot: np.ndarray     # linear thread index within the block
     gid: np.ndarray      # unique linear thread id in the launch
 
     def thread_name(self, gid: int) -> str:
         b, t = divmod(gid, self.per_block)
-        gx, bdx = self.grid[0], self.block_shape[0]
         if len(self.grid) == 1:
             return f"thread {t} of block {b}"
-        return f"thread ({t % bdx}, {t // bdx}) of block ({b % gx}, {b // gx})"
+        return f"thread {_xyz(t, self.block_shape)} of block {_xyz(b, self.grid)}"
+
+
+def _xyz(linear: int, extents: tuple) -> str:
+    """``linear`` (x fastest) as ``(x, y)`` or ``(x, y, z)`` coordinates in ``extents``."""
+    out = []
+    for e in extents:
+        linear, r = divmod(linear, e)
+        out.append(str(r))
+    return f"({', '.join(out)})"
 
 
 def launch_lanes(space: int, grid: tuple, block: tuple, first_block: int, blocks: int) -> Lanes:
-    """The lanes of blocks ``first_block ..`` (linear block order, x fastest)."""
-    gx, bdx = grid[0], block[0]
-    bdy = block[1] if len(block) > 1 else 1
-    per_block = bdx * bdy
+    """The lanes of blocks ``first_block ..`` (linear block order, x fastest, then y, then z)
+    of a kernel using a ``space``-d thread index (0: none)."""
+    gx, gy = (tuple(grid) + (1, 1))[:2]
+    bdx, bdy, bdz = (tuple(block) + (1, 1))[:3]
+    per_block = bdx * bdy * bdz
     local = np.arange(blocks, dtype=np.int64).repeat(per_block)
     b = first_block + local
     slot = np.tile(np.arange(per_block, dtype=np.int64), blocks)
-    tx, ty = slot % bdx, slot // bdx
-    bx, by = b % gx, b // gx
+    tx, ty, tz = slot % bdx, slot // bdx % bdy, slot // (bdx * bdy)
+    bx, by, bz = b % gx, b // gx % gy, b // (gx * gy)
     col = bx * bdx + tx
-    coords = [by * bdy + ty, col] if space == 2 else [col]
+    coords = [bz * bdz + tz, by * bdy + ty, col][3 - max(space, 1):]
     return Lanes(int(slot.size), blocks, per_block, tuple(grid), tuple(block), coords, tx, ty,
-                 bx, by, local, slot, b * per_block + slot)
+                 bx, by, tz, bz, local, slot, b * per_block + slot)
 
 
 def allocate_shared(st, dynamic_shared: int) -> None:

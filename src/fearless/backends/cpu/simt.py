@@ -53,7 +53,7 @@ class _Interpreter:
         self.fn = fn
         self.n = n
         self.lanes = lanes
-        self.coords = lanes.coords  # per index space: [x] (1-d) or [row, col] (2-d)
+        self.coords = lanes.coords  # per index space: [x], [row, col] or [z, y, x]
         self.env: dict[int, object] = {id(p.value): a for p, a in zip(fn.params, args)}
         self.names = {id(p.value): p.name for p in fn.params}
         self.dead = np.zeros(n, bool)
@@ -320,13 +320,13 @@ RULES = {
 
 def run(fn: Function, grid: tuple, block: tuple, args: list, on_bounds_error: Callable,
         dynamic_shared: int = 0, racecheck: bool = False):
-    """Run ``fn`` over ``grid`` x ``block`` threads (1-d or 2-d tuples, x first) with NumPy
+    """Run ``fn`` over ``grid`` x ``block`` threads (1- to 3-d tuples, x first) with NumPy
     arguments (per parameter, a NumPy scalar or a NumPy array view, written in place).
 
     ``dynamic_shared``: bytes of dynamic shared memory per block. Returns the race detector
     (``racecheck``), whose ``race`` is the first conflict found, or None. Raises BarrierError.
     """
-    space = max(1, len(grid))
+    space = fn.attrs.get("index_space") or 1  # the thread index the kernel reads
     per_block = int(np.prod(block))
     total = int(np.prod(grid))
     step = max(1, LANES_PER_BATCH // max(per_block, 1))

@@ -103,7 +103,7 @@ class Lowering:
         self.b.position_at_end(head)
         self.logical = self.b.phi(I64)
         self.logical.add_incoming(ir.Constant(I64, 0), pre)
-        index = _global_index(self, "x" if self.fn.attrs.get("index_space") == 1 else "y")
+        index = _global_index(self, _coarsened_axis(self.fn.attrs["index_space"]))
         self.b.cbranch(self.b.icmp_unsigned("<", index, self.logical_threads), body, latch)
         self.b.position_at_end(body)
         self.exit = latch
@@ -189,8 +189,15 @@ class Lowering:
 
 
 # Logical threads per hardware thread, by index space (0: the kernel uses no thread index).
-# The launch divides the grid along x (1-d) or y (2-d) by the same factor.
-COARSEN = {0: 1, 1: 4, 2: 4}
+# The launch divides the grid along its slowest axis, x (1-d), y (2-d) or z (3-d), by the same
+# factor: a warp's threads stay consecutive along x (coalesced), and each thread gets the
+# independent loads in flight that a memory-bound kernel needs, whatever the rank.
+COARSEN = {0: 1, 1: 4, 2: 4, 3: 4}
+
+
+def _coarsened_axis(space: int) -> str:
+    """The launch axis a coarsened kernel repeats its logical threads along: the slowest."""
+    return "xyz"[space - 1]
 
 
 def abi(fn: Function, checked: bool, coarsen: int) -> Abi:
@@ -207,7 +214,7 @@ def abi(fn: Function, checked: bool, coarsen: int) -> Abi:
     if checked:
         slots.append(Slot(ERROR_WORD, -1, 0, "Q"))
     if coarsen > 1:
-        axis = fn.attrs.get("index_space", 1) - 1  # the last problem axis: x (1-d), y (2-d)
+        axis = fn.attrs.get("index_space", 1) - 1  # the slowest axis: x, y (2-d), z (3-d)
         slots.append(Slot(THREADS, -1, axis, "q"))
     return Abi(tuple(slots))
 
@@ -329,9 +336,9 @@ def _thread_index(low: Lowering, op):
     if op.attrs.get("block"):
         low.set(op, simt.block_thread_index(low, op))
         return
-    axis = "x" if op.attrs["space"] == 1 or op.attrs["axis"] == 1 else "y"
-    coarsened_axis = "x" if op.attrs["space"] == 1 else "y"
-    low.set(op, _global_index(low, axis, axis == coarsened_axis))
+    space = op.attrs["space"]
+    axis = "xyz"[space - 1 - op.attrs["axis"]]  # the last index is x, the fast axis
+    low.set(op, _global_index(low, axis, axis == _coarsened_axis(space)))
 
 
 def _index_value(low: Lowering, op):

@@ -36,7 +36,7 @@ def _special(low, op):
         low.set(op, low.b.zext(low.b.call(fn, []), I64))
         return
     if reg == "warp_index":  # the slot // 32 (not %warpid, which may change while running)
-        low.set(op, low.b.lshr(block_slot(low.b, low.block), ir.Constant(I64, 5)))
+        low.set(op, low.b.lshr(block_slot(low), ir.Constant(I64, 5)))
         return
     low.set(op, nvvm.special_register(low.b, _SREG[reg], axis, low.block))
 
@@ -46,15 +46,22 @@ def block_thread_index(low, op):
     b = low.b
     if op.attrs["space"] == 2:
         return nvvm.special_register(b, "tid", "x" if op.attrs["axis"] == 1 else "y", low.block)
-    return block_slot(b, low.block)
+    return block_slot(low)
 
 
-def block_slot(b, block: tuple | None):
-    """threadIdx.y * blockDim.x + threadIdx.x: the linear slot, x fastest (as warps are cut).
-    ``block``: the contract's exact block or None (see ``nvvm.special_register``)."""
+def block_slot(low):
+    """threadIdx.y * blockDim.x + threadIdx.x: the linear slot, x fastest (as warps are cut);
+    plus threadIdx.z * blockDim.x * blockDim.y in a 3-d kernel (only those launch along z).
+    ``low.block``: the contract's exact block or None (see ``nvvm.special_register``)."""
+    b, block = low.b, low.block
     ty = nvvm.special_register(b, "tid", "y", block)
     tx = nvvm.special_register(b, "tid", "x", block)
-    return b.add(b.mul(ty, nvvm.special_register(b, "ntid", "x", block)), tx)
+    ntx = nvvm.special_register(b, "ntid", "x", block)
+    slot = b.add(b.mul(ty, ntx), tx)
+    if low.fn.attrs.get("index_space") == 3:
+        plane = b.mul(ntx, nvvm.special_register(b, "ntid", "y", block))
+        slot = b.add(b.mul(nvvm.special_register(b, "tid", "z", block), plane), slot)
+    return slot
 
 
 def _barrier(low, op):

@@ -1,9 +1,10 @@
 """SIMT ops: the calling thread's position in the launch and its block, barriers, shared memory.
 
-    simt.thread_index -> tid<space, axis>   attrs space (1 or 2), axis, block (bool)
+    simt.thread_index -> tid<space, axis>   attrs space (1, 2 or 3), axis, block (bool)
         1-d: blockIdx.x * blockDim.x + threadIdx.x
         2-d: axis 0 (row) uses y, axis 1 (column) uses x, so consecutive threads of a warp
              touch consecutive columns of a row-major array (coalesced)
+        3-d: axis 0 uses z, 1 y, 2 x: the launch axis is "xyz"[space - 1 - axis]
         block=True: the position within the block: 1-d threadIdx.y * blockDim.x + threadIdx.x,
              2-d (threadIdx.y, threadIdx.x); the proof of a thread's own shared-memory slot
     simt.index_value %tid -> i64            the plain integer value (no longer a proof)
@@ -28,7 +29,7 @@ SPECIAL = ("block_index", "block_dim", "grid_dim", "thread_in_block", "lane", "w
 
 def _thread_index(op):
     space, axis = op.attrs.get("space"), op.attrs.get("axis")
-    if space not in (1, 2) or not 0 <= axis < space:
+    if space not in (1, 2, 3) or not 0 <= axis < space or (op.attrs.get("block") and space == 3):
         return f"bad index space {space} / axis {axis}"
     return None
 
