@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import fearless as fl
-from fearless.frontend import astgen
+from fearless.frontend import settle
 from tests.support import BACKENDS, import_source
 
 CALLS = 80  # call sites of one helper: each inlined copy has its own return slot
@@ -46,8 +46,8 @@ def test_types_settle_in_a_few_passes_however_many_calls_are_inlined(backend, tm
     path.write_text(_source(CALLS))
     kernel = import_source(path, "many_calls").many_calls
     passes = []
-    once = astgen._generate_once
-    monkeypatch.setattr(astgen, "_generate_once", lambda ctx, *a: passes.append(1) or once(ctx, *a))
+    once = settle._generate_once
+    monkeypatch.setattr(settle, "_generate_once", lambda ctx, *a: passes.append(1) or once(ctx, *a))
     xh = np.random.default_rng(3).standard_normal(64).astype(np.float32)
     out = fl.full(64, np.nan, fl.f32)
     kernel[kernel.prepare(64)](fl.asarray(xh), out)
@@ -64,5 +64,5 @@ def test_types_settle_in_a_few_passes_however_many_calls_are_inlined(backend, tm
 
 def test_names_in_the_did_not_settle_message_are_the_users():
     keys = ["acc", "half#3.<return>", "half#7.<return>", "half#3.v", "<bool@12:8>"]
-    assert astgen._describe_keys(keys) == "'acc', 'v', the return value of 'half'"
-    assert astgen._describe_keys(["<bool@1:2>"]) == "the kernel's variables"
+    assert settle._describe_keys(keys) == "'acc', 'v', the return value of 'half'"
+    assert settle._describe_keys(["<bool@1:2>"]) == "the kernel's variables"

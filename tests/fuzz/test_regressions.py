@@ -111,6 +111,46 @@ def test_a_variable_assigned_from_itself_settles(backend):
     compiles_for_gpus(shifted_neighbour, rd(fl.u64), out(fl.u64))
 
 
+
+@fl.func
+def positive_or_half(a, b):
+    if a > 0:
+        return a                    # an i32 first...
+    return b                        # ...then an f16: the helper's value is an f16
+
+
+@fl.kernel
+def divided_again(a: fl.Slice[fl.i32], b: fl.Slice[fl.f16], out: fl.DisjointSlice[fl.f64],
+                  out2: fl.DisjointSlice[fl.f64]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        v = positive_or_half(a[i], b[i])
+        v /= a[i]                   # f16 / i32 is an f16
+        out[i] = v
+        w = a[i]
+        w = b[i]                    # w: the join of i32 and f16, an f16
+        w /= a[i]
+        out2[i] = w
+
+
+def test_a_variable_divided_by_itself_keeps_the_join_of_its_assignments(backend):
+    """Seed 29474: the first pass typed ``v`` by its first assignment alone (a helper's value
+    by its first return, i32), so ``v /= n`` was an integer division, f64, and an f64 ``v``
+    then kept itself f64 where its assignments join to f16 (the reference's type): the f16
+    overflow to inf of ``v *= x`` and its saturating cast were lost."""
+    rng = np.random.default_rng(29474)
+    n = 64
+    a = rng.choice([k for k in range(-9, 10) if k], n).astype(np.int32)
+    b = (rng.standard_normal(n) * 100).astype(np.float16)
+    got, got2 = fl.full(n, 7.0, fl.f64), fl.full(n, 7.0, fl.f64)
+    launch(divided_again, n, fl.asarray(a), fl.asarray(b), got, got2)
+    v = np.where(a > 0, a.astype(np.float16), b)
+    want = (v.astype(np.float32) / a.astype(np.float16).astype(np.float32)).astype(np.float16)
+    assert got.numpy().tolist() == want.astype(np.float64).tolist()
+    want2 = (b.astype(np.float32) / a.astype(np.float16).astype(np.float32)).astype(np.float16)
+    assert got2.numpy().tolist() == want2.astype(np.float64).tolist()
+    compiles_for_gpus(divided_again, rd(fl.i32), rd(fl.f16), out(fl.f64), out(fl.f64))
+
 @fl.kernel
 def invert_a_float_literal(out: fl.DisjointSlice[fl.f32]):
     i = fl.thread.index_1d()

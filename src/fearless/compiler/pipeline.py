@@ -33,8 +33,9 @@ from fearless.backends.tileir.lower import abi as tile_abi, is_grouped, lower_ti
 from fearless.compiler.info import KernelInfo, ParamInfo
 from fearless.errors import BackendError
 from fearless.frontend import tile_intrinsics
-from fearless.frontend.astgen import Dialect, generate
+from fearless.frontend.astgen import Dialect
 from fearless.frontend.capture import Captured
+from fearless.frontend.settle import generate
 from fearless.frontend.tile_emit import TileEmitter
 from fearless.ir import types as T
 from fearless.ir.core import Function

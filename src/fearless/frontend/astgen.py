@@ -3,9 +3,9 @@
 Variables: a name bound once to a compile-time value (a constant, an array parameter, a module,
 a function) is kept as that value. Other locals live in typed slots (``local.*`` ops). A slot's
 type is the join (``infer.join``) of every type assigned to the name over the whole function,
-found by regenerating the function until the types stop changing, so ``acc = 0`` followed by
-``acc += x[i]`` (f32) makes ``acc`` an f32. Device functions (``@fearless.func``) are inlined at
-each call, with their own slots (``funcs.py`` binds the arguments).
+found by regenerating the function until the types stop changing (``settle.py``), so ``acc = 0``
+followed by ``acc += x[i]`` (f32) makes ``acc`` an f32. Device functions (``@fearless.func``) are
+inlined at each call, with their own slots (``funcs.py`` binds the arguments).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from fearless.frontend import funcs, intrinsics
 from fearless.frontend.capture import MISSING, Captured
 from fearless.frontend.emit import Emitter, describe
 from fearless.frontend.infer import (WEAK_FLOAT, Const, Static, TupleValue, TypingError, join,
-                                     weak_marker, widened)
+                                     weak_marker)
 from fearless.frontend.spans import CallSite, Span
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Function, Param, Region, Value
@@ -28,8 +28,6 @@ _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
            ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
            ast.GtE: "ge"}
-_MAX_PASSES = 64  # each regenerates the IR; most kernels settle in 2 or 3
-_WIDEN_AFTER = 16  # passes; kernels that settled within them keep exactly their old types
 _PARAMS = (T.Array, T.TensorView)  # bound once, never stored in a variable
 
 
@@ -94,6 +92,20 @@ class GenContext:
             self.entry.extend(op_region.ops)
             self.slots[key] = ref
         return ref
+
+    def guessed(self, key: str, elem):
+        """The type a read of ``key`` sees: its slot's, or in a pass that guesses the slot (no
+        earlier pass typed it), the join of what was assigned to it so far in the source. The
+        slot's first assignment alone made a helper's value the type of its first return, and a
+        guess an assignment from the variable itself can keep (seed 29474: ``v /= n`` computed
+        as an integer division, f64, kept an f16 variable f64)."""
+        if key in self.var_types or key in self.declared or not isinstance(elem, T.Scalar):
+            return elem
+        try:
+            seen = join([t for t, _ in self.observed.get(key, ())] or [elem])
+        except TypingError:
+            return elem
+        return seen if isinstance(seen, T.Scalar) else elem
 
     def unified(self) -> tuple[dict, dict]:
         """Each variable's type from this pass's assignments, and the variables whose
@@ -451,7 +463,11 @@ class FunctionGen(ast.NodeVisitor):
         if isinstance(binding, TupleSlot):
             return TupleValue(tuple(self.read_binding(b) for b in binding.items))
         ref = self.ctx.slots[binding.key]
-        return self.b.create("local.load", [ref]).result
+        value = self.b.create("local.load", [ref]).result
+        seen = self.ctx.guessed(binding.key, ref.type.elem)
+        if seen != ref.type.elem:  # in a guessing pass, whose IR is thrown away
+            value = self.b.create("arith.cast", [value], [seen]).result
+        return value
 
     # expressions ----------------------------------------------------------------------------
 
@@ -721,60 +737,6 @@ def describe_rmw(node) -> str:
     if isinstance(node, ast.Subscript):
         return f"{ast.unparse(node.value)}.add({ast.unparse(node.slice)}, v)"
     return "a.add(i, v)"
-
-
-def generate(cap: Captured, params: list[tuple[str, T.Type]], dialect: Dialect = SIMT,
-             constants: dict | None = None) -> Function:
-    """The IR of kernel ``cap`` for parameter types ``params``. Raises CompileError.
-
-    ``constants`` binds compile-time parameters (a tile kernel's ``ft.Const``) by name; they
-    are not parameters of the IR function.
-    """
-    var_types: dict = {}
-    failed: set = set()
-    for attempt in range(_MAX_PASSES):
-        ctx = GenContext(cap.name, var_types, Builder(Region()), dialect=dialect)
-        error, fn = None, None
-        try:
-            fn = _generate_once(ctx, cap, params, constants or {})
-        except CompileError as exc:
-            error = exc
-        new_types, join_errors = ctx.unified()
-        again = [key for key in join_errors if key in failed]
-        if again or (join_errors and new_types == var_types):
-            raise join_errors[(again or list(join_errors))[0]]
-        failed |= set(join_errors)
-        if attempt >= _WIDEN_AFTER:  # still moving (fuzz seed 11214 went round in circles):
-            # from now on types only widen, which ends, as each variable climbs a finite ladder
-            # of types. Before, a guess that a later pass no longer assigns may be dropped, so
-            # that literals keep their narrow types.
-            new_types = widened(var_types, new_types)
-        if new_types == var_types:
-            if ctx.deferred:  # an assignment's error, raised where and as a strict pass meets it
-                strict = GenContext(cap.name, var_types, Builder(Region()), dialect=dialect,
-                                    lenient=False)
-                return _generate_once(strict, cap, params, constants or {})
-            if error is not None:
-                raise error
-            return fn
-        moving, var_types = [k for k in new_types if new_types[k] != var_types.get(k)], new_types
-    raise CompileError(f"the types of {_describe_keys(moving)} did not settle in {_MAX_PASSES} "
-                       "passes", kernel=cap.name, span=cap.span(cap.tree),
-                       help="give each of them one type: annotate the variable (x: f32 = ...) "
-                            "or convert what is assigned or returned")
-
-
-def _describe_keys(keys) -> str:
-    """Variable keys in the user's words: ``'x'``, ``the return value of 'f'``; the frontend's
-    own slots (``<bool@...>``) left out."""
-    names = set()
-    for key in keys:
-        scope, _, name = key.rpartition(".")
-        if name == "<return>":
-            names.add(f"the return value of '{scope.split('#')[0]}'")
-        elif not name.startswith("<"):
-            names.add(f"'{name}'")
-    return ", ".join(sorted(names)) or "the kernel's variables"
 
 
 def _generate_once(ctx: GenContext, cap: Captured, params, constants) -> Function:
