@@ -365,12 +365,12 @@ def check_coverage(kernel: str, launch: PreparedLaunch, params, tensors, owned: 
             if cover is None or all(e <= (launch.grid[g] * n if g is not None else n)
                                     for e, (g, n) in zip(tensor.shape, cover)):
                 continue
-            reach = tuple(launch.grid[g] * n if g is not None else n for g, n in cover)
+            reach = _extents(launch.grid[g] * n if g is not None else n for g, n in cover)
             raise ContractError(f"the launch writes {reach} elements of '{name}' but it has "
                                 f"shape {tensor.shape}; elements outside would never be "
                                 f"written", kernel=kernel, param=name,
                                 help="prepare more blocks: each block writes "
-                                     f"{tuple(n for _, n in cover)} elements")
+                                     f"{_extents(n for _, n in cover)} elements")
         if tensor.ndim == launch.dims and all(e <= s for e, s in zip(tensor.shape, launch.size)):
             continue
         raise ContractError(f"the launch covers {launch.size} but '{name}' has shape "
@@ -378,6 +378,11 @@ def check_coverage(kernel: str, launch: PreparedLaunch, params, tensors, owned: 
                             kernel=kernel, param=name,
                             help=f"prepare the launch with the output's shape, "
                                  f"kernel.prepare({tensor.shape if tensor.ndim > 1 else len(tensor)})")
+
+
+def _extents(counts) -> str:
+    """Elements per axis for a message: a stride loop's axis (``math.inf``) reads "all"."""
+    return str(tuple("all" if n == math.inf else n for n in counts)).replace("'", "")
 
 
 def operation_roles(kernel: str, params, args, tensors) -> tuple[list, list, list]:
