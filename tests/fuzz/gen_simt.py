@@ -1,8 +1,10 @@
 """Random valid SIMT kernels (``@fl.kernel``), as program trees (``tree``), from a seed.
 
 A kernel reads 1-4 input arrays (1-d ``Slice`` or 2-d ``Array``) and 0-2 scalars and writes
-1-3 outputs at the thread's own index. Its body mixes every dtype through arithmetic with weak
-literals and promotion, casts, the math module, ``min``/``max``/``abs``, ``np.where``,
+1-3 outputs at the thread's own index (a 1-d kernel may loop over its elements with a grid-stride
+loop: ``simt_program``). Its body mixes every dtype through arithmetic with weak literals and
+promotion, casts, the math module (``np.rint`` and ``math.lgamma`` too, and ``round(x)``:
+``newer_math``), ``min``/``max``/``abs``, ``np.where``,
 conditional expressions, ``and``/``or``/``not``, ``if``/``elif``/``else``, ``for`` over
 ``range`` and ``while`` loops with ``break``/``continue``, an early ``return``, guarded
 neighbour reads (``x[i + 1] if i + 1 < len(x) else 0``), accumulators whose type is the join of
@@ -20,7 +22,7 @@ from fearless.dtypes import DType
 from tests.fuzz import classify, rules, scalar
 from tests.fuzz.options import Options
 from tests.fuzz.rules import Invalid
-from tests.fuzz.stmts import Assign, For, Func, If, Jump, Store, While
+from tests.fuzz.stmts import Assign, For, Func, If, Jump, Store, While, walk
 from tests.fuzz.tree import (Bin, BoolOp, Call, Cast, Cmp, IfExp, Len, Lit, Math, MinMax, Name,
                              Not, Pow, PyCast, Read, Unary, Where)
 
@@ -583,6 +585,26 @@ class SimtGen(Draws):
                 r.e = self.literal_for(joined)
         f.finish(body, [r.e.t for r in returns], simple=len(returns) == 1)
         return f
+
+
+# math added to the language after this generator was written, drawn after a kernel's own draws
+# (``newer_math``): one-argument math functions (other than isnan & co.) become one of these
+NEWER_MATH = (("rint", "np.rint"), ("lgamma", "math.lgamma"))
+NEWER_MATH_SHARE, ROUND_SHARE = 0.15, 0.4
+
+
+def newer_math(g: SimtGen, body: list, rng: random.Random) -> None:
+    """Turn some one-argument math calls of ``body`` and of the helpers into ``np.rint`` or
+    ``math.lgamma`` (same types: a float in, that float out), and some ``int(x)`` into
+    ``round(x)`` (an i64 either way). The draws come after those that built the kernel, so a
+    seed where none is picked gives the kernel it gave before these were added."""
+    for node in walk([*body, *(s for h in g.helpers for s in h.body)]):
+        if isinstance(node, Math) and len(node.args) == 1 and node.fn not in Math.BOOL:
+            if rng.random() < NEWER_MATH_SHARE:
+                node.fn, node.spelling = rng.choice(NEWER_MATH)
+        elif isinstance(node, PyCast) and node.kind == "int" and not node.const:
+            if rng.random() < ROUND_SHARE:
+                node.kind = "round"
 
 
 def _int_window(src: DType, d: DType):

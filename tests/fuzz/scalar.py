@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from fearless import dtypes
 from fearless.dtypes import DType
 from tests.fuzz import rules
 
@@ -29,12 +30,20 @@ FORMATS = {"f16": (11, -14, 15), "bf16": (8, -126, 127), "f32": (24, -126, 127),
            "f64": (53, -1022, 1023)}
 MAX_FINITE = {n: (2 - 2.0 ** (1 - p)) * 2.0 ** emax for n, (p, _, emax) in FORMATS.items()}
 UNIT = {n: 2.0 ** -p for n, (p, _, _) in FORMATS.items()}  # unit roundoff
-EXACT_MATH = {"sqrt", "floor", "ceil", "trunc", "fabs", "copysign", "fmod", "isnan", "isinf",
-              "isfinite"}
+EXACT_MATH = {"sqrt", "floor", "ceil", "trunc", "rint", "fabs", "copysign", "fmod", "isnan",
+              "isinf", "isfinite"}
 # With inexact arguments, the function's range over [x - e, x + e] is not at the endpoints:
 PERIODIC = {"sin", "cos", "tan"}              # beyond a small e, anything (tan: poles)
-STEPS = {"fmod", "atan2", "copysign", "floor", "ceil", "trunc"}  # jumps: unchecked
+STEPS = {"fmod", "atan2", "copysign"}  # jumps: unchecked
+# non-decreasing step functions: exact where they are one value over the whole interval
+JUMPS = {"floor", "ceil", "trunc", "rint"}
 THROUGH_ZERO = {"cosh", "fabs", "hypot", "pow"}  # an extremum (or pole) where an argument is 0
+LGAMMA_MIN = 1.4616321449683623  # lgamma's poles and turns are at x <= 0, and its minimum here
+
+
+def lgamma_turns(x, e):
+    """Whether lgamma has a pole or turns within [x - e, x + e] (arrays too)."""
+    return (x - e <= 0) | ((x - e <= LGAMMA_MIN) & (LGAMMA_MIN <= x + e))
 
 
 class Profile:
@@ -357,7 +366,17 @@ _NP = {"sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log"
            x, y))).reshape(np.broadcast(x, y).shape),
        "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
        "fmod": np.fmod, "rsqrt": lambda x: 1.0 / np.sqrt(x), "isnan": np.isnan,
-       "isinf": np.isinf, "isfinite": np.isfinite}
+       "isinf": np.isinf, "isfinite": np.isfinite, "rint": np.rint,
+       "lgamma": np.vectorize(lambda x: _lgamma(x), otypes=[np.float64])}
+
+
+def _lgamma(x: float) -> float:
+    """C's lgamma: Python's, with +inf at the poles (0, the negative integers, -inf) and past the
+    largest float, where Python raises (docs/semantics.md: a pole gives +inf)."""
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return math.nan if x != x else math.inf
 
 
 def f64(fn: str, *xs: float):
@@ -384,7 +403,40 @@ def math_call(th: Thread, fn: str, d: DType, args: list[Val]):
     th.tags.add(f"math.{fn}")
     if r != r or math.isinf(r) or (not e and (center == 0 or _exact_pow(fn, xs))):
         return settle(th, d, r, e) if e else Val(r)  # an exact 0 (sin(0), log(1)), pow(x, 0)
-    return Val(r, e + th.profile.math_ulps(d) * ulp(d, abs(r)) + (ulp(d, abs(r) + e) if e else 0))
+    own = th.profile.math_ulps(d) * ulp(d, abs(r))
+    if fn == "lgamma":
+        own = lgamma_bound(th.profile, "simt", d, xs[0], r)
+        if own is None:
+            th.doubt("lgamma near its negative roots (no GPU bound there)")
+            return Val(r, math.inf)
+    return Val(r, e + own + (ulp(d, abs(r) + e) if e else 0))
+
+
+# CUDA's lgamma keeps 6 (f32) / 4 (f64) ulps outside these intervals around its negative roots
+LGAMMA_SIMT = {"f32": (6.0, (-10.001, -2.264)), "f64": (4.0, (-11.0001, -2.2637))}
+
+
+def lgamma_bound(profile: Profile, track: str, d: DType, x: float, r: float) -> float | None:
+    """How far a backend's ``lgamma(x)`` (``x`` of float dtype ``d``, computed on the SIMT or
+    tile ``track``) may be from the reference ``r`` (finite), by docs/semantics.md; None where
+    no bound is stated. The reference is Python's ``lgamma``, as the CPU's: within
+    ``8 * 2**-52 * max(1, |r|)`` of the exact value (more ulps near its roots 1 and 2), which
+    every bound includes. The GPU computes f16/bf16 in f32 and rounds once (one ulp of ``d``)."""
+    own = 2.0 ** -49 * max(1.0, abs(r))
+    if profile.name == "cpu":
+        return own + profile.math_ulps(d) * ulp(d, abs(r))
+    work = dtypes.f64 if d.name == "f64" else dtypes.f32
+    rounding = ulp(d, abs(r)) if d.name != work.name else 0.0
+    if track == "simt":
+        ulps, (lo, hi) = LGAMMA_SIMT[work.name]
+        if lo <= x <= hi:
+            return None
+        return own + rounding + (ulps + 1) * ulp(work, abs(r))
+    if x >= 0:  # the tile recipe (backends/tileir/mathlib.py): 5 ulp
+        return own + rounding + 6 * ulp(work, abs(r))
+    dist = abs(x - round(x))  # reflection: cancels near the roots; an absolute bound
+    terms = 1 + abs(math.log(math.sin(math.pi * dist))) + _lgamma(1 - x)
+    return own + rounding + 12 * UNIT[work.name] * terms + ulp(work, abs(r))
 
 
 def _exact_pow(fn: str, xs) -> bool:
@@ -396,8 +448,15 @@ def _propagated(th: Thread, fn: str, xs, errs, center: float) -> float:
     """How far ``fn`` moves when each argument moves by its error: the endpoints of each
     argument's interval (and 0 where the function turns there); ``uncertain`` where the range
     is not bounded that way (see PERIODIC, STEPS, THROUGH_ZERO)."""
+    if fn in JUMPS:
+        lo, hi = f64(fn, xs[0] - errs[0]), f64(fn, xs[0] + errs[0])
+        if lo != hi or math.copysign(1.0, lo) != math.copysign(1.0, hi):
+            th.doubt("math of an inexact value near a pole, jump or turn")
+            return math.inf
+        return 0.0
     if fn in STEPS or (fn in PERIODIC and max(errs) > 0.25) or (
-            fn in THROUGH_ZERO and any(e and abs(x) <= e for x, e in zip(xs, errs))):
+            fn in THROUGH_ZERO and any(e and abs(x) <= e for x, e in zip(xs, errs))) or (
+            fn == "lgamma" and lgamma_turns(xs[0], errs[0])):
         th.doubt("math of an inexact value near a pole, jump or turn")
         return math.inf
     worst = 0.0

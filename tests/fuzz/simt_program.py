@@ -2,6 +2,11 @@
 
 ``SimtProgram.reference`` runs the program tree once per thread, in plain Python
 (``tree``/``scalar``), over the same arguments the kernel gets, and returns ``data.Expected``.
+
+A 1-d kernel may instead be a grid-stride loop, ``for i in range(fl.thread.index_1d(),
+len(o0), fl.thread.grid_size())``, launched with ``stride = (threads, block)`` (fewer threads
+than elements, mostly): the reference runs each thread's elements in order in one frame, and a
+``return`` ends the thread, leaving its later elements unwritten.
 """
 from __future__ import annotations
 
@@ -15,8 +20,12 @@ import fearless as fl
 from tests.fuzz import data, gen_simt, scalar
 from tests.fuzz.options import Options
 from tests.fuzz.scalar import Thread, Undefined, Val
-from tests.fuzz.stmts import ReturnSignal, run
+from tests.fuzz.stmts import Jump, ReturnSignal, run, walk
 from tests.fuzz.tree import Frame, fl_name
+
+STRIDE_SHARE = 0.3  # of the 1-d kernels are grid-stride loops, launched with (threads, block):
+STRIDE_LAUNCHES = ((1, 1), (2, 2), (3, 3), (4, 2), (7, 7), (8, 4), (16, 8), (32, 32), (64, 32),
+                   (128, 128))
 
 HEADER = '''"""Fuzz kernel (tests/fuzz), seed {seed}. Reproduce: {repro}"""
 import math
@@ -37,6 +46,7 @@ class SimtProgram:
     gen: gen_simt.SimtGen
     body: list
     relaxed: frozenset = frozenset()
+    stride: tuple | None = None  # (threads, block) of a grid-stride kernel's launch
 
     kind = "simt"
 
@@ -62,7 +72,10 @@ class SimtProgram:
                           f"{a.name}: fl.DisjointArray[{d}, 2]")
         lines += ["", "@fl.kernel", f"def {self.name}({', '.join(params)}):"]
         o = g.outputs[0].name
-        if self.dims == 1:
+        if self.stride:
+            lines += [f"    for i in range(fl.thread.index_1d(), len({o}), "
+                      f"fl.thread.grid_size()):"]
+        elif self.dims == 1:
             lines += ["    i = fl.thread.index_1d()", f"    if i < len({o}):"]
         else:
             lines += ["    r, c = fl.thread.index_2d()",
@@ -87,8 +100,11 @@ class SimtProgram:
         """Run ``kernel`` on the current backend; its outputs as NumPy arrays by name."""
         tensors = {n: fl.asarray(v.copy()) if isinstance(v, np.ndarray) else v
                    for n, v in args.items()}
-        size = self.shape[0] if self.dims == 1 else self.shape
-        kernel[kernel.prepare(size)](*(tensors[n] for n in self.params))
+        if self.stride:
+            launch = kernel.prepare(self.stride[0], block=self.stride[1])
+        else:
+            launch = kernel.prepare(self.shape[0] if self.dims == 1 else self.shape)
+        kernel[launch](*(tensors[n] for n in self.params))
         return {a.name: tensors[a.name].numpy() for a in self.gen.outputs}
 
     def gpu_types(self, kernel) -> tuple:
@@ -113,23 +129,36 @@ class SimtProgram:
         shape = self.shape
         status = np.ones(shape, dtype=bool)
         tags = np.empty(shape, dtype=object)
+        tags.fill(frozenset())
         stats = Counter()
-        for index in np.ndindex(*shape):
-            th = Thread(profile, self.relaxed)
+        # a thread's later elements depend on its earlier ones only through a return
+        returns = any(isinstance(s, Jump) and s.kind == "return" for s in walk(self.body))
+        for elements in self._threads():
             fr = Frame(arrays)
-            fr.vars.update({n: Val(k) for n, k in zip(g.idx, index)})
             fr.vars.update({n: Val(data.scalar_value(args[n])) for n, _ in g.scalars})
-            try:
-                run(th, fr, self.body)
-            except ReturnSignal:
-                pass
-            except Undefined as exc:
-                stats[f"undefined: {exc}"] += 1
-                status[index] = False
-            if th.uncertain and status[index]:
-                stats[f"uncertain: {th.uncertain}"] += 1
-                status[index] = False
-            tags[index] = frozenset(th.tags)
+            ended, unsure = False, None
+            for index in elements:
+                if ended:  # returned: unwritten (the poison), unless the return was unsure
+                    if unsure:
+                        stats[f"{unsure} (an earlier element of its thread)"] += 1
+                        status[index] = False
+                    continue
+                th = Thread(profile, self.relaxed)
+                fr.vars.update({n: Val(k) for n, k in zip(g.idx, index)})
+                try:
+                    run(th, fr, self.body)
+                except ReturnSignal:
+                    ended = True
+                except Undefined as exc:
+                    stats[f"undefined: {exc}"] += 1
+                    status[index] = False
+                    ended, unsure = True, "undefined"
+                if th.uncertain and status[index]:
+                    stats[f"uncertain: {th.uncertain}"] += 1
+                    status[index] = False
+                    if returns:
+                        unsure = unsure or "uncertain"
+                tags[index] = frozenset(th.tags)
             stats["threads"] += 1
         exp = data.Expected(stats=stats)
         for a in g.outputs:
@@ -143,6 +172,14 @@ class SimtProgram:
             exp.checked[a.name] = status
             exp.tags[a.name] = tags
         return exp
+
+
+    def _threads(self):
+        """The elements of each thread, in the order it handles them."""
+        if not self.stride:
+            return [[index] for index in np.ndindex(*self.shape)]
+        threads, n = self.stride[0], self.shape[0]
+        return [[(k,) for k in range(t, n, threads)] for t in range(threads)]
 
 
 def _vals(x):
@@ -160,4 +197,8 @@ def generate(seed: int, opts: Options, rng: random.Random) -> SimtProgram:
     shape = (rng.choice((1, 5, 32, 33, 64, 100)),) if dims == 1 else (
         rng.randint(1, 6), rng.choice((1, 3, 16, 17)))
     g, body = gen_simt.generate(rng, opts, dims)
-    return SimtProgram(seed, f"k{seed}", dims, shape, g, body, opts.relax)
+    # drawn after the kernel's own draws: where none is picked, the seed's kernel is the one it
+    # gave before grid-stride loops and the newer math were added
+    gen_simt.newer_math(g, body, rng)
+    stride = rng.choice(STRIDE_LAUNCHES) if dims == 1 and rng.random() < STRIDE_SHARE else None
+    return SimtProgram(seed, f"k{seed}", dims, shape, g, body, opts.relax, stride)

@@ -7,7 +7,9 @@ inputs like the output tile, as a row ((tn,)) or a column ((tm, 1)); mixes dtype
 elementwise arithmetic with literals and scalars, comparisons, ``ft.where``, math functions,
 ``.astype``, reductions (sum/max/min, with and without keepdims) broadcast back, ``.T`` and
 ``ft.broadcast``; accumulates in ``for`` loops, branches on scalars, and may run an
-``ft.mma`` loop over a K dimension that is not a multiple of its block.
+``ft.mma`` loop over a K dimension that is not a multiple of its block. Then, with draws that
+follow all of those, ``tile_control`` swaps in newer math and inserts control flow: ``while``,
+``break``/``continue``, early ``return``, helpers, and reductions to scalars.
 """
 from __future__ import annotations
 
@@ -20,18 +22,21 @@ import numpy as np
 import fearless as fl
 from fearless import dtypes
 from fearless.dtypes import DType
-from tests.fuzz import classify, data, rules, scalar
+from tests.fuzz import classify, data, rules, scalar, tile_control
 from tests.fuzz.gen_simt import ARITH, BITS, PREDS, Draws, _int_window
 from tests.fuzz.options import Options
 from tests.fuzz.rules import Invalid
-from tests.fuzz.tile_tree import (TILE_MATH, Block, TAssign, TAstype, TBin, TCmp, TFor, TFull,
+from tests.fuzz.tile_tree import (NEWER_MATH, TILE_MATH, Block, TAssign, TAstype, TBin, TCmp, TFor, TFull,
                                   TIf, TIndex, TLit, TLoad, TMath, TMma, TName, TReduce, TShape,
-                                  TStore, TUnary, TWhere, broadcast)
-from tests.fuzz.stmts import walk
+                                  TStore, TUnary, TVar, TWhere, broadcast)
+from tests.fuzz.stmts import ReturnSignal, walk
+from tests.fuzz.vector import TV
 from tests.fuzz.tree import fl_name
 
 HEADER = '''"""Fuzz tile kernel (tests/fuzz), seed {seed}. Reproduce: {repro}"""
 import math
+
+import numpy as np
 
 import fearless as fl
 from fearless import tile as ft
@@ -49,13 +54,6 @@ class TensorParam:
 
 
 @dataclass
-class TVar:
-    name: str
-    t: DType
-    shape: tuple | None
-
-
-@dataclass
 class TileGen(Draws):
     rng: random.Random
     opts: Options
@@ -65,6 +63,9 @@ class TileGen(Draws):
     scalars: list = field(default_factory=list)
     vars: list = field(default_factory=list)
     counter: int = 0
+    helpers: list = field(default_factory=list)  # tile_flow.TFunc
+    control: bool = False    # tile_control's draws: scalar reductions and newer math too
+    in_helper: bool = False  # the kernel's own names (out.tile_index) are not visible
 
     @property
     def out(self) -> str:
@@ -92,7 +93,7 @@ class TileGen(Draws):
             if scalars:
                 v = self.rng.choice(scalars)
                 return TName(v.name, v.t)
-        if r < 0.72:
+        if r < 0.72 and not self.in_helper:
             return TIndex(self.out, self.rng.randrange(len(self.tile)))
         if r < 0.8:
             d = self.dtype()
@@ -131,7 +132,10 @@ class TileGen(Draws):
             return self.leaf()
         sub = depth - 1
         kind = self.rng.choice(("bin", "bin", "bin", "bin", "cmp", "where", "math", "math",
-                                "unary", "astype", "astype", "reduce", "shape", "pow"))
+                                "unary", "astype", "astype", "reduce", "shape", "pow") +
+                               (("scalar", "scalar", "full") if self.control else ()))
+        if kind in ("scalar", "full"):
+            return tile_control.scalar_in_tile(self, pre, sub, kind)
         if kind == "bin":
             return self.binop(self.rng.choice(ARITH + ARITH + BITS), self.expr(pre, sub),
                               self.expr(pre, sub))
@@ -145,10 +149,13 @@ class TileGen(Draws):
                 op = self.rng.choice(("max", "min"))
                 return TMath(op, [self.tile_expr(pre, sub), self.expr(pre, sub)],
                              f"ft.{op}imum")
-            fn = self.rng.choice(TILE_MATH)
-            spelling = f"ft.{fn}" if fn == "rsqrt" or (fn in ("exp", "exp2", "log", "sqrt",
-                                                              "tanh") and self.chance(0.7)) \
-                else f"math.{fn}"
+            fn = self.rng.choice(TILE_MATH + (tuple(NEWER_MATH) if self.control else ()))
+            if fn in NEWER_MATH:
+                spelling = NEWER_MATH[fn]
+            else:
+                spelling = f"ft.{fn}" if fn == "rsqrt" or (fn in ("exp", "exp2", "log", "sqrt",
+                                                                  "tanh") and self.chance(0.7)) \
+                    else f"math.{fn}"
             return TMath(fn, [self.tile_expr(pre, sub)], spelling)
         if kind == "pow":  # mostly small literal exponents: a random one overflows
             exponent = self.literal() if self.chance(0.7) else self.expr(pre, sub)
@@ -295,6 +302,8 @@ class TileProgram:
         params += [f"{t.name}: ft.In[{fl_name(t.dtype)}]" for t in self.inputs]
         params += [f"{n}: {fl_name(d)}" for n, d in g.scalars]
         lines = HEADER.format(seed=self.seed, repro=repro).splitlines()
+        for h in g.helpers:
+            lines += [""] + h.render() + [""]
         lines += ["", "@ft.kernel", f"def {self.name}({', '.join(params)}):"]
         for s in self.body:
             lines += s.render("    ")
@@ -357,18 +366,28 @@ class TileProgram:
             blk = Block(coords, tensors, profile, self.gen.opts.relax)
             for n, d in self.gen.scalars:
                 blk.vars[n] = _scalar_tv(args[n], d)
-            for s in self.body:
-                s.ev(blk)
+            try:
+                for s in self.body:
+                    s.ev(blk)
+            except ReturnSignal:
+                pass
             exp.stats["blocks"] += 1
+            if blk.unsure:
+                exp.stats[f"uncertain: {blk.unsure}"] += 1
             for t in self.outputs:
-                v = blk.vars[f"<stored {t.name}>"]
                 window = tuple(slice(c * b, min(c * b + b, n))
                                for c, b, n in zip(coords, tile, t.shape))
                 part = tuple(slice(0, w.stop - w.start) for w in window)
+                v = blk.vars.get(f"<stored {t.name}>")
+                if v is None:  # returned before storing: the tile keeps its poison
+                    exp.stats["unwritten elements"] += exp.checked[t.name][window].size
+                    v = TV(exp.values[t.name][window], exp.errors[t.name][window])
+                    part = tuple(slice(None) for _ in window)
                 exp.values[t.name][window] = v.v[part]
                 exp.errors[t.name][window] = v.e[part]
-                exp.checked[t.name][window] = ~v.bad[part]
-                exp.stats["unchecked elements"] += int(v.bad[part].sum())
+                bad = v.bad[part] | bool(blk.unsure)
+                exp.checked[t.name][window] = ~bad
+                exp.stats["unchecked elements"] += int(bad.sum())
         for t in self.outputs:
             exp.values[t.name] = exp.values[t.name].astype(t.dtype.numpy)
         return exp
@@ -378,12 +397,14 @@ class TileProgram:
         """The operations of the whole kernel that a mismatch may come from (as ``scalar``'s
         per-thread tags, for every element of a tile kernel)."""
         out = set()
-        for node in walk(self.body):
+        for node in walk([*self.body, *(s for h in self.gen.helpers for s in h.body)]):
             if isinstance(node, TMath) and node.fn not in ("min", "max"):
                 out.add(f"math.{node.fn}")
             elif isinstance(node, TBin) and node.op in ("floordiv", "mod") and not node.const \
                     and node.t.is_float:
                 out.add("float //,%")
+            elif isinstance(node, TReduce) and node.kind == "argmax":
+                out.add("argmax")
             elif isinstance(node, TReduce) and node.t.is_float:
                 out.add(f"float {node.kind}")
             elif isinstance(node, TMma):
@@ -396,7 +417,6 @@ class TileProgram:
 
 
 def _scalar_tv(value, d: DType):
-    from tests.fuzz.vector import TV
     return TV(np.asarray(float(value) if d.is_float else value,
                          dtype=np.float64 if d.is_float else d.numpy))
 
@@ -456,4 +476,8 @@ def generate(seed: int, opts: Options, rng: random.Random) -> TileProgram:
         else:
             store = TStore(t.name, t.dtype, g.tile, TFull(g.tile, 0, t.dtype))
         body += pre + [store]
+    # drawn after the kernel's own draws: the earlier fuzzer's kernel, with newer math swapped
+    # in and control flow added (tile_control)
+    tile_control.newer_math(g, body)
+    body = tile_control.add(g, body, outputs)
     return TileProgram(seed, f"t{seed}", g, body, outputs)

@@ -10,18 +10,21 @@ An expression with no tile in it follows the scalar rules.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from fearless import dtypes
 from fearless.dtypes import DType
 from tests.fuzz import rules, scalar, vector
 from tests.fuzz.rules import Invalid
-from tests.fuzz.stmts import Stmt, _block
+from tests.fuzz.stmts import BreakSignal, ContinueSignal, Stmt, _block
 from tests.fuzz.tree import SYMBOL, Expr, Lit, _check_fits, _fold, fl_name
 from tests.fuzz.vector import TV
 
 TILE_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "tan", "floor",
              "ceil", "fabs")
+NEWER_MATH = {"rint": "np.rint", "lgamma": "math.lgamma"}  # fn -> spelling (added later)
 
 
 def broadcast(*shapes):
@@ -34,13 +37,31 @@ def broadcast(*shapes):
         raise Invalid("shapes do not broadcast") from None
 
 
+@dataclass
+class TVar:
+    """A variable the generator may read: a tile (``shape``) or a scalar (``shape`` None)."""
+
+    name: str
+    t: DType
+    shape: tuple | None
+
+
 class Block:
-    """One tile block: its coordinates, the tensors (NumPy arrays) and the variables."""
+    """One tile block: its coordinates, the tensors (NumPy arrays) and the variables.
+    ``unsure``: why a decision of the block (an ``if`` or ``while`` on a scalar the error bound
+    could flip, or on an unchecked one) leaves none of its outputs checked."""
 
     def __init__(self, coords: tuple, tensors: dict, profile: scalar.Profile,
                  relaxed: frozenset = frozenset()):
         self.coords, self.tensors, self.profile, self.relaxed = coords, tensors, profile, relaxed
         self.vars: dict[str, TV] = {}
+        self.unsure: str | None = None
+
+    def decide(self, cond: TV) -> bool:
+        """The truth of the scalar ``cond`` (a bool), noting a decision it cannot be sure of."""
+        if np.any(cond.bad):
+            self.unsure = self.unsure or "a block's decision within the error bound"
+        return bool(cond.v)
 
 
 class TExpr(Expr):
@@ -230,14 +251,19 @@ class TWhere(TOp):
 
 
 class TMath(TOp):
-    """``ft.exp(t)``, ``math.sin(t)``, ``ft.maximum(a, b)``, ``a ** b``."""
+    """``ft.exp(t)``, ``math.sin(t)``, ``ft.maximum(a, b)``, ``a ** b``; of a scalar (a
+    reduction's result, ``scalar=True``), the scalar rules: an integer goes to f64."""
 
-    def __init__(self, fn: str, args: list, spelling: str):
+    def __init__(self, fn: str, args: list, spelling: str, scalar: bool = False):
         self.fn, self.args, self.spelling = fn, tuple(args), spelling
         self.shape = broadcast(*(a.shape for a in args))
-        if self.shape is None:
+        if self.shape is None and not (scalar and len(args) == 1 and fn not in ("min", "max")):
             raise Invalid("scalar math in a tile kernel")
-        if fn in ("min", "max"):
+        if self.shape is None:
+            if rules.is_weak(args[0].t):
+                raise Invalid("math of a literal")
+            self.d = rules.math_type([args[0].t])
+        elif fn in ("min", "max"):
             self.d = rules.common(args[0].t, args[1].t, fn)
         else:
             d = rules.common(args[0].t, args[1].t, fn) if len(args) == 2 else \
@@ -246,6 +272,11 @@ class TMath(TOp):
         for e in args:
             _check_fits(e, self.d)
         self.t = self.d
+
+    def known(self):
+        if self.shape is None and self.fn in scalar.PERIODIC and self.d is dtypes.f64:
+            return {"tileiras-f64-trig-if"}
+        return set()
 
     def render(self):
         if self.spelling == "**":
@@ -293,45 +324,65 @@ class TAstype(TOp):
 
 
 class TReduce(TExpr):
-    """``ft.sum(t, axis, keepdims=...)`` (or ``t.max(axis)``)."""
+    """``ft.sum(t, axis, keepdims=...)`` (or ``t.max(axis)``), ``ft.argmax(t)``. With no axis
+    (``axis=None``), or along the axis of a 1-d tile, the result is a scalar (``shape`` None;
+    with keepdims, a tile of extents 1): the elements in row-major order, which ``argmax``'s
+    flat index counts in."""
 
-    def __init__(self, kind: str, a, axis: int, keepdims: bool, method: bool = False):
-        if a.shape is None or (len(a.shape) == 1 and not keepdims):
-            raise Invalid("a reduction to a 0-d tile")
+    def __init__(self, kind: str, a, axis: int | None, keepdims: bool, method: bool = False):
+        if a.shape is None:
+            raise Invalid("a reduction of a scalar")
         self.kind, self.args, self.axis, self.keepdims, self.method = kind, (a,), axis, \
             keepdims, method
-        shape = list(a.shape)
-        if keepdims:
-            shape[axis] = 1
+        if axis is None:
+            self.shape = (1,) * len(a.shape) if keepdims else None
         else:
-            del shape[axis]
-        self.shape = tuple(shape)
+            shape = list(a.shape)
+            if keepdims:
+                shape[axis] = 1
+            else:
+                del shape[axis]
+            self.shape = tuple(shape) or None
         d = a.t
         if kind == "sum" and (d.is_bool or (d.is_int and d.bits < 32)):
             d = dtypes.i32
-        self.t = d
+        self.t = dtypes.i32 if kind == "argmax" else d
 
     def size(self):
         return 1 + self.args[0].size()
 
     def conversions(self):
+        if self.kind == "argmax":
+            return []
         return [(self.args[0], self.t)] if self.t is not self.args[0].t else []
+
+    def known(self):
+        return {"argmax-nan"} if self.kind == "argmax" and self.args[0].t.is_float else set()
 
     def render(self):
         a = self.args[0].render()
-        kd = ", keepdims=True" if self.keepdims else ""
+        kd = "keepdims=True" if self.keepdims else ""
+        args = ", ".join(x for x in ("" if self.axis is None else str(self.axis), kd) if x)
         if self.method:
-            return f"{a}.{self.kind}({self.axis}{kd})"
-        return f"ft.{self.kind}({a}, {self.axis}{kd})"
+            return f"{a}.{self.kind}({args})"
+        return f"ft.{self.kind}({a}{', ' if args else ''}{args})"
 
     def ev(self, blk):
         a = self.args[0]
-        x = vector.convert(a.ev(blk), a.t, self.t, blk.relaxed)
-        acc = (dtypes.f32 if self.t.bits < 32 else self.t) if self.t.is_float else None
-        r = vector.reduce(self.kind, self.t, x, self.axis, acc)
+        x = a.ev(blk) if self.kind == "argmax" else \
+            vector.convert(a.ev(blk), a.t, self.t, blk.relaxed)
+        axis = self.axis
+        if axis is None:  # every element, in row-major order
+            x = TV(*(np.broadcast_to(v, x.v.shape).reshape(-1) for v in (x.v, x.e, x.bad)))
+            axis = 0
+        if self.kind == "argmax":
+            r = vector.argmax(x)
+        else:
+            acc = (dtypes.f32 if self.t.bits < 32 else self.t) if self.t.is_float else None
+            r = vector.reduce(self.kind, self.t, x, axis, acc)
         if self.keepdims:
-            r = TV(np.expand_dims(r.v, self.axis), np.expand_dims(r.e, self.axis),
-                   np.expand_dims(r.bad, self.axis))
+            shape = self.shape
+            r = TV(r.v.reshape(shape), r.e.reshape(shape), r.bad.reshape(shape))
         return r
 
 
@@ -420,12 +471,17 @@ class TFor(Stmt):
             n = self.n
         for k in range(n):
             blk.vars[self.var] = TV(np.asarray(k, dtype=np.int64))
-            for s in self.body:
-                s.ev(blk)
+            try:
+                for s in self.body:
+                    s.ev(blk)
+            except ContinueSignal:
+                continue
+            except BreakSignal:
+                break
 
 
 class TIf(Stmt):
-    """``if <scalar condition>:`` (exact: scalars carry no error)."""
+    """``if <scalar condition>:`` (a condition the error bound could flip: ``Block.decide``)."""
 
     def __init__(self, cond, body: list, orelse: list):
         self.cond, self.body, self.orelse = cond, body, orelse
@@ -443,7 +499,7 @@ class TIf(Stmt):
         return lines
 
     def ev(self, blk):
-        for s in (self.body if bool(self.cond.ev(blk).v) else self.orelse):
+        for s in (self.body if blk.decide(self.cond.ev(blk)) else self.orelse):
             s.ev(blk)
 
 

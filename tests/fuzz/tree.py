@@ -438,16 +438,20 @@ class Cast(Compound):
 
 
 class PyCast(Compound):
-    """``int(a)`` / ``float(a)`` / ``bool(a)``: of a constant, Python's own (weak) result."""
+    """``int(a)`` / ``float(a)`` / ``bool(a)`` / ``round(a)``: of a constant, Python's own (weak)
+    result. ``round`` is Python's (the nearest integer, ties to even) as an i64: a float is
+    rounded by ``np.rint`` in its own dtype, then converted as ``int()`` converts (saturating)."""
 
     def __init__(self, kind: str, a: Expr):
         self.kind, self.args = kind, (a,)
-        self.d = {"int": dtypes.i64, "float": dtypes.f64, "bool": dtypes.bool_}[kind]
+        self.d = {"int": dtypes.i64, "float": dtypes.f64, "bool": dtypes.bool_,
+                  "round": dtypes.i64}[kind]
         self.t = self.d
         if a.const:
             self.const = True
             try:
-                self.value = {"int": int, "float": float, "bool": bool}[kind](a.value)
+                self.value = {"int": int, "float": float, "bool": bool, "round": round}[kind](
+                    a.value)
             except (OverflowError, ValueError):
                 raise Invalid(f"{kind}() of {a.value!r}") from None
             if kind == "int" and not -(1 << 63) <= self.value < (1 << 63):
@@ -470,6 +474,8 @@ class PyCast(Compound):
         v = a.ev(th, fr)
         if self.kind == "bool":
             return Val(scalar.truth(th, v, a.t))
+        if self.kind == "round" and a.t.is_float:
+            v = scalar.math_call(th, "rint", a.t, [v])
         return scalar.convert(th, v, a.t, self.d)
 
 

@@ -9,6 +9,8 @@ exact. Integer arrays wrap as NumPy's do.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fearless import dtypes
@@ -213,13 +215,19 @@ def math_call(fn: str, d: DType, args: list[TV], profile) -> TV:
         for k, err in enumerate(errs):
             if not (err > 0).any():
                 continue
-            if fn in scalar.STEPS or fn in ("floor", "ceil"):
+            if fn in scalar.JUMPS:  # exact where one value over the interval
+                lo, hi = scalar._NP[fn](xs[k] - err), scalar._NP[fn](xs[k] + err)
+                bad = bad | ((err > 0) & ((lo != hi) | (np.signbit(lo) != np.signbit(hi))))
+                continue
+            if fn in scalar.STEPS:
                 bad = bad | (err > 0)
                 continue
             if fn in scalar.PERIODIC:
                 bad = bad | (err > 0.25)
             if fn in scalar.THROUGH_ZERO:
                 bad = bad | ((err > 0) & (np.abs(xs[k]) <= err))
+            if fn == "lgamma":
+                bad = bad | ((err > 0) & scalar.lgamma_turns(xs[k], err))
             for sign in (-1, 1):
                 moved = list(xs)
                 moved[k] = xs[k] + sign * err
@@ -234,6 +242,10 @@ def math_call(fn: str, d: DType, args: list[TV], profile) -> TV:
     exact = (center == 0) | ((xs[1] == 0) | (xs[0] == 1) if fn == "pow" else False)
     finite = np.isfinite(r) & ~(exact & (e == 0))  # an exact 0 (sin(0), log(1)), pow(x, 0)
     approx = np.where(finite, profile.math_ulps(d) * ulp(d, np.abs(r)), 0.0)
+    if fn == "lgamma":  # scalar.lgamma_bound: the tile recipe's bounds on the GPU
+        bounds = [scalar.lgamma_bound(profile, "tile", d, float(x), float(y)) if ok else 0.0
+                  for x, y, ok in zip(np.ravel(xs[0]), np.ravel(r), np.ravel(finite))]
+        approx = np.array([math.inf if b is None else b for b in bounds]).reshape(r.shape)
     own = np.where(e > 0, ulp(d, np.abs(r) + e), 0.0)
     return TV(r, e + approx + own, bad | (~finite & (e > 0)))
 
@@ -243,6 +255,10 @@ def reduce(kind: str, d: DType, a: TV, axis: int, acc: DType | None) -> TV:
     (in any order: the bound is n * u * sum |x|) and rounds once to ``d``."""
     x = a.v
     bad = a.bad.any(axis=axis)
+    if kind in ("max", "min") and d.is_bool:  # any / all: one sure True (False) decides
+        decides = ((x if kind == "max" else ~x) & ~a.bad).any(axis=axis)
+        return TV(x.max(axis=axis) if kind == "max" else x.min(axis=axis), None,
+                  bad & ~decides)
     if kind in ("max", "min"):  # NaN ignored (all NaN: NaN), -0 < +0
         if not d.is_float:
             return TV(x.max(axis=axis) if kind == "max" else x.min(axis=axis), None, bad)
@@ -261,9 +277,36 @@ def reduce(kind: str, d: DType, a: TV, axis: int, acc: DType | None) -> TV:
     n = x.shape[axis]
     with np.errstate(all="ignore"):
         r = x.sum(axis=axis, initial=-0.0)  # addends all -0.0 sum to -0.0 (IEEE 754)
-        e = a.e.sum(axis=axis) + n * UNIT[acc.name] * np.abs(x).sum(axis=axis)
+        # an infinite or NaN addend decides the sum in any order (inf, or NaN for a NaN or
+        # infinities of both signs); finite addends may overflow in one order and not another
+        finite = np.isfinite(x).all(axis=axis)
+        mag = np.abs(x).sum(axis=axis)
+        e = np.where(finite, a.e.sum(axis=axis) + n * UNIT[acc.name] * mag, 0.0)
+        overflow = finite & (mag + e >= MAX_FINITE[acc.name])
         wide = fround(r, acc)
-    return settle(d, fround(wide, d), e, bad | ~np.isfinite(r))
+    return settle(d, fround(wide, d), e, bad | overflow | (finite & ~np.isfinite(e)))
+
+
+def argmax(a: TV) -> TV:
+    """The i32 index of the first maximum of the 1-d ``a``. A NaN is ignored, as ``ft.max``
+    ignores it, so that the index holds ``ft.max``'s value (an all-NaN tile is not checked);
+    unchecked too where error bounds could make another element the largest."""
+    x, e = a.v, np.broadcast_to(a.e, a.v.shape)
+    bad = bool(a.bad.any())
+    if x.dtype.kind != "f":
+        return TV(np.asarray(np.argmax(x), dtype=np.int32), None, bad)
+    nan = np.isnan(x)
+    if nan.all():
+        return TV(np.asarray(0, dtype=np.int32), None, True)
+    y = np.where(nan, -np.inf, x)
+    top = (y == y.max()) & ~nan
+    k = int(np.argmax(top))
+    if (e > 0).any():
+        with np.errstate(invalid="ignore"):
+            close = ~nan & (np.abs(y - y[k]) <= e + e[k])
+        close[k] = False
+        bad = bad or bool(close.any())
+    return TV(np.asarray(k, dtype=np.int32), None, bad)
 
 
 def _tf32(x: np.ndarray) -> np.ndarray:
