@@ -66,7 +66,7 @@ def test_a_compile_the_disk_cache_answers_prints_nothing(tmp_path):
 
 
 def test_a_stage_name_that_does_not_exist_is_refused():
-    with pytest.raises(ValueError, match="'lvm' is not a stage; stages: ast, ir, passes"):
+    with pytest.raises(ValueError, match="'lvm' is not a stage; stages: ast, types, ir, passes"):
         Config.from_env({"FEARLESS_DUMP": "ir,lvm"})
     assert Config.from_env({"FEARLESS_DUMP": " ptx , ir"}).dump == {"ptx", "ir"}
 

@@ -4,8 +4,8 @@
     fearless demo                        run the examples (GPU if usable, else CPU), check, time
     fearless inspect TARGET --stage S    print a compile stage of a kernel
         TARGET: module:function, path/to/file.py:function, or path/to/file.py (every kernel)
-        S: ast, ir, passes, llvm, ptx, cubin, sass (needs nvdisasm or cuobjdump) for SIMT
-           kernels; ast, ir, tileir, cubin for tile kernels
+        S: ast, types, ir, passes, llvm, ptx, cubin, sass (needs nvdisasm or cuobjdump) for
+           SIMT kernels; ast, types, ir, tileir, cubin for tile kernels
         --signature x=f32,out=f32:2      dtypes (and ranks) for generic parameters; a tile
                                          kernel's Out takes its tile shape: out=f32:2/128x128
         --const bk=64                    ft.Const values of a tile kernel (else their defaults)

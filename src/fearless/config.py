@@ -37,7 +37,7 @@ from pathlib import Path
 
 # the compile stages of both tracks (compiler.STAGE_NAMES and TILE_STAGE_NAMES; a test keeps
 # them equal): config sits below the compiler and cannot import it
-DUMP_STAGES = ("ast", "ir", "passes", "llvm", "ptx", "cubin", "sass", "tileir")
+DUMP_STAGES = ("ast", "types", "ir", "passes", "llvm", "ptx", "cubin", "sass", "tileir")
 
 
 @dataclass(frozen=True)

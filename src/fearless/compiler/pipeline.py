@@ -1,6 +1,7 @@
 """The compile pipelines (SIMT and tile) as ordered tables of named stages.
 
     ast     the captured Python AST (printed with ast.dump)
+    types   each variable's type, per function, with its line (``frontend/typing.py``)
     ir      fearless IR straight from the frontend
     passes  the IR after the safety passes (what the CPU backend interprets)
     llvm    optimised LLVM IR (libdevice linked when used)
@@ -8,8 +9,8 @@
     cubin   machine code, assembled by nvJitLink
     sass    the cubin disassembled (nvdisasm or cuobjdump, when installed: ``runtime/disasm.py``)
 
-Tile kernels (TILE_STAGES) share ``ast``, ``ir`` and ``passes`` (``passes.TILE_PASSES``: what
-the CPU backend interprets and the GPU lowers), then:
+Tile kernels (TILE_STAGES) share ``ast``, ``types``, ``ir`` and ``passes``
+(``passes.TILE_PASSES``: what the CPU backend interprets and the GPU lowers), then:
 
     tileir  CUDA Tile IR bytecode (printed by tileirdisasm when tileiras is installed)
     cubin   machine code, from tileiras
@@ -32,10 +33,9 @@ from fearless.backends.tileir import tileiras
 from fearless.backends.tileir.lower import abi as tile_abi, is_grouped, lower_tile
 from fearless.compiler.info import KernelInfo, ParamInfo
 from fearless.errors import BackendError
-from fearless.frontend import tile_intrinsics
-from fearless.frontend.astgen import Dialect
+from fearless.frontend import tile_intrinsics, typing
+from fearless.frontend.astgen import Dialect, generate
 from fearless.frontend.capture import Captured
-from fearless.frontend.settle import generate
 from fearless.frontend.tile_emit import TileEmitter
 from fearless.ir import types as T
 from fearless.ir.core import Function
@@ -59,6 +59,7 @@ class Compiled:
     name: str
     param_types: tuple
     ast: str | None = None
+    types: typing.Types | None = None   # the typing stage's (frontend/typing.py)
     ir: str | None = None
     fn: Function | None = None          # IR after the passes
     llvm: str | None = None
@@ -87,8 +88,12 @@ def _ast(s: _State):
     s.out.ast = ast.dump(s.cap.tree, indent=2)
 
 
+def _types(s: _State):
+    s.out.types = typing.infer(s.cap, s.params)
+
+
 def _ir(s: _State):
-    s.out.fn = verify(generate(s.cap, s.params))
+    s.out.fn = verify(generate(s.cap, s.params, s.out.types.slots))
     s.out.ir = print_function(s.out.fn)
 
 
@@ -143,8 +148,8 @@ def _sass(s: _State):
     s.out.sass = disasm.disassemble(s.out.cubin, s.cap.name)
 
 
-SIMT_STAGES = (("ast", _ast), ("ir", _ir), ("passes", _passes), ("llvm", _llvm),
-               ("ptx", _ptx), ("cubin", _cubin), ("sass", _sass))
+SIMT_STAGES = (("ast", _ast), ("types", _types), ("ir", _ir), ("passes", _passes),
+               ("llvm", _llvm), ("ptx", _ptx), ("cubin", _cubin), ("sass", _sass))
 STAGE_NAMES = tuple(name for name, _ in SIMT_STAGES)
 
 
@@ -162,6 +167,7 @@ def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassO
     skip = ()
     if resume is not None:
         state.out.ast, state.out.ir, state.out.fn = resume.ast, resume.ir, resume.fn
+        state.out.types = resume.types
         state.out.info = resume.info
         skip = STAGE_NAMES[:STAGE_NAMES.index("passes") + 1]
     for name, stage in SIMT_STAGES:
@@ -175,8 +181,12 @@ def compile_simt(cap: Captured, params: list[tuple[str, T.Type]], options: PassO
     return state.out
 
 
+def _tile_types(s: _State):
+    s.out.types = typing.infer(s.cap, s.params, TILE, s.constants)
+
+
 def _tile_ir(s: _State):
-    s.out.fn = verify(generate(s.cap, s.params, TILE, s.constants))
+    s.out.fn = verify(generate(s.cap, s.params, s.out.types.slots, TILE, s.constants))
     s.out.ir = print_function(s.out.fn)
     s.out.info = KernelInfo(params_info(s.params))
 
@@ -201,8 +211,9 @@ def _tile_cubin(s: _State):
     s.out.cubin = tc.compile(s.out.tileir, s.arch, kernel=s.cap.name)
 
 
-TILE_STAGES = (("ast", _ast), ("ir", _tile_ir), ("passes", _tile_passes), ("tileir", _tileir),
-               ("cubin", _tile_cubin), ("sass", _sass))
+TILE_STAGES = (("ast", _ast), ("types", _tile_types), ("ir", _tile_ir),
+               ("passes", _tile_passes), ("tileir", _tileir), ("cubin", _tile_cubin),
+               ("sass", _sass))
 TILE_STAGE_NAMES = tuple(name for name, _ in TILE_STAGES)
 
 
@@ -240,6 +251,8 @@ def show(compiled: Compiled, stage: str) -> str:
     """The text of one stage's output (a cubin is summarised, not dumped)."""
     if stage == "passes":
         return print_function(compiled.fn)
+    if stage == "types":
+        return typing.show(compiled.types)
     if stage == "cubin":
         return f"cubin: {len(compiled.cubin)} bytes\n"
     if stage == "tileir":

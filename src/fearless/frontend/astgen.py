@@ -1,18 +1,20 @@
 """AST -> IR: one ``visit_*`` per supported Python node; anything else is a CompileError.
 
 Variables: a name bound once to a compile-time value (a constant, an array parameter, a module,
-a function) is kept as that value. Other locals live in typed slots (``local.*`` ops). A slot's
-type is the join (``infer.join``) of every type assigned to the name over the whole function,
-found by regenerating the function until the types stop changing (``settle.py``), so ``acc = 0``
-followed by ``acc += x[i]`` (f32) makes ``acc`` an f32. Device functions (``@fearless.func``) are
-inlined at each call, with their own slots (``funcs.py`` binds the arguments).
+a function) is kept as that value. Other locals live in typed slots (``local.*`` ops), whose
+types the typing stage (``typing.py``) computes before emission: the join (``infer.join``) of
+every type assigned to the name over the whole function, so ``acc = 0`` followed by
+``acc += x[i]`` (f32) makes ``acc`` an f32. The typing stage runs these same visitors in typing
+mode (``GenContext.typing``: the IR is thrown away, a read of a slot makes no op); emission then
+runs once, with the types known. Device functions (``@fearless.func``) are inlined at each call,
+with their own slots (``funcs.py`` binds the arguments).
 """
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field, replace
 
-from fearless.errors import CompileError
+from fearless.errors import CompileError, InternalError
 from fearless.frontend import funcs, intrinsics
 from fearless.frontend.capture import MISSING, Captured
 from fearless.frontend.emit import Emitter, describe
@@ -39,6 +41,7 @@ class Slot:
 @dataclass
 class TupleSlot:
     items: list
+    read: object = None  # typing rounds: (epoch, the TupleValue reads give)
 
 
 @dataclass
@@ -62,20 +65,30 @@ SIMT = Dialect()
 
 @dataclass
 class GenContext:
-    """State shared by the kernel and every function inlined into it, for one generation pass."""
+    """State shared by the kernel and every function inlined into it, for one walk of the
+    kernel: a round of the typing stage (``typing``) or the emission."""
 
     kernel: str
-    var_types: dict
+    var_types: dict                                      # slot key -> type (emission: final)
     builder: Builder
     entry: list = field(default_factory=list)            # local.alloc ops, hoisted to entry
     slots: dict = field(default_factory=dict)            # key -> ref Value
     observed: dict = field(default_factory=dict)         # key -> [(type or weak marker, span)]
     declared: dict = field(default_factory=dict)         # key -> type from `x: f32 = ...`
-    # lenient: an assignment this pass cannot convert to its slot's guessed type is noted in
-    # `deferred` and left out, so that the pass goes on and learns every variable's
-    # assignments; a strict pass raises it (generate runs one when the types settle with one)
-    lenient: bool = True
+    # typing: a round of the typing stage, whose IR is thrown away. An assignment it cannot
+    # convert to its slot's guessed type is noted in `deferred` and left out, so that the round
+    # goes on and learns every variable's assignments (emission raises it); a read of a slot
+    # makes no op (`loaded`: one Value per slot and type; `epoch` counts the assignments, which
+    # may change what a read sees); names bound once are listed in `bound`
+    typing: bool = False
     deferred: bool = False
+    reads: set = field(default_factory=set)              # typing: (key, type a read saw)
+    loaded: dict = field(default_factory=dict)           # typing: key -> the Value reads give
+    guesses: dict = field(default_factory=dict)          # typing: key -> (assignments, join)
+    epoch: int = 0
+    bound: list = field(default_factory=list)            # typing: (prefix, name, value,
+    #                                                      span, is a parameter)
+    scopes: dict = field(default_factory=dict)           # typing: prefix -> (cap, call chain)
     inline_count: int = 0
     call_stack: list = field(default_factory=list)
     dialect: Dialect = SIMT
@@ -93,43 +106,24 @@ class GenContext:
             self.slots[key] = ref
         return ref
 
-    def guessed(self, key: str, elem):
-        """The type a read of ``key`` sees: its slot's, or in a pass that guesses the slot (no
-        earlier pass typed it), the join of what was assigned to it so far in the source. The
-        slot's first assignment alone made a helper's value the type of its first return, and a
-        guess an assignment from the variable itself can keep (seed 29474: ``v /= n`` computed
-        as an integer division, f64, kept an f16 variable f64)."""
+    def read_type(self, key: str, elem):
+        """The type a typing round's read of ``key`` sees: its slot's ``elem``, or in a round
+        that guesses the slot (no earlier round typed it), the join of what was assigned to it
+        so far in the source. The slot's first assignment alone made a helper's value the type
+        of its first return, and a guess an assignment from the variable itself can keep (seed
+        29474: ``v /= n`` computed as an integer division, f64, kept an f16 variable f64)."""
         if key in self.var_types or key in self.declared or not isinstance(elem, T.Scalar):
             return elem
-        try:
-            seen = join([t for t, _ in self.observed.get(key, ())] or [elem])
-        except TypingError:
-            return elem
-        return seen if isinstance(seen, T.Scalar) else elem
-
-    def unified(self) -> tuple[dict, dict]:
-        """Each variable's type from this pass's assignments, and the variables whose
-        assignments had no common type, with the error. Such a variable's next guess leaves
-        out what this pass computed from its own guess (an assignment of its slot's type): a
-        literal's default type guessed in the first pass must not refuse the kernel."""
-        out, errors = dict(self.var_types), {}
-        for key, seen in self.observed.items():
-            if key in self.declared:
-                out[key] = self.declared[key]
-                continue
-            try:  # this pass's assignments only: a type an earlier pass guessed must not
-                # widen the variables computed from it
-                out[key] = join([t for t, _ in seen])
-            except TypingError as exc:
-                errors[key] = CompileError(f"variable '{key.split('.')[-1]}' {exc}",
-                                           kernel=self.kernel, span=seen[-1][1])
-                guess = self.slots[key].type.elem
-                rest = [t for t, _ in seen if t != guess]
-                try:
-                    out[key] = join(rest) if rest else guess
-                except TypingError:
-                    out[key] = guess
-        return out, errors
+        seen = self.observed.get(key, ())
+        count, guess = self.guesses.get(key, (None, None))
+        if count != len(seen):
+            try:
+                guess = join([t for t, _ in seen] or [elem])
+            except TypingError:
+                guess = elem
+            guess = guess if isinstance(guess, T.Scalar) else elem
+            self.guesses[key] = (len(seen), guess)
+        return guess
 
 
 def _type_or_marker(fv):
@@ -159,6 +153,8 @@ class FunctionGen(ast.NodeVisitor):
         self.ctx, self.cap, self.prefix, self.ret_key = ctx, cap, prefix, ret_key
         self.inlined = inlined  # the calls that inlined this function, innermost first
         self.b = ctx.builder
+        if ctx.typing:
+            ctx.scopes.setdefault(prefix, (cap, inlined))
         self.emit = ctx.dialect.emitter(self.b)
         self.env: dict[str, object] = {}
         self.depth = 0  # regions (if/for/while bodies) around the statement being generated
@@ -186,7 +182,8 @@ class FunctionGen(ast.NodeVisitor):
 
     def visit(self, node):
         saved = self.b.span
-        self.b.span = self.span(node)
+        if not self.ctx.typing:  # a typing round's ops are thrown away: no span to give them
+            self.b.span = self.span(node)
         try:
             return super().visit(node)
         except TypingError as exc:
@@ -412,7 +409,7 @@ class FunctionGen(ast.NodeVisitor):
         if once and (_is_static(value) or (self.depth == 0 and isinstance(value, Value))):
             # a constant, or a value assigned once in the function's own region, which
             # dominates every later use: no slot needed
-            self.env[name] = Bound(value)
+            self.bind_once(name, value, node)
             return
         if _is_static(value) and not isinstance(value, (Const, TupleValue)):
             raise self.error(node, f"'{name}' refers to {describe(value)} and is assigned more "
@@ -424,7 +421,12 @@ class FunctionGen(ast.NodeVisitor):
         if self.cap.assign_counts[name] > 1:
             self.assign_slot(name, value, node)
         else:
-            self.env[name] = Bound(value)
+            self.bind_once(name, value, node, param=True)
+
+    def bind_once(self, name: str, value, node, param=False):
+        self.env[name] = Bound(value)
+        if self.ctx.typing:
+            self.ctx.bound.append((self.prefix, name, value, self.span(node), param))
 
     def assign_slot(self, name: str, value, node):
         self.env[name] = self.bind(self.prefix + name, value, node)
@@ -442,16 +444,19 @@ class FunctionGen(ast.NodeVisitor):
                              help="bind arrays and functions once, at one place")
         observed = _type_or_marker(value)
         self.ctx.observed.setdefault(key, []).append((observed, span))
+        self.ctx.epoch += 1
+        if not self.ctx.typing and key not in self.ctx.var_types and key not in self.ctx.declared:
+            raise InternalError(f"the typing stage gave no type to variable '{key}'")
         ref = self.ctx.slot(key, observed)
         name = key.rsplit(".", 1)[-1]
         try:
             stored = self.emit.implicit(value, ref.type.elem, f"variable '{name}'")
         except TypingError:
-            if key in self.ctx.declared or not self.ctx.lenient:
+            if key in self.ctx.declared or not self.ctx.typing:
                 raise
-            # the slot's type is a guess that this observation will widen, and this pass's IR
-            # is thrown away: leave the store out rather than stop the pass (stopping took one
-            # pass per inlined call site: fuzz seed 4961)
+            # the slot's type is a guess that this observation will widen, and this round's IR
+            # is thrown away: leave the store out rather than stop the round (stopping took one
+            # round per inlined call site: fuzz seed 4961)
             self.ctx.deferred = True
             return Slot(key)
         self.b.create("local.store", [ref, stored])
@@ -461,13 +466,22 @@ class FunctionGen(ast.NodeVisitor):
         if isinstance(binding, Bound):
             return binding.value
         if isinstance(binding, TupleSlot):
-            return TupleValue(tuple(self.read_binding(b) for b in binding.items))
+            if binding.read is not None and binding.read[0] == self.ctx.epoch:
+                return binding.read[1]
+            value = TupleValue(tuple(self.read_binding(b) for b in binding.items))
+            if self.ctx.typing:
+                binding.read = (self.ctx.epoch, value)
+            return value
         ref = self.ctx.slots[binding.key]
-        value = self.b.create("local.load", [ref]).result
-        seen = self.ctx.guessed(binding.key, ref.type.elem)
-        if seen != ref.type.elem:  # in a guessing pass, whose IR is thrown away
-            value = self.b.create("arith.cast", [value], [seen]).result
-        return value
+        if self.ctx.typing:  # only the type matters: reads of `acc` in `acc[i][j]` load every
+            # element of the tuple, most of the IR of a register-blocked GEMM
+            seen = self.ctx.read_type(binding.key, ref.type.elem)
+            self.ctx.reads.add((binding.key, seen))
+            value = self.ctx.loaded.get(binding.key)
+            if value is None or value.type != seen:
+                value = self.ctx.loaded[binding.key] = Value(seen)
+            return value
+        return self.b.create("local.load", [ref]).result
 
     # expressions ----------------------------------------------------------------------------
 
@@ -739,7 +753,20 @@ def describe_rmw(node) -> str:
     return "a.add(i, v)"
 
 
-def _generate_once(ctx: GenContext, cap: Captured, params, constants) -> Function:
+def generate(cap: Captured, params: list[tuple[str, T.Type]], var_types: dict,
+             dialect: Dialect = SIMT, constants: dict | None = None) -> Function:
+    """The IR of kernel ``cap`` for parameter types ``params``, its variables of the types
+    ``var_types`` (slot key -> type: ``typing.infer``'s ``Types.slots``). Raises CompileError.
+
+    ``constants`` binds compile-time parameters (a tile kernel's ``ft.Const``) by name; they
+    are not parameters of the IR function.
+    """
+    ctx = GenContext(cap.name, var_types, Builder(Region()), dialect=dialect)
+    return walk(ctx, cap, params, constants or {})
+
+
+def walk(ctx: GenContext, cap: Captured, params, constants) -> Function:
+    """One walk of the kernel in ``ctx``: a typing round or the emission."""
     gen = FunctionGen(ctx, cap)
     ir_params = []
     nodes = {a.arg: a for a in cap.tree.args.args}

@@ -173,7 +173,7 @@ def const_fits(c: Const, dst: DType) -> str | None:
 
 def widened(old: dict, new: dict) -> dict:
     """Variable types: every key of `old` and `new`, of the join of its types in both where
-    they join (the frontend's fixpoint, once it must only widen)."""
+    they join (the typing stage's fixpoint, once it must only widen: frontend/typing.py)."""
     out = {**old, **new}
     for key, t in old.items():
         if key in new and new[key] != t:
