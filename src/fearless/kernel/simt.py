@@ -429,7 +429,7 @@ class Kernel(BaseKernel):
 
     @user_facing
     def inspect(self, stage: str, types: tuple, arch: str = "sm_90") -> str:
-        """The text of one compile stage (ast, ir, passes, llvm, ptx, cubin, sass) for
+        """The text of one compile stage (ast, types, ir, passes, llvm, ptx, cubin, sass) for
         ``types``; sass needs nvdisasm or cuobjdump (``BackendError`` without)."""
         params = [(name, t) for (name, _), t in zip(self.params, types)]
         try:

@@ -245,7 +245,8 @@ class TileKernel(BaseKernel):
     @user_facing
     def inspect(self, stage: str, types: tuple, constants: dict | None = None,
                 arch: str = "sm_90") -> str:
-        """The text of one compile stage (ast, ir, passes, tileir, cubin, sass) for ``types``."""
+        """The text of one compile stage (ast, types, ir, passes, tileir, cubin, sass) for
+        ``types``."""
         try:
             compiled = compile_tile(self.captured, self._ir_params(types), constants or {},
                                     arch if stage in ("tileir", "cubin", "sass") else None, stage,
