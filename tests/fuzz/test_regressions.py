@@ -173,16 +173,24 @@ def store_if_cosines_positive(o: ft.Out[fl.f32], x: ft.In[fl.i32]):
         o.store(c)
 
 
+@ft.kernel
+def store_if_lgamma_of_max(o: ft.Out[fl.f64], x: ft.In[fl.i16]):
+    t = ft.load_like(x, o)
+    if math.lgamma(ft.max(t.astype(fl.f64))) >= 0.1:
+        o.store(t)
+
+
 @pytest.mark.parametrize("kernel, out, x", [
     (store_if_sine_of_min, ((6, 30), fl.f64, (16, 16)), fl.f32),
-    (store_if_cosines_positive, ((3, 20), fl.f32, (1, 32)), fl.i32)],
-    ids=["sin-of-min", "max-of-cos"])
+    (store_if_cosines_positive, ((3, 20), fl.f32, (1, 32)), fl.i32),
+    (store_if_lgamma_of_max, ((164,), fl.f64, (64,)), fl.i16)],
+    ids=["sin-of-min", "max-of-cos", "lgamma-of-max"])
 def test_an_if_on_f64_trigonometry_compiles_for_sm_90(backend, kernel, out, x):
-    """Tile fuzz seeds 269 and 1690 (reduced): tileiras 13.4 and 13.5 say only "failed to
-    compile Tile IR program" for sm_90 (sm_80 compiles), though the Tile IR is plain: ``sin``
-    or ``cos`` in f64 (of a reduced scalar, or of a tile then reduced), ``cmpf`` and an ``if``
-    around a store. ``tan`` fails too; f32, ``exp`` or ``log``, or an ``if`` that only assigns,
-    pass."""
+    """Tile fuzz seeds 269, 1690 and 634 (reduced): tileiras 13.4 and 13.5 say only "failed
+    to compile Tile IR program" for sm_90 (sm_80 compiles), though the Tile IR is plain:
+    ``sin`` or ``cos`` in f64 (of a reduced scalar, or of a tile then reduced; ``lgamma``'s
+    recipe takes a sine), ``cmpf`` and an ``if`` around a store. ``tan`` fails too; f32,
+    ``exp`` or ``log``, or an ``if`` that only assigns, pass."""
     if backend != "cpu" or tileiras.find() is None:
         pytest.skip("compiles with tileiras only, on the host")
     shape, dtype, tile = out
