@@ -1,18 +1,28 @@
 """A differential fuzzer for fearless: random valid kernels against an independent reference.
 
 Generation (``gen_simt``, ``tile_program``): from a seed, a random SIMT kernel (every dtype,
-weak literals and promotion, casts, the math module, ``if``/``elif``/``else``, ``for``/``while``
-with ``break``/``continue``, ``@fl.func`` helpers, guarded neighbour reads, 2-d arrays) or tile
-kernel (elementwise ops, broadcasting, reductions, ``ft.where``, ``.astype``, ``ft.mma``), typed
-while it is built by the language's rules as written in the README and ``frontend/infer.py``
-(``rules``, written again here), written to a real file and imported.
+weak literals and promotion, casts, the math module with ``np.rint``, ``math.lgamma`` and
+``round(x)``, ``if``/``elif``/``else``, ``for``/``while`` with ``break``/``continue``,
+``@fl.func`` helpers, guarded neighbour reads, 2-d arrays, grid-stride loops launched with fewer
+threads than elements) or tile kernel (elementwise ops, broadcasting, reductions, ``ft.where``,
+``.astype``, ``ft.mma``, and from ``tile_control``: ``if``/``while``/``for`` with ``break``,
+``continue`` and early ``return`` in the kernel and in ``@fl.func`` helpers, conditional stores,
+reductions with no axis as scalars in arithmetic and conditions), typed while it is built by
+the language's rules as written in the README and ``frontend/infer.py`` (``rules``, written
+again here), written to a real file and imported. The constructs added since the first version
+are drawn after a kernel's own draws: a seed's kernel is the one it gave before, with some math
+calls swapped (``np.rint``, ``math.lgamma``), ``int(x)`` made ``round(x)``, a 1-d SIMT body
+wrapped in a grid-stride loop, and tile statements inserted.
 
-Reference (``tree``/``scalar`` per SIMT thread in plain Python, ``tile_tree``/``vector`` per tile
-block in NumPy): the program tree evaluates itself, never fearless's IR. Every value carries an
-error bound (0: bit-exact): + - * / and sqrt are exactly rounded, math functions may be off a
-few ulps (``scalar.Profile``), a GPU may contract a * b + c into an fma, sums and mma may add in
-any order. An element whose thread reached undefined behaviour, or a decision its bound could
-flip, is not checked (the summary counts them, by reason).
+Reference (``tree``/``scalar`` per SIMT thread in plain Python, ``tile_tree``/``tile_flow``/
+``vector`` per tile block in NumPy): the program tree evaluates itself, never fearless's IR.
+Every value carries an error bound (0: bit-exact): + - * / and sqrt are exactly rounded, math
+functions may be off a few ulps (``scalar.Profile``; ``lgamma`` by docs/semantics.md's bounds
+per backend and track), a GPU may contract a * b + c into an fma, sums and mma may add in any
+order. An element whose thread reached undefined behaviour, or a decision its bound could flip,
+is not checked (the summary counts them, by reason); a tile block's decision (``if``,
+``while``) on a scalar its bound could flip leaves the whole block unchecked, and a tile that
+a ``return`` left unwritten must keep its poison.
 
 Modes (``__main__``): ``pytest tests/fuzz`` (CI: a fixed seed range on the CPU backend, each
 kernel also compiled for sm_80 and sm_90), ``python -m tests.fuzz --cpu`` (larger local runs,

@@ -101,6 +101,44 @@ def test_a_seed_is_the_same_kernel_every_time():
                                                      b.arguments().values()))
 
 
+def test_the_newer_constructs_are_generated():
+    """Within a few hundred seeds: grid-stride SIMT kernels, the newer math on both tracks, and
+    tile kernels with while, break, continue, return (in kernels and helpers), argmax."""
+    want = {"simt": ("fl.thread.grid_size()", "np.rint(", "math.lgamma(", "round("),
+            "tile": ("while ", "break", "continue", "return\n", "@fl.func", "ft.argmax(",
+                     "np.rint(", "math.lgamma(", "round(")}
+    seen = {kind: set() for kind in want}
+    for seed in range(300):
+        program, _ = harness.generate(seed, Options())
+        text = program.source("r")
+        seen[program.kind] |= {w for w in want[program.kind] if w in text}
+    assert seen == {kind: set(ws) for kind, ws in want.items()}
+
+
+def test_tile_reference_reductions():
+    """argmax ignores NaN (as ft.max) and is unchecked where bounds could reorder; a sum with an
+    infinite addend is exact (any order gives it); any/all decided by one sure element."""
+    v = vector.TV(np.array([1.0, np.nan, 5.0, 2.0]))
+    r = vector.argmax(v)
+    assert (int(r.v), bool(r.bad)) == (2, False)
+    assert vector.argmax(vector.TV(np.array([np.nan, np.nan]))).bad
+    assert vector.argmax(vector.TV(np.array([1.0, 1.0 + 1e-9]), np.array([1e-8, 0.0]))).bad
+    s = vector.reduce("sum", dtypes.f32, vector.TV(np.array([np.inf, 1.0, 3.0])), 0, dtypes.f32)
+    assert (float(s.v), float(s.e), bool(s.bad)) == (np.inf, 0.0, False)
+    mask = vector.TV(np.array([True, False, True]), None, np.array([True, False, False]))
+    assert not vector.reduce("min", dtypes.bool_, mask, 0, None).bad  # the sure False
+    anyv = vector.reduce("max", dtypes.bool_, mask, 0, None)
+    assert bool(anyv.v) and not anyv.bad  # the sure True at index 2
+
+
+def test_lgamma_bounds_by_backend_and_track():
+    cpu, gpu = scalar.CPU, scalar.GPU
+    assert scalar.lgamma_bound(cpu, "simt", dtypes.f32, -3.5, -1.309) > 0
+    assert scalar.lgamma_bound(gpu, "simt", dtypes.f32, -3.5, -1.309) is None  # near its roots
+    assert scalar.lgamma_bound(gpu, "tile", dtypes.f32, -3.5, -1.309) > \
+        scalar.lgamma_bound(gpu, "simt", dtypes.f32, 3.5, 1.2010)
+
+
 def test_skip_known_generates_none_of_the_known_constructs():
     for seed in range(40):
         _, known = harness.generate(seed, Options(skip_known=True))

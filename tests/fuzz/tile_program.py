@@ -26,9 +26,9 @@ from tests.fuzz import classify, data, rules, scalar, tile_control
 from tests.fuzz.gen_simt import ARITH, BITS, PREDS, Draws, _int_window
 from tests.fuzz.options import Options
 from tests.fuzz.rules import Invalid
-from tests.fuzz.tile_tree import (NEWER_MATH, TILE_MATH, Block, TAssign, TAstype, TBin, TCmp, TFor, TFull,
-                                  TIf, TIndex, TLit, TLoad, TMath, TMma, TName, TReduce, TShape,
-                                  TStore, TUnary, TVar, TWhere, broadcast)
+from tests.fuzz.tile_tree import (NEWER_MATH, TILE_MATH, Block, TAssign, TAstype, TBin, TCmp,
+                                  TFor, TFull, TIf, TIndex, TLit, TLoad, TMath, TMma, TName,
+                                  TReduce, TShape, TStore, TUnary, TVar, TWhere, broadcast)
 from tests.fuzz.stmts import ReturnSignal, walk
 from tests.fuzz.vector import TV
 from tests.fuzz.tree import fl_name

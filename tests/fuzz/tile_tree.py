@@ -274,7 +274,7 @@ class TMath(TOp):
         self.t = self.d
 
     def known(self):
-        if self.shape is None and self.fn in scalar.PERIODIC and self.d is dtypes.f64:
+        if (self.fn in scalar.PERIODIC or self.fn == "lgamma") and self.d is dtypes.f64:
             return {"tileiras-f64-trig-if"}
         return set()
 
