@@ -46,7 +46,6 @@ from fearless.simt import thread
 from fearless.simt.safety import in_unsafe, unsafe  # noqa: F401 (re-exported)
 from fearless.tracebacks import hide_internal_frames, user_facing
 
-_SCALARS = frozenset((bool, int, float, *(np.dtype(c).type for c in "?bBhHiIlLqQefd")))
 
 
 @dataclass
@@ -324,7 +323,7 @@ class Kernel(BaseKernel):
                 readers, views, key = args_.READERS_CUDA, [], []
                 for arg in args:
                     kind = type(arg)
-                    if kind in _SCALARS:
+                    if kind in args_.SCALAR_TYPES:
                         views.append(arg)
                         key.append(kind)
                         continue

@@ -39,7 +39,6 @@ from fearless.runtime.stream import check_order
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.tracebacks import user_facing
 
-_INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
 
 
 @dataclass
@@ -118,14 +117,15 @@ class TileKernel(BaseKernel):
         if backend == "cpu" and not ahead:
             return T.Layout()
         for n in (*t.shape, *t.strides):
-            if abs(n) >= _INDEX_LIMIT:
+            if abs(n) >= tile_fast.INDEX_LIMIT:
                 raise ContractError(f"an extent or stride of {t.shape}/{t.strides} does not fit "
                                     f"32 bits", kernel=self.name)
         # ahead of time the host copy stands in for a device buffer, whose allocations are
         # 256-byte aligned: only the view's own offset counts
         address = t.offset * t.itemsize if ahead else t.data_ptr()
-        return T.Layout(_pow2_div(address, 16), tuple(_pow2_div(n, 16) for n in t.shape),
-                        tuple(_pow2_div(s, 16) for s in t.strides),
+        div = tile_fast.pow2_div
+        return T.Layout(div(address), tuple(div(n) for n in t.shape),
+                        tuple(div(s) for s in t.strides),
                         t.ndim > 0 and (t.strides[-1] == 1 or t.shape[-1] == 1))
 
     def _signature(self, values, backend: str, ahead: bool = False):
@@ -338,14 +338,6 @@ def _tile_scalar_dtype(arg) -> dtypes.DType:
     if isinstance(arg, float):
         return dtypes.f32
     return dtypes.i32 if -(1 << 31) <= arg < (1 << 31) else dtypes.i64
-
-
-def _pow2_div(n: int, cap: int) -> int:
-    """The largest power of two dividing ``n``, at most ``cap`` (``cap`` for 0)."""
-    n = abs(int(n))
-    if n == 0:
-        return cap
-    return min(n & -n, cap)
 
 
 def _check_partition(kernel: str, p: TensorParam, t: Tensor, tile_shape: tuple) -> None:

@@ -14,11 +14,9 @@ slow path.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from fearless.frontend.tile_params import ConstParam, ScalarParam, TensorParam
 from fearless.runtime import args as args_, pack
-from fearless.runtime.args import HI, LO, OBJ, PTR, SHAPE, STRIDES
+from fearless.runtime.args import HI, LO, OBJ, PTR, SCALAR_TYPES, SHAPE, STRIDES
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.partition import Partition
 from fearless.runtime.plan import converter
@@ -26,13 +24,13 @@ from fearless.runtime.stream import check_order
 from fearless.runtime.tensor import Tensor
 from fearless.runtime.tile_launch import hardware_grid
 
-_INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
-_SCALARS = frozenset((bool, int, float, *(np.dtype(c).type for c in "?bBhHiIlLqQefd")))
+INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
 
 
-def _pow2(n: int) -> int:
-    n = abs(n)
-    return 16 if n == 0 else min(n & -n, 16)
+def pow2_div(n: int, cap: int = 16) -> int:
+    """The largest power of two dividing ``n``, at most ``cap`` (``cap`` for 0)."""
+    n = abs(int(n))
+    return cap if n == 0 else min(n & -n, cap)
 
 
 def layout_facts(view):
@@ -40,9 +38,9 @@ def layout_facts(view):
     32 bits: the slow path refuses it)."""
     shape, strides = view[SHAPE], view[STRIDES]
     for n in (*shape, *strides):
-        if n >= _INDEX_LIMIT or -n >= _INDEX_LIMIT:
+        if n >= INDEX_LIMIT or -n >= INDEX_LIMIT:
             return None
-    return (_pow2(view[PTR]), tuple(map(_pow2, shape)), tuple(map(_pow2, strides)),
+    return (pow2_div(view[PTR]), tuple(map(pow2_div, shape)), tuple(map(pow2_div, strides)),
             len(shape) > 0 and (strides[-1] == 1 or shape[-1] == 1))
 
 
@@ -80,7 +78,7 @@ def signature(params, args):
             if facts is None:
                 return None
             views.append(view)
-        elif cls is ScalarParam and kind in _SCALARS:
+        elif cls is ScalarParam and kind in SCALAR_TYPES:
             key.append((kind, -(1 << 31) <= v < (1 << 31)) if kind is int else kind)
             views.append(v)
         else:

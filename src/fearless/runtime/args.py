@@ -22,10 +22,15 @@ from __future__ import annotations
 import math
 import sys
 
+import numpy as np
+
 from fearless import dtypes
-from fearless.runtime.tensor import Tensor, as_tensor
+from fearless.runtime.tensor import Tensor, _extent as element_extent, as_tensor, \
+    overlaps
 
 KEY, PTR, SHAPE, STRIDES, LO, HI, OBJ, FLAGS = range(8)
+# scalar arguments a fast path takes as they are: Python's and NumPy's numbers, keyed by type
+SCALAR_TYPES = frozenset((bool, int, float, *(np.dtype(c).type for c in "?bBhHiIlLqQefd")))
 READONLY, OVERLAP = 1, 2
 
 
@@ -43,21 +48,9 @@ def of_tensor(t: Tensor, device: int = 0):
 
 
 def _extent(ptr: int, shape, strides, itemsize: int) -> tuple[int, int]:
-    if 0 in shape:
-        return ptr, ptr
-    lo = sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
-    hi = sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0) + 1
+    """The byte range ``[lo, hi)`` the elements span (``tensor._extent`` in bytes)."""
+    lo, hi = element_extent(shape, strides)
     return ptr + lo * itemsize, ptr + hi * itemsize
-
-
-def _overlaps(shape, strides) -> bool:
-    axes = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
-    span = 1
-    for stride, n in axes:
-        if stride < span:
-            return True
-        span += stride * (n - 1)
-    return False
 
 
 _TORCH_DTYPES: dict = {}
@@ -95,7 +88,7 @@ def of_torch(t, device: int):
         lo, hi, flags = ptr, ptr + t.numel() * size, 0
     else:
         lo, hi = _extent(ptr, shape, strides, size)
-        flags = OVERLAP if _overlaps(shape, strides) else 0
+        flags = OVERLAP if overlaps(shape, strides) else 0
     return (dt, len(shape), contiguous), ptr, shape, strides, lo, hi, t, flags
 
 
@@ -114,7 +107,7 @@ def of_cupy(a, device: int):
         lo, hi, flags = ptr, ptr + math.prod(shape) * size, 0
     else:
         lo, hi = _extent(ptr, shape, strides, size)
-        flags = OVERLAP if _overlaps(shape, strides) else 0
+        flags = OVERLAP if overlaps(shape, strides) else 0
     return (dt, len(shape), contiguous), ptr, shape, strides, lo, hi, a, flags
 
 

@@ -120,15 +120,7 @@ class Tensor:
         return self._layout()[0]
 
     def _overlaps(self) -> bool:
-        if self.size == 0:
-            return False
-        axes = sorted((abs(s), n) for n, s in zip(self.shape, self.strides) if n > 1)
-        span = 1  # elements covered by the faster axes so far
-        for stride, n in axes:
-            if stride < span:
-                return True
-            span += stride * (n - 1)
-        return False
+        return self.size != 0 and overlaps(self.shape, self.strides)
 
     def _contiguous(self) -> bool:
         if self.size == 0:
@@ -342,6 +334,18 @@ def _prod(shape) -> int:
     for n in shape:
         size *= n
     return size
+
+
+def overlaps(shape, strides) -> bool:
+    """Whether two indices of a non-empty layout may address one element (see
+    ``Tensor.has_internal_overlap``)."""
+    axes = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
+    span = 1  # elements covered by the faster axes so far
+    for stride, n in axes:
+        if stride < span:
+            return True
+        span += stride * (n - 1)
+    return False
 
 
 def _extent(shape, strides) -> tuple[int, int]:
