@@ -10,6 +10,8 @@ import pytest
 import fearless as fl
 from fearless import bf16, f16, f32
 from fearless.backends.tileir import tileiras
+from fearless.backends.tileir.reader import decode
+from fearless.backends.tileir.tir import dump
 from fearless.compiler import compile_tile
 from fearless.errors import CompileError
 from fearless.ir import types as T
@@ -140,6 +142,43 @@ def test_minus_float_inf_is_a_constant(backend):
     keep = np.arange(64) % 3 != 0
     np.testing.assert_array_equal(out.unpartition().numpy()[:, 0], xh[:, keep].max(1))
 
+
+
+def _nan_columns(dtype):
+    """16 x 32: column 0 all NaN, columns 1-3 partly NaN, the rest numbers (+-inf among them)."""
+    x = np.random.default_rng(9).standard_normal((16, 32)) * 100
+    x[:, 0] = np.nan
+    x[::2, 1], x[1:, 2], x[:15, 3] = np.nan, np.nan, np.nan
+    x[4, 5], x[7, 6] = np.inf, -np.inf
+    return x.astype(dtype.numpy)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("dtype", [f16, f32, fl.f64], ids=lambda d: d.name)
+def test_a_max_or_min_ignores_nans_and_is_nan_only_of_nans(backend, kind, dtype):
+    """maximumNumber/minimumNumber (docs/semantics.md): a NaN element is ignored, and only a
+    column of NaNs gives NaN. Fuzz seed 29398: the GPU's reduce started from -inf (+inf for
+    min), which a column of NaNs gave back, so ``x > ft.max(t, 1)`` was True where the CPU's
+    NaN made it False."""
+    xh = _nan_columns(dtype)
+    kernel = K.col_max if kind == "max" else K.col_min
+    out, _ = kernel(fl.full(32, 7.0, dtype).partition(16), fl.asarray(xh)).sync()
+    want = (np.fmax if kind == "max" else np.fmin).reduce(xh, axis=0)
+    got = out.unpartition().numpy()
+    assert np.isnan(got[0]) and not np.isnan(got[1:]).any()
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_a_float_max_or_min_reduces_from_nan(kind):
+    """Without a GPU: the Tile IR reduce of a float max/min starts from NaN, the identity of
+    maxf/minf (which ignore a NaN operand); -inf/+inf is not one for a column of NaNs."""
+    kernel = K.col_max if kind == "max" else K.col_min
+    types = (T.TensorView(f32, 1, T.Role.OUT, (16,)), _in(f32))
+    compiled = compile_tile(kernel.captured, kernel._ir_params(types), {}, "sm_90", "tileir")
+    (reduce,) = [line for line in dump(decode(compiled.tileir)).splitlines() if " reduce " in line]
+    assert "identities=[Scalar(elem=f32, value=nan)]" in reduce
 
 def test_float_of_a_string_that_is_not_a_number_is_refused(tmp_path):
     path = tmp_path / "bad_float.py"

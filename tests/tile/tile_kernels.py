@@ -183,3 +183,15 @@ def masked_row_max(out: ft.Out[f32], x: ft.In[f32], n: ft.Const[int] = 64):
     t = ft.load(x, (out.tile_index[0], 0), (out.tile_shape[0], n))
     keep = ft.reshape(ft.arange(n), (1, n)) % 3 != 0
     out.store(ft.max(ft.where(keep, t, -float("inf")), 1, keepdims=True))
+
+
+# max and min of a column, 16 rows: tileiras reduces across warps from the identity ----------
+
+@ft.kernel
+def col_max(out: ft.Out, x: ft.In):
+    out.store(ft.max(ft.load(x, (0, out.tile_index[0]), (16, out.tile_shape[0])), 0))
+
+
+@ft.kernel
+def col_min(out: ft.Out, x: ft.In):
+    out.store(ft.min(ft.load(x, (0, out.tile_index[0]), (16, out.tile_shape[0])), 0))

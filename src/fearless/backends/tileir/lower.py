@@ -566,8 +566,11 @@ def _splat(low: Lowering, op):
     low.set(op, low.b.broadcast(v, shape))
 
 
-# -0.0 for a float sum: +0.0 would turn a sum of -0.0s into +0.0 (x + -0.0 == x for every x)
-_IDENTITY = {"sum": -0.0, "max": -math.inf, "min": math.inf}
+# -0.0 for a float sum: +0.0 would turn a sum of -0.0s into +0.0 (x + -0.0 == x for every x).
+# NaN for a float max or min: maxf/minf ignore a NaN operand, so NaN is their identity, where
+# -inf/+inf turned a row of NaNs into -inf/+inf (tileiras starts its cross-warp step, atomics on
+# order-preserving integer keys, from the identity and ranks NaNs below it: fuzz seed 29398)
+_IDENTITY = {"sum": -0.0, "max": math.nan, "min": math.nan}
 
 
 def _identity(kind: str, d: DType):
@@ -612,7 +615,8 @@ def _argmax(low: Lowering, op):
         tie = bb.andi(cmp("eq", v, acc_v), bb.cmpi("lt", i, acc_i))
         take = bb.ori(better, tie)
         bb.yield_([bb.select(take, v, acc_v), bb.select(take, i, acc_i)])
-    _, where = bb.reduce([x, index], axis, [_identity("max", d), (1 << 31) - 1], body)
+    start = -math.inf if d.is_float else _identity("max", d)  # what cmpf "gt" can beat
+    _, where = bb.reduce([x, index], axis, [start, (1 << 31) - 1], body)
     low.set(op, where)
 
 
