@@ -8,11 +8,16 @@ compute the same values and refuse the same inputs as the first.
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import fearless as fl
+from fearless import sanitize
 from fearless.compiler.info import KernelInfo, ParamInfo
 from fearless.errors import AliasError, ArgumentTypeError, ContractError, LaunchError, \
     MovedError
@@ -157,6 +162,23 @@ def test_buffers_dropped_right_after_a_launch_live_until_the_gpu_is_done():
     for k, out in enumerate(outs):
         got = torch.from_dlpack(out)
         assert bool((got == 2.0 * k + 1).all()), k
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tool", [None, "memcheck"])
+def test_leases_hold_under_compute_sanitizer(tool):
+    """lease_job.py drops inputs and temporaries right after each launch and overwrites their
+    memory: right values, and under memcheck no finding (fewer iterations: it is slow)."""
+    _torch()
+    job = str(Path(__file__).with_name("lease_job.py"))
+    if tool is None:
+        done = subprocess.run([sys.executable, job, "1000"], env={**os.environ,
+                              "FEARLESS_BACKEND": "cuda"}, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return
+    if sanitize.find() is None:
+        pytest.skip("compute-sanitizer is not installed")
+    assert sanitize.run(job, tool, ["200"]) == 0
 
 
 # -- the tile call's fast path ------------------------------------------------------------------
