@@ -8,8 +8,12 @@ import pytest
 
 import fearless as fl
 from fearless import bf16, f16, f32, i32
+from fearless.backends.tileir.reader import decode
+from fearless.backends.tileir.tir import dump
+from fearless.compiler import compile_tile
 from fearless.errors import (AliasError, ArgumentTypeError, CompileError, ContractError,
                              MovedError, SafetyError)
+from fearless.ir import types as T
 from tests.support import import_source
 from tests.tile import tile_kernels as K
 
@@ -65,6 +69,32 @@ def test_argmax_first_maximum(backend):
     (out, _) = K.argmax_rows(out, fl.asarray(xh)).sync()
     want = np.broadcast_to(np.argmax(xh, 1)[:, None], (8, 16))
     np.testing.assert_array_equal(out.unpartition().numpy(), want)
+
+
+@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32])
+def test_argmax_of_unsigned_values_compares_them_unsigned(backend, dtype):
+    """Values with the top bit set are the largest (a signed compare on the GPU took them for
+    the smallest: fuzz seed 35858)."""
+    top = np.iinfo(dtype).max
+    xh = np.random.default_rng(11).integers(0, top, (8, 64), dtype=dtype, endpoint=True)
+    xh[2, 9] = top  # a row whose maximum has the top bit set
+    xh[5, :] = top // 2  # and one whose values all lack it, but for a tie at the top
+    xh[5, [17, 30]] = top // 2 + 1
+    kernel = K.argmax_rows_u8 if dtype == np.uint8 else K.argmax_rows_u32
+    out = poisoned((8, 16), i32).partition((4, 16))
+    (out, _) = kernel(out, fl.asarray(xh)).sync()
+    want = np.broadcast_to(np.argmax(xh, 1)[:, None], (8, 16))
+    np.testing.assert_array_equal(out.unpartition().numpy(), want)
+
+
+def test_argmax_of_unsigned_values_lowers_to_an_unsigned_compare():
+    """Without a GPU: the Tile IR reduce of an argmax over u8 compares values unsigned."""
+    kernel = K.argmax_rows_u8
+    types = (T.TensorView(i32, 2, T.Role.OUT, (4, 16)), T.TensorView(fl.u8, 2, T.Role.IN))
+    compiled = compile_tile(kernel.captured, kernel._ir_params(types), {}, "sm_90", "tileir")
+    cmps = [line for line in dump(decode(compiled.tileir)).splitlines() if " cmpi " in line]
+    assert "predicate=gt signedness=unsigned" in cmps[0], cmps
 
 
 @pytest.mark.parametrize("backend", BOTH, indirect=True)

@@ -34,6 +34,20 @@ def argmax_rows(out: ft.Out[i32], x: ft.In[f32]):
 
 
 @ft.kernel
+def argmax_rows_u8(out: ft.Out[i32], x: ft.In[fl.u8]):
+    bm, bn = out.tile_shape
+    t = ft.load(x, (out.tile_index[0], 0), (bm, 64))
+    out.store(ft.broadcast(ft.reshape(ft.argmax(t, 1), (bm, 1)), (bm, bn)))
+
+
+@ft.kernel
+def argmax_rows_u32(out: ft.Out[i32], x: ft.In[fl.u32]):
+    bm, bn = out.tile_shape
+    t = ft.load(x, (out.tile_index[0], 0), (bm, 64))
+    out.store(ft.broadcast(ft.reshape(ft.argmax(t, 1), (bm, 1)), (bm, bn)))
+
+
+@ft.kernel
 def transpose(out: ft.Out[f32], x: ft.In[f32]):
     i, j = out.tile_index
     bm, bn = out.tile_shape

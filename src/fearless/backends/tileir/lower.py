@@ -608,7 +608,8 @@ def _argmax(low: Lowering, op):
     iota = bb.iota(tir.tile(tir.I32, (shape[axis],)))
     line = tuple(shape[axis] if k == axis else 1 for k in range(len(shape)))
     index = bb.broadcast(bb.reshape(iota, line), shape)
-    cmp = bb.cmpf if d.is_float else bb.cmpi
+    sign = "signed" if d.is_signed else "unsigned"  # u8 253 > 0 (fuzz seed 35858)
+    cmp = bb.cmpf if d.is_float else (lambda p, a, b: bb.cmpi(p, a, b, signedness=sign))
 
     def body(v, acc_v, i, acc_i):
         better = cmp("gt", v, acc_v)
