@@ -356,9 +356,6 @@ class TReduce(TExpr):
             return []
         return [(self.args[0], self.t)] if self.t is not self.args[0].t else []
 
-    def known(self):
-        return {"argmax-nan"} if self.kind == "argmax" and self.args[0].t.is_float else set()
-
     def render(self):
         a = self.args[0].render()
         kd = "keepdims=True" if self.keepdims else ""

@@ -291,15 +291,15 @@ def reduce(kind: str, d: DType, a: TV, axis: int, acc: DType | None) -> TV:
 
 def argmax(a: TV) -> TV:
     """The i32 index of the first maximum of the 1-d ``a``. A NaN is ignored, as ``ft.max``
-    ignores it, so that the index holds ``ft.max``'s value (an all-NaN tile is not checked);
-    unchecked too where error bounds could make another element the largest."""
+    ignores it, so that the index holds ``ft.max``'s value, and an all-NaN tile gives 0
+    (docs/semantics.md); unchecked where error bounds could make another element the largest."""
     x, e = a.v, np.broadcast_to(a.e, a.v.shape)
     bad = bool(a.bad.any())
     if x.dtype.kind != "f":
         return TV(np.asarray(np.argmax(x), dtype=np.int32), None, bad)
     nan = np.isnan(x)
     if nan.all():
-        return TV(np.asarray(0, dtype=np.int32), None, True)
+        return TV(np.asarray(0, dtype=np.int32), None, bad)
     y = np.where(nan, -np.inf, x)
     top = (y == y.max()) & ~nan
     k = int(np.argmax(top))

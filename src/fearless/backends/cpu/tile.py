@@ -158,6 +158,17 @@ def _reduce(block, op):
         block.set(op, fn.reduce(x, axis=axis).astype(d.numpy))
 
 
+def argmax(x: np.ndarray, axis: int, is_float: bool) -> np.ndarray:
+    """The first index of the largest value along ``axis`` (i32). NaN ranks below every number,
+    so the index holds ``ft.max``'s value (which ignores NaN); an all-NaN line gives 0.
+    ``np.argmax`` would take the first NaN for the largest."""
+    if is_float:
+        with np.errstate(invalid="ignore"):
+            top = np.fmax.reduce(x, axis=axis, keepdims=True)
+            x = (x == top) | (np.isnan(top) & np.isnan(x))
+    return np.argmax(x, axis=axis).astype(np.int32)
+
+
 def _tree_sum(x: np.ndarray, axis: int) -> np.ndarray:
     """The sum along ``axis`` in x's own 16-bit float dtype, every partial sum rounded to it
     (NumPy's own f16 sum keeps f32 partial sums): the first half plus the second half, halving
@@ -271,8 +282,9 @@ RULES = {
     "tile.permute": lambda block, op: block.set(op, np.transpose(
         block.value(op.operands[0]), op.attrs["perm"])),
     "tile.reduce": _reduce,
-    "tile.argmax": lambda block, op: block.set(op, np.argmax(
-        block.value(op.operands[0]), axis=op.attrs["axis"]).astype(np.int32)),
+    "tile.argmax": lambda block, op: block.set(op, argmax(block.value(op.operands[0]),
+                                                          op.attrs["axis"],
+                                                          op.operands[0].type.dtype.is_float)),
     "tile.iota": lambda block, op: block.set(op, np.arange(
         op.results[0].type.shape[0], dtype=np.int32)),
     "tile.mma": _mma,

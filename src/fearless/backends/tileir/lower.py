@@ -600,6 +600,8 @@ def _reduce(low: Lowering, op):
 
 
 def _argmax(low: Lowering, op):
+    """The first index of the largest value; of floats, NaN ranks below every number (the index
+    of ``ft.max``'s value, which ignores NaN), and an all-NaN line gives its first index."""
     axis = op.attrs["axis"]
     x = low.v(op.operands[0])
     shape = op.operands[0].type.shape
@@ -609,14 +611,21 @@ def _argmax(low: Lowering, op):
     line = tuple(shape[axis] if k == axis else 1 for k in range(len(shape)))
     index = bb.broadcast(bb.reshape(iota, line), shape)
     sign = "signed" if d.is_signed else "unsigned"  # u8 253 > 0 (fuzz seed 35858)
-    cmp = bb.cmpf if d.is_float else (lambda p, a, b: bb.cmpi(p, a, b, signedness=sign))
+
+    def order(v, acc_v):  # (v ranks above acc_v, v ranks the same)
+        if not d.is_float:
+            return (bb.cmpi("gt", v, acc_v, signedness=sign),
+                    bb.cmpi("eq", v, acc_v, signedness=sign))
+        v_nan, acc_nan = (bb.cmpf("ne", y, y, ordering="unordered") for y in (v, acc_v))
+        v_number = bb.cmpf("eq", v, v)
+        return (bb.ori(bb.cmpf("gt", v, acc_v), bb.andi(acc_nan, v_number)),
+                bb.ori(bb.cmpf("eq", v, acc_v), bb.andi(v_nan, acc_nan)))
 
     def body(v, acc_v, i, acc_i):
-        better = cmp("gt", v, acc_v)
-        tie = bb.andi(cmp("eq", v, acc_v), bb.cmpi("lt", i, acc_i))
-        take = bb.ori(better, tie)
+        better, same = order(v, acc_v)
+        take = bb.ori(better, bb.andi(same, bb.cmpi("lt", i, acc_i)))
         bb.yield_([bb.select(take, v, acc_v), bb.select(take, i, acc_i)])
-    start = -math.inf if d.is_float else _identity("max", d)  # what cmpf "gt" can beat
+    start = math.nan if d.is_float else _identity("max", d)  # ranks below every value
     _, where = bb.reduce([x, index], axis, [start, (1 << 31) - 1], body)
     low.set(op, where)
 
