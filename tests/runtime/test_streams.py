@@ -88,6 +88,48 @@ def test_a_written_view_that_overlaps_itself_is_flagged():
     assert b and not overlaps((3, 4), (4, 1)) and overlaps((2, 2), (1, 1))
 
 
+class _Fill:  # a ParamBuffer stand-in that records what each launch would pack
+    def __init__(self):
+        self.packed = []
+
+    def fill(self, a, word, threads):
+        self.packed.append((list(a), word, threads))
+        return 0
+
+
+def test_the_generated_fast_launch_admits_and_packs_what_the_plan_does(monkeypatch):
+    """runtime/fastcall.py against LaunchPlan.admits/run, without a GPU: the same arguments are
+    admitted, the same values packed, the same writes recorded; anything else falls back."""
+    from fearless.runtime import device as device_, fastcall, pack
+    x, out = fl.asarray(rng.standard_normal(16).astype(np.float32)), fl.zeros(16)
+    half, moved, other, longer = fl.zeros(32), fl.zeros(16), fl.zeros(16), fl.zeros(17)
+    moved.partition(4)
+    launched = []
+    monkeypatch.setattr(pack, "launch", lambda *a: launched.append(a))
+    monkeypatch.setattr(device_, "_chosen", "cuda")  # the tensors above live on the cpu
+    plan = LaunchPlan("k", KernelInfo((ParamInfo("x", fl.f32, 1), ParamInfo("a", fl.f32),
+                                       ParamInfo("out", fl.f32, 1, written=True,
+                                                 disjoint=True))), 7, (1,), (32,), 0, _Fill())
+    views = [views_.of_tensor(x), 2.5, views_.of_tensor(out)]
+    plan.shapes = ((16,), (16,))
+    fast = fastcall.build(plan, (x, 2.5, out), views)
+    s1, s2 = (Stream(_Core(h), _wrap=True) for h in (0x10, 0x20))
+    with fl.stream(s1):
+        assert fast((x, 2.5, out))
+        plan.run((x, 2.5, out), views, s1)
+        assert plan.params.packed[0] == plan.params.packed[1]
+        assert [c[:5] for c in launched] == [(7, (1, 1, 1), (32, 1, 1), 0, 0x10)] * 2
+        assert out._storage.writer == (s1, 2) and s1._batch[-1] == (x, 2.5, out)
+        for refused in [(x, 2, out), (x, 2.5), (out, 2.5, out), (x, 2.5, longer),
+                        (half[8:24], 2.5, half[:16]), (np.zeros(16, np.float32), 2.5, out),
+                        (x, 2.5, moved)]:
+            assert not fast(refused), refused  # the general path decides these
+    with fl.stream(s2):  # out was written on s1, unordered: the plan's full check refuses
+        with pytest.raises(StreamOrderError):
+            fast((out, 1.0, other))
+    assert len(launched) == 2
+
+
 # -- gpu --------------------------------------------------------------------------------------
 
 def _torch():

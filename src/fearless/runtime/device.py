@@ -7,6 +7,7 @@ newer, else cpu. Probing never raises: the reason cuda is unusable is kept for `
 from __future__ import annotations
 
 import functools
+import threading
 
 from fearless.config import CONFIG
 from fearless.errors import BackendError
@@ -15,6 +16,7 @@ from fearless.tracebacks import user_facing
 MIN_COMPUTE_CAPABILITY = (8, 0)
 _BACKENDS = ("cpu", "cuda")
 _chosen: str | None = CONFIG.backend
+_thread = threading.local()  # .device: the Device made current on this thread
 
 
 @functools.lru_cache(maxsize=1)
@@ -71,13 +73,19 @@ def set_backend(name: str) -> None:
 
 @functools.lru_cache(maxsize=1)
 def cuda_device():
-    """The cuda.core Device for GPU 0, made current on first use. Raises BackendError."""
-    ok, why = cuda_probe()
-    if not ok:
-        raise BackendError(f"the cuda backend is unusable: {why}", help="run `fearless doctor`")
-    from cuda.core import Device
-    dev = Device(0)
-    dev.set_current()
+    """The cuda.core Device for GPU 0, made current on the calling thread on its first use
+    there (each allocation asks: probing and making it current every time cost ~2 us).
+    Raises BackendError."""
+    dev = getattr(_thread, "device", None)
+    if dev is None:
+        ok, why = cuda_probe()
+        if not ok:
+            raise BackendError(f"the cuda backend is unusable: {why}",
+                               help="run `fearless doctor`")
+        from cuda.core import Device
+        dev = Device(0)
+        dev.set_current()
+        _thread.device = dev
     return dev
 
 

@@ -74,6 +74,8 @@ class PreparedLaunch:
     shared: int = 0  # bytes of dynamic shared memory per block
     # runtime/plan.py: the LaunchPlan of each argument signature launched with this ticket
     _plans: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+    # runtime/fastcall.py: [the fast function of the plan launched last, or None]
+    _last: list = field(default_factory=lambda: [None], compare=False, repr=False, hash=False)
 
     @property
     def dims(self) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 
 from fearless import dtypes
 from fearless.errors import ArgumentTypeError
-from fearless.runtime import dispatch, pack
+from fearless.runtime import dispatch, fastcall, pack
 from fearless.runtime.args import FLAGS, HI, LO, OBJ, SHAPE
 from fearless.runtime.stream import check_order
 from fearless.runtime.tensor import Tensor
@@ -39,7 +39,7 @@ class LaunchPlan:
 
     __slots__ = ("kernel", "names", "function", "grid", "block", "shared", "params", "written",
                  "arrays", "scalars", "sites", "threads", "shapes", "requires", "empty",
-                 "is_written")
+                 "is_written", "fasts")
 
     def __init__(self, kernel: str, info, function: int, grid: tuple, block: tuple, shared: int,
                  params: pack.ParamBuffer, threads: int = 0, requires=None):
@@ -57,6 +57,7 @@ class LaunchPlan:
         self.threads = threads
         self.requires = requires
         self.shapes = None
+        self.fasts: dict = {}  # argument types -> this plan's steps for them (fast_for)
 
     def admits(self, views) -> bool:
         """Whether the fast path may launch with these views: nothing the slow path refuses
@@ -77,6 +78,16 @@ class LaunchPlan:
                 if k != w and o[LO] < hi and lo < o[HI]:
                     return False
         return self.shapes == tuple(views[k][SHAPE] for k in self.arrays)
+
+    def fast_for(self, args, views):
+        """This plan's steps for arguments of the types of ``args`` as one generated function
+        (``runtime/fastcall.py``), made once per types: fearless and torch tensors of the same
+        dtypes share a plan but not a fast function."""
+        kinds = tuple(map(type, args))
+        fast = self.fasts.get(kinds)
+        if fast is None:
+            fast = self.fasts[kinds] = fastcall.build(self, args, views)
+        return fast
 
     def run(self, args, views, stream) -> None:
         """Enqueue one launch on ``stream`` (the checks of ``admits`` passed): ordered after

@@ -275,14 +275,14 @@ def current_stream() -> Stream:
     chosen = getattr(_local, "chosen", None)
     if chosen:
         return chosen[-1]
-    backend = device.current_backend()
+    backend = device._chosen or device.current_backend()
     if backend == "cuda":
         torch = sys.modules.get("torch")
         if torch is not None and getattr(torch.cuda, "_initialized", False):
             handle = torch._C._cuda_getCurrentRawStream(0)
             if handle:
-                return wrap(handle)
-    return default_stream(backend)
+                return _wrapped.get(handle) or wrap(handle)
+    return _default.get(backend) or default_stream(backend)
 
 
 def wrap(handle: int) -> Stream:

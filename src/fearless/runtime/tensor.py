@@ -420,7 +420,8 @@ def _wrap_host(arr: np.ndarray) -> Tensor:
 def _alloc(shape: tuple[int, ...], dt: dtypes.DType) -> Tensor:
     """An uninitialised contiguous cuda tensor in fresh device memory."""
     buf = memory.allocate(_prod(shape) * dt.itemsize)
-    return _over(int(buf.handle), shape, interop.c_strides(shape), dt, "cuda", buf)
+    return Tensor(shape=shape, strides=interop.c_strides(shape), dtype=dt, backend="cuda",
+                  offset=0, base_ptr=int(buf.handle), owner=buf)
 
 
 def _from_host(arr: np.ndarray, backend: str) -> Tensor:
