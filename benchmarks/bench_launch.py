@@ -12,7 +12,8 @@ Cases, each beside its peers in the same run:
    kernel and cuda.core's ``launch`` with the same number of pointers, and ``torch.add(out=)``.
 2. Tile: building one lazy operation (``k(out.partition(t), x)`` then ``cancel()``), and one
    operation built and synced per iteration, against ``torch.add`` + ``synchronize``.
-3. A replayed graph of 32 kernels (``fl.graph``), per replay and per kernel.
+3. A graph of 32 kernels (``fl.graph``): ``replay()`` (enqueue only), per replay and per
+   kernel; ``launch().sync()`` (the GPU's time included); the bare ``cuGraphLaunch``.
 Anchor rows, published by their authors (not run here): cutile-rs 0.4, 4 tensors on a cache hit,
 1.6-1.9 us; numba-cuda-mlir, one array, 2.98 us (../shared/reference/peers.md).
 
@@ -267,12 +268,18 @@ def fearless_graph(bench: Bench, mod, fl, kernels: int = 32) -> None:
     for _ in range(kernels - 1):
         op = op.then(lambda r: mod.tile_add(r[0], x))
     graph = fl.graph(op)
-    bench.case("graph", f"fearless: replay of {kernels} kernels, per replay",
-               lambda: graph.launch().sync())
+    bench.case("graph", f"fearless: replay() of {kernels} kernels (enqueue)", graph.replay)
     last = bench.rows[-1] if bench.rows and bench.rows[-1]["group"] == "graph" else None
     if last is not None:
         bench.rows.append({"group": "graph", "case": "  ... per kernel node",
                            "us": last["us"] / kernels, "note": ""})
+    bench.case("graph", f"fearless: launch().sync() of {kernels} kernels (GPU time included)",
+               lambda: graph.launch().sync())
+    if graph.backend == "cuda":
+        stream = fl.current_stream()
+        bench.case("graph", f"floor: cuGraphLaunch of the {kernels} kernels (cuda.core)",
+                   lambda: graph._executable.launch(stream.core))
+    graph.release()
 
 
 def main(argv=None) -> int:

@@ -188,3 +188,39 @@ def test_cuda_graph_then_chain_and_bounds_errors_per_replay():
         with pytest.raises(KernelBoundsError, match="index 64"):
             bad.sync()
     bad.release()
+
+
+def test_eager_replays_run_in_order_and_report_at_the_sync(backend):
+    """graph.replay() enqueues and returns; the outputs read after it hold the last replay's
+    values; ten replays, inputs updated in place between them, each ordered on the stream."""
+    a, b = rand(N, 5), rand(N, 6)
+    x, y, out = fl.asarray(a), fl.asarray(b), fl.full(N, np.nan, fl.f32)
+    g = fl.graph(add.op(L, x, y, out))
+    for step in range(10):
+        new = rand(N, 20 + step)
+        update(x, new)
+        assert g.replay() is None
+    np.testing.assert_array_equal(out.numpy(), new + b)
+    assert g.replays == 10
+    assert g.release() == (x, y, out)
+    with pytest.raises(MovedError, match="released"):
+        g.replay()
+    bad = fl.graph(shifted.op(shifted.prepare(64), fl.asarray(rand(64)), fl.zeros(64)))
+    bad.replay()
+    with pytest.raises(KernelBoundsError, match="index 64"):
+        fl.synchronize()
+    bad.replay()
+    with pytest.raises(KernelBoundsError, match="index 64"):
+        bad.release()  # the replay in flight reports before the graph ends
+    bad.release()
+
+
+def test_an_eager_replay_is_refused_while_an_operation_holds_its_memory(backend):
+    x, y, out = fl.asarray(rand(N, 7)), fl.asarray(rand(N, 8)), fl.zeros(N)
+    g = fl.graph(add.op(L, x, y, out))
+    pending = add.op(L, y, y, out)  # writes out: the graph may not write it meanwhile
+    with pytest.raises(AliasError, match="cannot write it"):
+        g.replay()
+    pending.cancel()
+    g.replay()
+    g.release()

@@ -3,7 +3,9 @@
 ``fl.graph(op)`` moves a pending operation in and captures everything it would enqueue (its
 kernels, the operations its ``.then()`` callbacks return; callbacks run once, here), without
 running it. ``graph.launch()`` returns a DeviceOperation that replays the work;
-``graph.sync()`` is ``graph.launch().sync()``.
+``graph.sync()`` is ``graph.launch().sync()``; ``graph.replay()`` enqueues one replay and returns
+at once, as an eager kernel launch does (a decode loop's step: one host call, ~0.1 us per
+captured kernel on the driver's side).
 
 Pointers and shapes are baked into the graph, so the graph holds what the operation held, for
 its whole life: Partitions stay moved into it (MovedError on use) and every tensor it touches is
@@ -29,7 +31,7 @@ from fearless.runtime import dispatch, ownership
 from fearless.runtime.device import cuda_device, current_backend
 from fearless.runtime.lazy import DeviceOperation, _Execution, unique_tensors
 from fearless.tracebacks import user_facing
-from fearless.runtime.stream import Stream, current_stream
+from fearless.runtime.stream import Stream, check_order, current_stream
 
 
 class Graph:
@@ -50,6 +52,7 @@ class Graph:
         self.replays = 0
         self._released = False
         self._pending: weakref.WeakSet = weakref.WeakSet()
+        self._eager: weakref.WeakSet = weakref.WeakSet()  # streams replay() enqueued on
         self._replay = None      # enqueue(stream) of one replay
         with ownership.execution():
             ex = self._capture(op)
@@ -129,6 +132,8 @@ class Graph:
         self._writes = unique_tensors(self._writes + [_alias(p._tensor) for p in parts
                                                       if p._ended])
         self._partitions = [p for p in parts if not p._ended]
+        self._names = [f"the graph's input {k} ({t!r})" for k, t in enumerate(self._reads)] + \
+            [f"the graph's output {k} ({t!r})" for k, t in enumerate(self._writes)]
         self._pins = []
         for p in self._partitions:
             p._hold(self)
@@ -165,6 +170,31 @@ class Graph:
         self.launch().sync()
 
     @user_facing
+    def replay(self) -> None:
+        """Enqueue one replay on the current stream and return at once, as an eager kernel
+        launch does: ordered with the stream's other work; the graph's written tensors count as
+        written on that stream (a launch on another stream that uses them unordered is a
+        StreamOrderError, and so is this replay when its tensors were written unordered
+        elsewhere); a KernelBoundsError surfaces at the stream's next synchronisation. Read the
+        outputs after it (``numpy()`` waits) or order other work after it. Raises MovedError
+        after ``release()``, AliasError while a pending operation holds the graph's memory,
+        LaunchError inside a running operation."""
+        ownership.refuse_while_executing("an eager graph replay")
+        self._check_live("replay it")
+        stream = current_stream()
+        reads, writes = self._reads, self._writes
+        for t in reads:
+            t._check_use(ownership.READ, "read it", kernel=self.label)
+        for t in writes:
+            t._check_use(ownership.WRITE, "write it", kernel=self.label)
+        check_order(stream, self.label, self._names, reads + writes,
+                    [False] * len(reads) + [True] * len(writes))
+        self._replay(stream)
+        self.replays += 1
+        self._eager.add(stream)
+        stream.lease(self)
+
+    @user_facing
     def release(self):
         """End the graph and return the captured operation's result (what its ``.sync()`` would
         have returned), its Partitions usable again. Raises LaunchError while a replay is
@@ -173,6 +203,9 @@ class Graph:
         if any(op._state == "pending" for op in self._pending):
             raise LaunchError("cannot release a Graph while a replay is pending",
                               help="sync or cancel the replay first")
+        for stream in list(self._eager):  # eager replays finish (and report) first
+            self._eager.discard(stream)
+            stream.synchronize()
         self._released = True
         for c in self._pins:
             ownership.drop(c)
