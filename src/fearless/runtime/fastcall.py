@@ -63,7 +63,7 @@ def build(plan, args, views):
     factory = _CODE.get(source)
     if factory is None:
         scope = {"_device": device, "_olocal": ownership._local, "_slocal": streams._local,
-                 "_current": streams.current_stream, "_pack": pack,
+                 "_current": streams.unchosen_stream, "_pack": pack,
                  "_of_tensor": of_tensor,
                  "_words": dispatch.error_words, "_LEASES": LEASE_BATCH}
         exec(compile(source, f"<fearless fast launch of {plan.kernel}>", "exec"), scope)

@@ -275,6 +275,12 @@ def current_stream() -> Stream:
     chosen = getattr(_local, "chosen", None)
     if chosen:
         return chosen[-1]
+    return unchosen_stream()
+
+
+def unchosen_stream() -> Stream:
+    """The current stream outside any ``with fl.stream(s):`` block: torch's current stream when
+    torch has initialised CUDA, else the backend's default stream."""
     backend = device._chosen or device.current_backend()
     if backend == "cuda":
         torch = sys.modules.get("torch")
