@@ -23,15 +23,10 @@ GUARDS = {
 # (docs/semantics.md, gpu-compile): bool values meeting i8 storage in the LLVM backend, f16
 # literal overflow, min/max of two literals, out-of-range and 2**70 literal casts, int()/float()
 # of literals taken as strong types, a constant np.where condition's type, bf16 double rounding
-# on the CPU and for wide integers on sm_80, float // on the GPU, ft.argmax of NaN. Add a class
-# here (name -> description, and a ``known()`` that finds its construct) while a fix is pending.
-KNOWN: dict[str, str] = {
-    "tileiras-f64-trig-if": "tileiras (13.4 and 13.5) fails for sm_90, 'failed to compile Tile IR "
-                            "program', on a tile kernel whose if around a store tests a "
-                            "reduction of math.sin/cos/tan (or math.lgamma, whose recipe takes "
-                            "a sine) in f64, of a tile or of a scalar a reduction gave; sm_80 "
-                            "compiles (tests/fuzz/test_regressions.py)",
-}
+# on the CPU and for wide integers on sm_80, float // on the GPU, ft.argmax of NaN, tileiras
+# failing on f64 trigonometry around a vectorisable store. Add a class here (name ->
+# description, and a ``known()`` that finds its construct) while a fix is pending.
+KNOWN: dict[str, str] = {}
 
 
 @dataclass(frozen=True)

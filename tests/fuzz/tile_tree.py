@@ -273,11 +273,6 @@ class TMath(TOp):
             _check_fits(e, self.d)
         self.t = self.d
 
-    def known(self):
-        if (self.fn in scalar.PERIODIC or self.fn == "lgamma") and self.d is dtypes.f64:
-            return {"tileiras-f64-trig-if"}
-        return set()
-
     def render(self):
         if self.spelling == "**":
             a, b = self.args

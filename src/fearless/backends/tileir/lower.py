@@ -92,8 +92,8 @@ class _View:
 
 class Lowering:
     def __init__(self, fn: Function, version: tuple[int, int], hints: dict | None,
-                 arch: str | None = None):
-        self.fn, self.arch = fn, arch
+                 arch: str | None = None, scalar_access: bool = False):
+        self.fn, self.arch, self.scalar_access = fn, arch, scalar_access
         self.module = tir.Module(version)
         params = []
         for p in fn.params:
@@ -139,8 +139,9 @@ class Lowering:
                 continue
             t, lay = p.type, p.type.layout
             ptr = next(args)
-            if lay.align > 1:
-                ptr = b.assume_div_by(ptr, lay.align)
+            align = min(lay.align, t.dtype.itemsize) if self.scalar_access else lay.align
+            if align > 1:
+                ptr = b.assume_div_by(ptr, align)
             dims = [self._fact(next(args), div) for div in (lay.shape_div or (1,) * t.ndim)]
             n_dyn = t.ndim - (1 if lay.unit_inner else 0)
             strides = [self._fact(next(args), div)
@@ -705,10 +706,35 @@ def lower_tile(fn: Function, version: tuple[int, int], hints: dict | None = None
     ``fn`` has been through ``passes.TILE_PASSES``, which refuse what Tile IR cannot express
     (CompileError); here only the writer may refuse an op the bytecode ``version`` lacks.
     """
-    low = Lowering(fn, version, hints, arch)
+    low = _lower(fn, version, hints, arch, False)
+    if _has_f64_trig(low.entry.body):
+        low = _lower(fn, version, hints, arch, True)
+    return low.module.encode()
+
+
+# tileiras 13.4 and 13.5 fail for sm_90 ("failed to compile Tile IR program") on kernels that
+# take sin/cos/tan in f64 (lgamma's recipe too) and access memory it may vectorise: tensors
+# 16-byte aligned with extents the vector divides (fuzz class tileiras-f64-trig-if; bisected on
+# seeds 269, 1690 and 634: an output's alignment or inner-extent divisibility alone decides it
+# when it is stored under an `if`; seed 32022: the f64 inputs of an mma, and 8-byte vectors).
+# Such kernels state every tensor's pointer as aligned to one element only: no vector access.
+_TRIG = ("sin", "cos", "tan")
+
+
+def _has_f64_trig(block: tir.Block) -> bool:
+    for op in block.ops:
+        if op.name in _TRIG and op.result.elem == tir.F64:
+            return True
+        if any(_has_f64_trig(region) for region in op.regions):
+            return True
+    return False
+
+
+def _lower(fn: Function, version, hints, arch, scalar_access: bool) -> Lowering:
+    low = Lowering(fn, version, hints, arch, scalar_access)
     low.prologue()
     control.enter_kernel(low, fn.body)
     low.region(fn.body, tail=True)
     if not control.terminated(low):
         low.b.return_()
-    return low.module.encode()
+    return low
