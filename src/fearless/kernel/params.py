@@ -37,6 +37,8 @@ NO_DEFAULT = object()
 
 
 class Kind(Enum):
+    """What a parameter is, as its annotation says."""
+
     SCALAR = "scalar"   # a runtime scalar (both tracks)
     ANY = "any"         # SIMT, not annotated: a scalar or a read-only array, as the argument is
     ARRAY = "array"     # SIMT: fl.Slice, Array, DisjointSlice, DisjointArray, AtomicSlice, ...
@@ -106,9 +108,8 @@ def read(cap: Captured, track: str) -> list[Param]:
     CompileError (at the parameter) for a signature or annotation the track does not take."""
     fn, args = cap.fn, cap.tree.args
     tile = track == "tile"
-    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
-        _refuse_form(cap, tile)
-    if args.defaults and not tile:
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or \
+            (args.defaults and not tile):  # a tile kernel's ft.Const may have a default
         _refuse_form(cap, tile)
     names = [a.arg for a in args.args]
     defaults = dict(zip(names[len(names) - len(args.defaults):], fn.__defaults__ or ()))
@@ -167,7 +168,7 @@ def _tile_param(name: str, ann, cap: Captured, node: ast.arg) -> Param:
         ann = ann.any_dtype()
     if isinstance(ann, TensorKind):
         return Param(name, Kind(ann.role), _dtype(ann.dtype, cap, node),
-                     tile_shape=tuple(ann.tile_shape) if ann.tile_shape else None)
+                     tile_shape=ann.tile_shape)
     if isinstance(ann, ConstKind):
         return Param(name, CONST, ann.type)
     scalar = Param(name, SCALAR) if ann is None else _scalar(name, ann, cap, node)

@@ -10,10 +10,12 @@
 A call checks everything before it returns its ``DeviceOperation``: argument kinds, dtypes and
 ranks (``ArgumentTypeError``), partitions (an Out must be one; its tile shape must match a shape
 in the annotation, have power-of-two extents, and every Out must give the same grid:
-``ContractError``), moved tensors (``MovedError``) and aliasing between an Out and any other
-argument (``AliasError``). The kernel is compiled once per specialisation: dtypes, ranks, tile
-shapes, ``ft.Const`` values and, on the GPU, the layout facts of each tensor (``ir.types.Layout``:
-alignment and divisibility, which decide whether tileiras can use TMA and tensor cores).
+``ContractError``), moved tensors (``MovedError``), aliasing between an Out and any other
+argument (``AliasError``) and the kernel's ``requires=`` relations (``ContractError``). The
+kernel is compiled once per specialisation (``kernel/params.py``, shared with SIMT kernels):
+dtypes, ranks, tile shapes, ``ft.Const`` values and, on the GPU, the layout facts of each tensor
+(``ir.types.Layout``: alignment and divisibility, which decide whether tileiras can use TMA and
+tensor cores).
 """
 from __future__ import annotations
 
@@ -136,8 +138,8 @@ class TileKernel(BaseKernel):
                                    layout=self._layout(t, backend, ahead)))
             tensors.append(t)
         types = P.specialise(self.name, self.runtime_params, infos)
-        contracts.check_arguments(self.name, names, [getattr(t, "role", None) is T.Role.OUT
-                                                     for t in types], tensors)
+        contracts.check_arguments(self.name, names, [p.written for p in self.runtime_params],
+                                  tensors)
         return types, names, constants, tensors, grid
 
     # compiling -------------------------------------------------------------------------------
