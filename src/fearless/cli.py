@@ -7,7 +7,10 @@
         S: ast, types, ir, passes, llvm, ptx, cubin, sass (needs nvdisasm or cuobjdump) for
            SIMT kernels; ast, types, ir, tileir, cubin for tile kernels
         --signature x=f32,out=f32:2      dtypes (and ranks) for generic parameters; a tile
-                                         kernel's Out takes its tile shape: out=f32:2/128x128
+                                         kernel's Out takes its tile shape: out=f32:2/128x128;
+                                         specialised as a call with such arguments would be
+                                         (kernel/params.py): one parameter binds a TypeVar for
+                                         all, an annotation's dtype or rank is checked
         --const bk=64                    ft.Const values of a tile kernel (else their defaults)
     fearless compile SCRIPT... --arch sm_90 [--arch sm_80]
         run each script on the CPU with its kernels (SIMT and tile) compiling for the GPU
