@@ -29,6 +29,20 @@ def test_inspect_a_tile_kernel_ir_needs_the_tile_shape(capsys):
     assert "tile.mma" in out and "shape = (64, 32)" in out
 
 
+def test_inspect_specialises_as_a_call_does(capsys):
+    """--signature goes through the kernels' own specialise(): a TypeVar given once binds the
+    other parameters naming it, and a dtype the annotation contradicts is refused as a call's
+    argument would be (both printed the IR of a kernel no call could make before)."""
+    generic = str(ROOT / "examples/generic_map.py") + ":generic_map"
+    assert main(["inspect", generic, "--signature", "x=f16"]) == 0
+    assert ("kernel @generic_map(%scale: f16, %x: array<f16, 1d, read>, "
+            "%out: array<f16, 1d, disjoint>)") in capsys.readouterr().out
+    assert main(["inspect", str(ROOT / "examples/saxpy.py"), "--signature", "x=f64"]) == 1
+    assert capsys.readouterr() == ("", "error: kernel 'saxpy', parameter 'x': expects dtype "
+                                       "f32, got f64\nhelp: convert the array first, for "
+                                       "example fl.asarray(x, fl.f32)\n")
+
+
 @needs_tileiras
 def test_inspect_a_tile_kernel_tileir(capsys):
     add = str(ROOT / "examples/tile_vector_add.py") + ":add"

@@ -7,7 +7,10 @@
         S: ast, types, ir, passes, llvm, ptx, cubin, sass (needs nvdisasm or cuobjdump) for
            SIMT kernels; ast, types, ir, tileir, cubin for tile kernels
         --signature x=f32,out=f32:2      dtypes (and ranks) for generic parameters; a tile
-                                         kernel's Out takes its tile shape: out=f32:2/128x128
+                                         kernel's Out takes its tile shape: out=f32:2/128x128;
+                                         specialised as a call with such arguments would be
+                                         (kernel/params.py): one parameter binds a TypeVar for
+                                         all, an annotation's dtype or rank is checked
         --const bk=64                    ft.Const values of a tile kernel (else their defaults)
     fearless compile SCRIPT... --arch sm_90 [--arch sm_80]
         run each script on the CPU with its kernels (SIMT and tile) compiling for the GPU
@@ -34,7 +37,6 @@ from fearless import dtypes
 from fearless.compiler import STAGE_NAMES, TILE_STAGE_NAMES
 from fearless.config import CONFIG
 from fearless.errors import FearlessError
-from fearless.ir import types as T
 from fearless.tracebacks import user_frames
 
 _SIGNATURE_FORM = "name=dtype[:ndim][/tile], e.g. x=f32, out=f32:2 or z=f16:2/64x64"
@@ -220,11 +222,8 @@ def _parse_consts(text: str) -> dict:
 
 def _names(kernel, constants: bool) -> list[str]:
     """The names of ``kernel``'s runtime parameters, or of its compile-time constants."""
-    from fearless.frontend.tile_params import ConstParam
-    from fearless.kernel.tile import TileKernel
-    if not isinstance(kernel, TileKernel):
-        return [] if constants else [n for n, _ in kernel.params]
-    return [p.name for p in kernel.params if isinstance(p, ConstParam) == constants]
+    from fearless.kernel.params import CONST
+    return [p.name for p in kernel.params if (p.kind is CONST) == constants]
 
 
 def _check_names(kernels, given: dict, option: str, constants: bool) -> None:
@@ -238,77 +237,38 @@ def _check_names(kernels, given: dict, option: str, constants: bool) -> None:
                          f"(those are: {', '.join(known) or 'none'})")
 
 
-def tile_param_types(kernel, signature: dict) -> tuple:
-    """IR types of a tile kernel's runtime parameters, as for 16-byte aligned contiguous tensors
-    whose extents are multiples of 16 (the layout facts a GPU call would usually find)."""
-    from fearless.frontend.tile_params import ConstParam, TensorParam
-    types = []
-    for p in kernel.params:
-        if isinstance(p, ConstParam):
-            continue
-        dt, ndim, tile = signature.get(p.name, (p.dtype, None, None))
-        if dt is None or not isinstance(dt, dtypes.DType):
-            raise UsageError(f"parameter '{p.name}' is generic; give --signature {p.name}=f32")
-        if not isinstance(p, TensorParam):
-            types.append(T.Scalar(dt))
-            continue
-        tile = tile or p.tile_shape
-        ndim = ndim or (len(tile) if tile else 1)
-        if p.role == "out" and not tile:
-            raise UsageError(f"give the rank and tile shape of '{p.name}': --signature "
-                             f"{p.name}={dt.name}:NDIM/TILE, e.g. {p.name}={dt.name}:2/64x64 "
-                             f"for a 2-d output in 64x64 tiles")
-        layout = T.Layout(16, (16,) * ndim, (16,) * (ndim - 1) + (1,), True)
-        types.append(T.TensorView(dt, ndim, T.Role(p.role), tile if p.role == "out" else None,
-                                  layout))
-    return tuple(types)
-
-
 def param_types(kernel, signature: dict) -> tuple:
-    """IR types for ``kernel``'s parameters from annotations, ``signature`` filling the gaps."""
-    from typing import TypeVar
-    from fearless.frontend.annotations import AnyParam, ArrayParam
-    types = []
-    for name, kind in kernel.params:
-        given = signature.get(name)
-        given = given[:2] if given else None
-        if isinstance(kind, ArrayParam):
-            dt = given[0] if given else kind.kind.dtype
-            access = T.Access(kind.kind.access)
-            ndim = kind.kind.ndim
-        elif isinstance(kind, AnyParam):
-            if not given:
-                raise UsageError(f"parameter '{name}' has no annotation; give --signature "
-                                 f"{name}=f32 (or f32:1 for an array)")
-            dt, ndim = given
-            access = T.Access.READ
-        else:
-            dt, ndim = (given[0] if given else kind.dtype), None
-        if dt is None or isinstance(dt, TypeVar):
-            raise UsageError(f"parameter '{name}' is generic; give --signature {name}=f32")
-        types.append(T.Scalar(dt) if ndim is None else T.Array(dt, ndim, access, True))
-    return tuple(types)
+    """The IR types of ``kernel``'s runtime parameters (SIMT or tile) that a call with
+    arguments as ``signature`` describes them would specialise to (``kernel/params.py``):
+    ``signature`` maps a name to (dtype, ndim or None, tile shape or None), the annotations fill
+    the gaps. Raises UsageError for a generic parameter left open, ArgumentTypeError or
+    ContractError for a signature the kernel refuses (as a call would)."""
+    from fearless.kernel import params as P
+    runtime = kernel.runtime_params
+    try:
+        infos = P.signature_infos(runtime, signature)
+    except P.Unspecified as exc:
+        raise UsageError(str(exc)) from None
+    return P.specialise(kernel.name, runtime, infos)
 
 
 def inspect(target: str, stage: str, signature: str, arch: str, consts: str = "") -> int:
-    from fearless.frontend.tile_params import NO_DEFAULT, ConstParam
+    from fearless.kernel.params import CONST, NO_DEFAULT
     from fearless.kernel.tile import TileKernel
     sig, given = _parse_signature(signature), _parse_consts(consts)
     kernels = _kernels(target)
     _check_names(kernels, sig, "--signature", False)
     _check_names(kernels, given, "--const", True)
     for k in kernels:
+        types = param_types(k, sig)
         if isinstance(k, TileKernel):
-            values = {p.name: given.get(p.name, p.default) for p in k.params
-                      if isinstance(p, ConstParam)}
+            values = {p.name: given.get(p.name, p.default) for p in k.params if p.kind is CONST}
             missing = [n for n, v in values.items() if v is NO_DEFAULT]
             if missing:
                 raise UsageError(f"give --const {missing[0]}=... for kernel '{k.name}'")
-            types = tile_param_types(k, sig)
             print(f"// kernel {k.name}, stage {stage}")
             print(k.inspect(stage, types, values, arch), end="")
         else:
-            types = param_types(k, sig)
             print(f"// kernel {k.name}, stage {stage}")
             print(k.inspect(stage, types, arch), end="")
     return 0

@@ -15,8 +15,8 @@ from fearless.ir import types as T
 
 
 def _types(kernel, **signature) -> typing.Types:
-    params = list(zip([name for name, _ in kernel.params],
-                      cli.param_types(kernel, {k: (v, None) for k, v in signature.items()})))
+    params = list(zip([p.name for p in kernel.runtime_params],
+                      cli.param_types(kernel, {k: (v, None, None) for k, v in signature.items()})))
     return typing.infer(kernel.captured, params)
 
 

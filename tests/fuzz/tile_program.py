@@ -22,6 +22,7 @@ import numpy as np
 import fearless as fl
 from fearless import dtypes
 from fearless.dtypes import DType
+from fearless.kernel.params import bind
 from tests.fuzz import classify, data, rules, scalar, tile_control
 from tests.fuzz.gen_simt import ARITH, BITS, PREDS, Draws, _int_window
 from tests.fuzz.options import Options
@@ -336,7 +337,7 @@ class TileProgram:
     def gpu_signature(self, kernel):
         """The types and constants of a GPU launch of these arguments (fresh allocations are
         256-byte aligned, so the layout facts are those of compiling ahead of time)."""
-        values = kernel._bind(self._call_args(self._args), {})
+        values = bind(kernel.name, kernel.params, self._call_args(self._args), {})
         types, _, constants, *_ = kernel._signature(values, "cpu", ahead=True)
         return types, constants
 

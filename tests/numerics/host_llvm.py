@@ -182,7 +182,7 @@ def run_kernel(kernel, types: tuple, args: list, n: int) -> None:
     arrays (written in place) and NumPy scalars ``args``, through its LLVM lowering on the host.
     Raises Unsupported, or AssertionError when a bounds-checked read failed."""
     _target()  # the runtime-library bindings
-    params = [(name, t) for (name, _), t in zip(kernel.params, types)]
+    params = [(p.name, t) for p, t in zip(kernel.params, types)]
     passes = compile_simt(kernel.captured, params, kernel._options(), None, "passes",
                           kernel.contract)
     module, _, _ = lower(passes.fn)

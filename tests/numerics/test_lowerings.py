@@ -212,9 +212,9 @@ def tile_ops(kernel, **signature) -> list[str]:
     """The names of the Tile IR operations ``kernel`` lowers to, read back from its bytecode."""
     from fearless.backends.tileir.lower import lower_tile
     from fearless.backends.tileir.reader import decode
-    from fearless.cli import _parse_signature, tile_param_types
+    from fearless.cli import _parse_signature, param_types
     sig = _parse_signature(",".join(f"{k}={v}" for k, v in signature.items()))
-    fn = kernel.compile_for(tile_param_types(kernel, sig), {}, "cpu").fn
+    fn = kernel.compile_for(param_types(kernel, sig), {}, "cpu").fn
     names = []
 
     def walk(block):
@@ -255,12 +255,12 @@ def test_guarded_tile_kernels_compile_with_tileiras(arch):
     from fearless.backends.tileir import tileiras
     if tileiras.find() is None:
         pytest.skip("tileiras is not installed")
-    from fearless.cli import _parse_signature, tile_param_types
+    from fearless.cli import _parse_signature, param_types
     for kernel, sig in ((tile_mix, "out=i64:1/64,x=i64:1,y=i64:1"),
                         (tile_mix, "out=f16:1/64,x=f16:1,y=f16:1"),
                         (tile_shift, "out=u8:1/64,x=u8:1,y=u8:1"),
                         (tile_convert, "out=bf16:1/64,x=u64:1"),
                         (tile_convert, "out=u32:1/64,x=f32:1")):
-        text = kernel.inspect("cubin", tile_param_types(kernel, _parse_signature(sig)), {},
+        text = kernel.inspect("cubin", param_types(kernel, _parse_signature(sig)), {},
                               arch)
         assert text.startswith("cubin:"), text

@@ -97,7 +97,7 @@ REFUSED = {
 def test_refused_with_the_colliding_threads(name):
     kern = getattr(k, name)
     param, why = REFUSED[name]
-    args = [fl.zeros((64, 64) if t.kind.ndim == 2 else 256, fl.f32) for _, t in kern.params]
+    args = [fl.zeros((64, 64) if p.ndim == 2 else 256, fl.f32) for p in kern.params]
     with pytest.raises(SafetyError) as info:
         kern[kern.prepare((64, 64) if len(args[0].shape) == 2 else 256)](*args)
     msg = str(info.value)

@@ -205,7 +205,7 @@ def _args(kern, n=200):
         pool["x"] = fl.zeros(n, fl.i32)
     if kern is k.atomic_read:
         pool["out"] = fl.zeros(n, fl.i32)
-    return [pool[p] for p, _ in kern.params]
+    return [pool[p.name] for p in kern.params]
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))

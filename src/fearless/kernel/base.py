@@ -2,7 +2,7 @@
 the memory and disk caches, and ``@fearless.func`` device functions.
 
 ``BaseKernel`` holds the user's function, reads its source and parameters once
-(``captured``/``params``), names everything the compiled code depends on (``fingerprint``, the
+(``captured``/``params``: the one parameter model of ``kernel/params.py``), names everything the compiled code depends on (``fingerprint``, the
 disk-cache key), and compiles each specialisation once per process (``compiled``: a lock and a
 memory cache in front of ``cached_compile``, which reads and writes the disk cache).
 ``Kernel`` (``kernel/simt.py``) and ``TileKernel`` (``kernel/tile.py``) add their parameter
@@ -25,6 +25,7 @@ from fearless.compiler import Compiled
 from fearless.config import CONFIG, Config
 from fearless.errors import CompileError
 from fearless.frontend.capture import MISSING, Captured, capture
+from fearless.kernel.params import CONST
 from fearless.runtime import cache, progress
 from fearless.tracebacks import user_facing
 from fearless.version import __version__
@@ -37,8 +38,9 @@ __all__ = ["CONFIG", "VERSION", "BaseKernel", "DeviceFunction", "cached_compile"
 
 class BaseKernel:
     """A kernel function: its source and parameters read on first use, compiled once per
-    specialisation. Subclasses define ``_read_params(captured)`` and ``_key_parts()`` (facts
-    besides the source that decide the code, e.g. tile hints)."""
+    specialisation. Subclasses define ``_read_params(captured)`` (``params.read`` for their
+    track) and ``_key_parts()`` (facts besides the source that decide the code, e.g. tile
+    hints)."""
 
     __fearless_kernel__ = True
 
@@ -48,6 +50,7 @@ class BaseKernel:
         present_as(self, fn)
         self._cap: Captured | None = None
         self._params = None
+        self._runtime_params = None
         self._compiled: dict = {}   # specialisation key -> Compiled
         self._entries: dict = {}    # argument signature -> what a launch needs (subclasses)
         self._lock = threading.Lock()
@@ -61,12 +64,19 @@ class BaseKernel:
         return self._cap
 
     @property
-    def params(self):
-        """The parameters as the subclass reads them from the annotations (read once)."""
+    def params(self) -> list:
+        """The parameters (``kernel.params.Param``), read from the annotations once."""
         _ = self.captured
         return self._params
 
-    def _read_params(self, cap: Captured):
+    @property
+    def runtime_params(self) -> list:
+        """The parameters a launch passes to the GPU: all but the compile-time constants."""
+        if self._runtime_params is None:
+            self._runtime_params = [p for p in self.params if p.kind is not CONST]
+        return self._runtime_params
+
+    def _read_params(self, cap: Captured) -> list:
         raise NotImplementedError
 
     def _key_parts(self) -> list:

@@ -21,15 +21,13 @@ from typing import Any, Callable, overload
 
 import numpy as np
 
-from fearless import dtypes
 from fearless.backends.llvm.shared_pool import pooled_bytes
 from fearless.compiler import Compiled, compile_simt, show
 from fearless.errors import ArgumentTypeError, ContractError, FearlessError, \
     InternalError, LaunchError
-from fearless.frontend.annotations import ArgInfo, ScalarParam, param_kinds, specialize
 from fearless.ir import types as T
 from fearless.passes import PassOptions
-from fearless.kernel import base
+from fearless.kernel import base, params as P
 from fearless.kernel.base import VERSION, BaseKernel, _called, _walk_functions, cached_compile
 from fearless.runtime import ahead, args as args_, cache, device, dispatch, \
     launch as contracts, ownership, pack
@@ -77,7 +75,7 @@ class Kernel(BaseKernel):
     # facts independent of argument types -----------------------------------------------------
 
     def _read_params(self, cap):
-        return param_kinds(cap)
+        return P.read(cap, "simt")
 
     @functools.cached_property
     def index_space(self) -> int:
@@ -119,7 +117,7 @@ class Kernel(BaseKernel):
                              lambda: self._compile(types, backend, arch, prove, fresh), fresh)
 
     def _compile(self, types, backend, arch, prove: bool = True, fresh: bool = False) -> Compiled:
-        params = [(name, t) for (name, _), t in zip(self.params, types)]
+        params = [(p.name, t) for p, t in zip(self.params, types)]
         tools = ["cpu"] if backend == "cpu" else [_llvm_version(), nvjitlink_version(), arch]
         try:
             key = cache.digest([VERSION, cache.compiler_fingerprint(), *tools, repr(types),
@@ -182,20 +180,7 @@ class Kernel(BaseKernel):
 
     def _by_name(self, args: tuple, kwargs: dict) -> tuple:
         """Positional arguments with keyword arguments put in their parameters' places."""
-        if not kwargs:
-            return args
-        names = [n for n, _ in self.params]
-        bound = dict(zip(names, args))
-        for k, v in kwargs.items():
-            if k not in names or k in bound:
-                raise ArgumentTypeError(f"unexpected or repeated argument '{k}'",
-                                        kernel=self.name,
-                                        help=f"parameters: {', '.join(names)}")
-            bound[k] = v
-        missing = [n for n in names if n not in bound]
-        if missing:
-            raise ArgumentTypeError(f"missing argument '{missing[0]}'", kernel=self.name)
-        return tuple(bound[n] for n in names)
+        return tuple(P.bind(self.name, self.params, args, kwargs)) if kwargs else args
 
     @user_facing
     def launch_raw(self, grid, block, *args, shared: int = 0) -> None:
@@ -247,33 +232,29 @@ class Kernel(BaseKernel):
 
     def _entry(self, args, tensors, backend: str, prove: bool = True) -> _Entry:
         """Check the arguments against the parameters and compile (the slow path, once)."""
-        kinds = self.params
-        if len(args) != len(kinds):
-            raise ArgumentTypeError(f"takes {len(kinds)} arguments "
-                                    f"({', '.join(n for n, _ in kinds)}), got {len(args)}",
-                                    kernel=self.name)
+        params = self.params
+        P.arity(self.name, params, len(args))
         infos = []
-        for (name, kind), arg, t in zip(kinds, args, tensors):
-            if isinstance(arg, (bool, int, float, np.generic)):
-                infos.append(ArgInfo(dtypes.of_python_scalar(arg), weak=not isinstance(
-                    arg, (bool, np.generic))))
+        for p, arg, t in zip(params, args, tensors):
+            if P.is_scalar(arg):
+                infos.append(P.scalar_info(arg, "simt"))
                 continue
-            if isinstance(kind, ScalarParam):
+            if p.kind is P.SCALAR:
                 raise ArgumentTypeError(f"expects a scalar, got {type(arg).__name__}",
-                                        kernel=self.name, param=name)
+                                        kernel=self.name, param=p.name)
             if t is None or t.backend != backend:
                 try:
                     as_tensor(arg)
                 except TypeError as exc:
-                    raise ArgumentTypeError(str(exc), kernel=self.name, param=name) from None
+                    raise ArgumentTypeError(str(exc), kernel=self.name, param=p.name) from None
                 where = "host memory" if isinstance(arg, np.ndarray) else type(arg).__name__
                 raise ArgumentTypeError(f"got {where}, which is not an array on the {backend} "
-                                        f"backend", kernel=self.name, param=name,
+                                        f"backend", kernel=self.name, param=p.name,
                                         help="pass fl.asarray(x), or a CUDA array (PyTorch, "
                                              "CuPy) when the backend is cuda")
-            infos.append(ArgInfo(t.dtype, t.ndim, t.is_contiguous()))
-        types = specialize(self.name, kinds, infos)
-        names = [n for n, _ in kinds]
+            infos.append(P.ArgInfo(t.dtype, t.ndim, t.is_contiguous()))
+        types = P.specialise(self.name, params, infos)
+        names = [p.name for p in params]
         if backend == "cpu":
             compiled = self.compile_for(types, "cpu", None, prove)
             # for the GPUs of FEARLESS_CROSS_COMPILE or `fearless compile` too
@@ -376,7 +357,7 @@ class Kernel(BaseKernel):
             entry, info = full, full.compiled.info
         if checked:
             if self.contract is not None and self.contract.requires:
-                contracts.check_requires(self.name, self.contract, info.names, args)
+                contracts.check_requires(self.name, self.contract.requires, info.names, args)
             contracts.check_coverage(self.name, launch, info.params, tensors, info.covered())
             contracts.check_warps(self.name, launch, info.warp_full)
         contracts.check_shared(self.name, launch, info.shared, self.contract)
@@ -391,8 +372,8 @@ class Kernel(BaseKernel):
         contracts.check_compiled(self.name, launch, loaded.registers, loaded.max_threads_per_block)
         requires = None
         if checked and self.contract is not None and self.contract.requires:
-            contract, names = self.contract, info.names
-            requires = lambda a: contracts.check_requires(self.name, contract, names, a)  # noqa: E731
+            relations, names = self.contract.requires, info.names
+            requires = lambda a: contracts.check_requires(self.name, relations, names, a)  # noqa: E731
         axis = max(self.index_space, 1) - 1  # the axis a coarsened kernel repeats along
         grid = dispatch.physical_grid(launch.grid, info.coarsen, axis)
         plan = LaunchPlan(self.name, info, loaded.function, grid, launch.block,
@@ -408,26 +389,10 @@ class Kernel(BaseKernel):
         return (lambda stream: plan.run(args, views, stream)), entry, tensors
 
     def _scalars(self, entry: _Entry, args) -> list:
-        """Scalar arguments converted to their parameter's dtype (None for arrays).
-
-        Like assignment in a kernel, a float never silently becomes an integer or a bool."""
-        out = []
-        for name, ty, arg in zip(entry.names, entry.types, args):
-            if not isinstance(ty, T.Scalar):
-                out.append(None)
-                continue
-            if not ty.dtype.is_float and isinstance(arg, (float, np.floating)):
-                raise ArgumentTypeError(f"got the float {arg!r} for a {ty.dtype} parameter",
-                                        kernel=self.name, param=name,
-                                        help="convert it on the host, e.g. int(x), or declare "
-                                             "the parameter as a float")
-            try:  # floats round once (dtypes.cast); an int that does not fit is refused
-                out.append(dtypes.cast(arg, ty.dtype) if ty.dtype.is_float
-                           else ty.dtype.numpy.type(arg))
-            except (OverflowError, ValueError, TypeError) as exc:
-                raise ArgumentTypeError(f"{arg!r} does not fit {ty.dtype}: {exc}",
-                                        kernel=self.name, param=name) from None
-        return out
+        """Scalar arguments as NumPy scalars of their parameter's dtype (None for arrays), for
+        the cpu backend (``args.converter``: a float never silently becomes an integer)."""
+        return [args_.scalar(self.name, name, arg, ty.dtype) if isinstance(ty, T.Scalar)
+                else None for name, ty, arg in zip(entry.names, entry.types, args)]
 
     # inspection ------------------------------------------------------------------------------
 
@@ -435,7 +400,7 @@ class Kernel(BaseKernel):
     def inspect(self, stage: str, types: tuple, arch: str = "sm_90") -> str:
         """The text of one compile stage (ast, types, ir, passes, llvm, ptx, cubin, sass) for
         ``types``; sass needs nvdisasm or cuobjdump (``BackendError`` without)."""
-        params = [(name, t) for (name, _), t in zip(self.params, types)]
+        params = [(p.name, t) for p, t in zip(self.params, types)]
         try:
             compiled = compile_simt(self.captured, params, self._options(),
                                     arch if stage in ("llvm", "ptx", "cubin", "sass") else None,

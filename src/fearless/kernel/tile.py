@@ -10,28 +10,27 @@
 A call checks everything before it returns its ``DeviceOperation``: argument kinds, dtypes and
 ranks (``ArgumentTypeError``), partitions (an Out must be one; its tile shape must match a shape
 in the annotation, have power-of-two extents, and every Out must give the same grid:
-``ContractError``), moved tensors (``MovedError``) and aliasing between an Out and any other
-argument (``AliasError``). The kernel is compiled once per specialisation: dtypes, ranks, tile
-shapes, ``ft.Const`` values and, on the GPU, the layout facts of each tensor (``ir.types.Layout``:
-alignment and divisibility, which decide whether tileiras can use TMA and tensor cores).
+``ContractError``), moved tensors (``MovedError``), aliasing between an Out and any other
+argument (``AliasError``) and the kernel's ``requires=`` relations (``ContractError``). The
+kernel is compiled once per specialisation (``kernel/params.py``, shared with SIMT kernels):
+dtypes, ranks, tile shapes, ``ft.Const`` values and, on the GPU, the layout facts of each tensor
+(``ir.types.Layout``: alignment and divisibility, which decide whether tileiras can use TMA and
+tensor cores).
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, replace
-from typing import Any, Callable, TypeVar, overload
+from typing import Any, Callable, overload
 
-import numpy as np
-
-from fearless import dtypes
 from fearless.compiler import Compiled, compile_tile, show
 from fearless.errors import ArgumentTypeError, ContractError, FearlessError, InternalError
-from fearless.frontend.tile_params import NO_DEFAULT, ConstParam, ScalarParam, TensorParam, \
-    tile_params
 from fearless.ir import types as T
-from fearless.kernel import base
-from fearless.kernel import tile_fast
+from fearless.kernel import base, params as P, tile_fast
 from fearless.kernel.base import VERSION, BaseKernel, cached_compile
 from fearless.runtime import ahead, cache, device, launch as contracts, tile_launch
+from fearless.runtime.args import scalar
+from fearless.runtime.contract import check_names, requirements
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import load_rebuilding
 from fearless.runtime.partition import Partition
@@ -52,48 +51,29 @@ class _Entry:
 class TileKernel(BaseKernel):
     """A compiled-on-demand tile kernel; calling it returns a lazy ``DeviceOperation``."""
 
-    def __init__(self, fn, *, hints: dict | None = None):
+    def __init__(self, fn, *, hints: dict | None = None, requires=()):
         super().__init__(fn)
         self.hints = dict(hints or {})
+        self.requires = requirements(requires)
+        check_names(self.name, self.requires, list(inspect.signature(fn).parameters))
         self._plans: dict = {}  # fast-path key -> tile_fast.TilePlan (cuda)
 
     def __repr__(self) -> str:
         return f"<fearless tile kernel {self.name}>"
 
     def _read_params(self, cap):
-        return tile_params(cap)
+        return P.read(cap, "tile")
 
     def _key_parts(self) -> list:
         return [repr(sorted(self.hints.items()))]
 
     # binding and checking --------------------------------------------------------------------
 
-    def _bind(self, args, kwargs) -> list:
-        params = self.params
-        if len(args) > len(params):
-            raise ArgumentTypeError(f"takes {len(params)} arguments, got {len(args)}",
-                                    kernel=self.name)
-        bound = dict(zip((p.name for p in params), args))
-        for k, v in kwargs.items():
-            if k in bound or k not in {p.name for p in params}:
-                raise ArgumentTypeError(f"unexpected or repeated argument '{k}'",
-                                        kernel=self.name)
-            bound[k] = v
-        out = []
-        for p in params:
-            if p.name in bound:
-                out.append(bound[p.name])
-            elif isinstance(p, ConstParam) and p.default is not NO_DEFAULT:
-                out.append(p.default)
-            else:
-                raise ArgumentTypeError(f"missing argument '{p.name}'", kernel=self.name)
-        return out
-
-    def _tensor(self, p: TensorParam, arg, backend: str) -> Tensor:
+    def _tensor(self, p: P.Param, arg, backend: str) -> Tensor:
         def fail(msg, help=None):
             raise ArgumentTypeError(msg, kernel=self.name, param=p.name, help=help)
 
-        if p.role == "out":
+        if p.kind is P.OUT:
             if not isinstance(arg, Partition):
                 fail(f"expects a partition (ft.Out), got {type(arg).__name__}",
                      help=f"pass t.partition(tile_shape); the kernel '{self.name}' writes one "
@@ -129,63 +109,38 @@ class TileKernel(BaseKernel):
                         t.ndim > 0 and (t.strides[-1] == 1 or t.shape[-1] == 1))
 
     def _signature(self, values, backend: str, ahead: bool = False):
-        """Check every argument; return (types, names, constants, tensors, scalars, grid)."""
-        types, names, tensors, scalars, constants = [], [], [], [], {}
-        grid, grid_from, bound = None, None, {}
+        """Check every argument; return (types, names, constants, tensors, grid)."""
+        infos, names, tensors, constants = [], [], [], {}
+        grid, grid_from = None, None
         for p, arg in zip(self.params, values):
-            if isinstance(p, ConstParam):
-                constants[p.name] = _const(self.name, p, arg)
+            if p.kind is P.CONST:
+                constants[p.name] = P.const_value(self.name, p, arg)
                 continue
             names.append(p.name)
-            if isinstance(p, TensorParam):
-                t = self._tensor(p, arg, backend)
-                dt = self._bind_dtype(p, t.dtype, bound)
-                tile_shape = None
-                if p.role == "out":
-                    tile_shape = tuple(arg.tile_shape)
-                    _check_partition(self.name, p, t, tile_shape)
-                    g = tuple(arg.grid)
-                    if grid is not None and g != grid:
-                        raise ContractError(f"its partition gives the grid {g}, but '{grid_from}'"
-                                            f" gives {grid}", kernel=self.name, param=p.name,
-                                            help="partition every output so that they have "
-                                                 "the same number of tiles along each axis")
-                    grid, grid_from = g, p.name
-                types.append(T.TensorView(dt, t.ndim, T.Role(p.role), tile_shape,
-                                          self._layout(t, backend, ahead)))
-                tensors.append(t)
-                scalars.append(None)
-            else:
-                dt = self._scalar_dtype(p, arg, bound)
-                types.append(T.Scalar(dt))
+            if p.kind is P.SCALAR:
+                if not P.is_scalar(arg):
+                    raise ArgumentTypeError(f"expects a scalar, got {type(arg).__name__}",
+                                            kernel=self.name, param=p.name)
+                infos.append(P.scalar_info(arg, "tile"))
                 tensors.append(None)
-                scalars.append(_scalar_value(self.name, p, arg, dt))
-        contracts.check_arguments(self.name, names, [getattr(t, "role", None) is T.Role.OUT
-                                                     for t in types], tensors)
-        return tuple(types), names, constants, tensors, scalars, grid
-
-    def _bind_dtype(self, p: TensorParam, dt, bound: dict):
-        want = p.dtype
-        if isinstance(want, TypeVar):
-            if want in bound and bound[want] is not dt:
-                raise ArgumentTypeError(f"has dtype {dt}, but {want.__name__} is already "
-                                        f"{bound[want]}", kernel=self.name, param=p.name)
-            bound[want] = dt
-        elif want is not None and want is not dt:
-            help = (f"partition a tensor of dtype {want}, e.g. fl.empty(shape, fl.{want})"
-                    f".partition(tile)" if p.role == "out" else
-                    f"convert it: fl.asarray({p.name}, fl.{want})")
-            raise ArgumentTypeError(f"expects dtype {want}, got {dt}", kernel=self.name,
-                                    param=p.name, help=help)
-        return dt
-
-    def _scalar_dtype(self, p: ScalarParam, arg, bound: dict):
-        if not isinstance(arg, (bool, int, float, np.generic)):
-            raise ArgumentTypeError(f"expects a scalar, got {type(arg).__name__}",
-                                    kernel=self.name, param=p.name)
-        if isinstance(p.dtype, TypeVar):
-            return bound.get(p.dtype) or _tile_scalar_dtype(arg)
-        return p.dtype or _tile_scalar_dtype(arg)
+                continue
+            t = self._tensor(p, arg, backend)
+            tile_shape = None
+            if p.kind is P.OUT:
+                tile_shape, g = tuple(arg.tile_shape), tuple(arg.grid)
+                if grid is not None and g != grid:
+                    raise ContractError(f"its partition gives the grid {g}, but '{grid_from}'"
+                                        f" gives {grid}", kernel=self.name, param=p.name,
+                                        help="partition every output so that they have "
+                                             "the same number of tiles along each axis")
+                grid, grid_from = g, p.name
+            infos.append(P.ArgInfo(t.dtype, t.ndim, tile_shape=tile_shape,
+                                   layout=self._layout(t, backend, ahead)))
+            tensors.append(t)
+        types = P.specialise(self.name, self.runtime_params, infos)
+        contracts.check_arguments(self.name, names, [p.written for p in self.runtime_params],
+                                  tensors)
+        return types, names, constants, tensors, grid
 
     # compiling -------------------------------------------------------------------------------
 
@@ -197,8 +152,7 @@ class TileKernel(BaseKernel):
                              lambda: self._compile(types, constants, backend, arch, fresh), fresh)
 
     def _ir_params(self, types):
-        names = [p.name for p in self.params if not isinstance(p, ConstParam)]
-        return list(zip(names, types))
+        return [(p.name, t) for p, t in zip(self.runtime_params, types)]
 
     def cache_key(self, types: tuple, constants: dict, arch: str | None) -> str:
         """The disk-cache key of one specialisation (``arch`` None: the cpu backend's IR).
@@ -269,13 +223,19 @@ class TileKernel(BaseKernel):
                     op = plan.operation(found[3], found[1], found[2])
                     if op is not None:
                         return op
-        values = self._bind(args, kwargs)
+        values = P.bind(self.name, self.params, args, kwargs)
         backend = device.current_backend()
         only = ahead.compiling_ahead()
-        types, names, constants, tensors, scalars, grid = self._signature(values, backend, only)
-        runtime = [(p, v) for p, v in zip(self.params, values) if not isinstance(p, ConstParam)]
-        reads = [t for (p, _), t in zip(runtime, tensors) if t is not None and p.role == "in"]
-        partitions = [v for p, v in runtime if isinstance(p, TensorParam) and p.role == "out"]
+        types, names, constants, tensors, grid = self._signature(values, backend, only)
+        if self.requires:
+            self._check_requires([p.name for p in self.params], values)
+        runtime = [(p, v) for p, v in zip(self.params, values) if p.kind is not P.CONST]
+        # the cpu backend interprets NumPy scalars; a cubin's slots take Python numbers
+        scalars = [None if t is not None else
+                   scalar(self.name, name, v, ty.dtype, slot=backend == "cuda")
+                   for name, (_, v), ty, t in zip(names, runtime, types, tensors)]
+        reads = [t for (p, _), t in zip(runtime, tensors) if p.kind is P.IN]
+        partitions = [v for p, v in runtime if p.kind is P.OUT]
         targets = ahead.archs(base.CONFIG) if backend == "cpu" or only else ()
         if targets:  # the specialisation a GPU would compile: with the tensors' layout facts
             gpu_types = types if only else tuple(  # the checks passed: only layouts differ
@@ -298,19 +258,31 @@ class TileKernel(BaseKernel):
                 else:
                     tile_launch.launch_cuda(loaded, grid, tensors, scalars, stream)
             if loaded is not None and not kwargs:
-                self._remember(args, types, entry)
+                self._remember(args, types, constants, entry)
         return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
                                partitions=partitions, label=f"kernel '{self.name}'")
 
-    def _remember(self, args, types, entry) -> None:
-        """Keep the plan of a call the slow path accepted, under its fast-path key."""
+    def _check_requires(self, names: list, values) -> None:
+        """Every ``requires=`` relation holds for these arguments (ContractError)."""
+        contracts.check_requires(self.name, self.requires, names, values,
+                                 what="the kernel's requirement",
+                                 fix="change the kernel's requires=")
+
+    def _remember(self, args, types, constants: dict, entry) -> None:
+        """Keep the plan of a call the slow path accepted, under its fast-path key (which
+        holds the constants' values: the plan's ``requires`` check reuses them)."""
         found = tile_fast.signature(self.params, args)
         if found is None:
             return
-        runtime = [p for p in self.params if not isinstance(p, ConstParam)]
+        runtime = self.runtime_params
         scalar_dtypes = {k: ty.dtype for k, ty in enumerate(types) if isinstance(ty, T.Scalar)}
+        requires = None
+        if self.requires:
+            names = [p.name for p in runtime] + list(constants)
+            fixed = tuple(constants.values())
+            requires = lambda values: self._check_requires(names, values + fixed)  # noqa: E731
         self._plans[found[0]] = tile_fast.TilePlan(self.name, runtime, entry.loaded,
-                                                   scalar_dtypes)
+                                                   scalar_dtypes, requires)
 
     def _entry(self, types, names, constants, backend) -> _Entry:
         key = (types, tuple(sorted(constants.items())), backend)
@@ -329,66 +301,25 @@ class TileKernel(BaseKernel):
         return entry
 
 
-def _tile_scalar_dtype(arg) -> dtypes.DType:
-    """The dtype of an unannotated scalar argument of a tile kernel: NumPy scalars keep theirs;
-    a Python float is f32 and a Python int i32 (i64 when it does not fit), as in Triton, so
-    that ``t * s`` keeps an f32 tile in f32 on the GPU."""
-    if isinstance(arg, np.generic) or isinstance(arg, bool):
-        return dtypes.of_python_scalar(arg)
-    if isinstance(arg, float):
-        return dtypes.f32
-    return dtypes.i32 if -(1 << 31) <= arg < (1 << 31) else dtypes.i64
-
-
-def _check_partition(kernel: str, p: TensorParam, t: Tensor, tile_shape: tuple) -> None:
-    if len(tile_shape) != t.ndim:
-        raise ContractError(f"a {t.ndim}-d tensor partitioned into {len(tile_shape)}-d tiles",
-                            kernel=kernel, param=p.name)
-    if p.tile_shape is not None and tuple(p.tile_shape) != tile_shape:
-        raise ContractError(f"the partition's tile shape {tile_shape} disagrees with the "
-                            f"kernel's static tile shape {tuple(p.tile_shape)}",
-                            kernel=kernel, param=p.name,
-                            help=f"partition it with t.partition({tuple(p.tile_shape)})")
-    if any(n & (n - 1) for n in tile_shape):
-        raise ContractError(f"tile shape {tile_shape} has an extent that is not a power of two",
-                            kernel=kernel, param=p.name,
-                            help="Tile IR tiles have power-of-two extents; the edge tiles of a "
-                                 "tensor may be partial, so any tensor shape works")
-
-
-def _const(kernel: str, p: ConstParam, arg):
-    want = p.type
-    if want in (int, float, bool) and not isinstance(arg, want) or \
-            (want is int and isinstance(arg, bool)):
-        raise ArgumentTypeError(f"expects a compile-time {getattr(want, '__name__', want)}, "
-                                f"got {arg!r}", kernel=kernel, param=p.name)
-    return arg
-
-
-def _scalar_value(kernel: str, p: ScalarParam, arg, dt):
-    if not dt.is_float and isinstance(arg, (float, np.floating)):
-        raise ArgumentTypeError(f"got the float {arg!r} for a {dt} parameter", kernel=kernel,
-                                param=p.name)
-    try:  # floats round once (dtypes.cast); an int that does not fit is refused
-        return dtypes.cast(arg, dt) if dt.is_float else dt.numpy.type(arg)
-    except (OverflowError, ValueError, TypeError) as exc:
-        raise ArgumentTypeError(f"{arg!r} does not fit {dt}: {exc}", kernel=kernel,
-                                param=p.name) from None
+@overload
+def kernel(fn: Callable[..., Any], *, hints: dict | None = None,
+           requires: Any = ()) -> TileKernel: ...
 
 
 @overload
-def kernel(fn: Callable[..., Any], *, hints: dict | None = None) -> TileKernel: ...
-
-
-@overload
-def kernel(fn: None = None, *,
-           hints: dict | None = None) -> Callable[[Callable[..., Any]], TileKernel]: ...
+def kernel(fn: None = None, *, hints: dict | None = None,
+           requires: Any = ()) -> Callable[[Callable[..., Any]], TileKernel]: ...
 
 
 @user_facing
-def kernel(fn=None, *, hints: dict | None = None):
+def kernel(fn=None, *, hints: dict | None = None, requires=()):
     """Decorator: make ``fn`` a tile kernel. ``hints``: Tile IR optimisation hints per arch,
-    for example ``{"sm_90": {"num_cta_in_cga": 2, "occupancy": 1}}``."""
+    for example ``{"sm_90": {"num_cta_in_cga": 2, "occupancy": 1}}``. ``requires``: size
+    relations between parameters (one, or a tuple), as in ``fl.Contract(requires=...)``: a
+    comparison over parameter names, ``len(tensor)`` (its first extent), integer literals and
+    ``+ - * //``, as a string or a lambda; checked at every call before anything is enqueued, a
+    failure is a ContractError showing both sides. Raises ContractError at decoration for a
+    relation outside that grammar or naming something other than a parameter."""
     if fn is None:
-        return lambda f: kernel(f, hints=hints)
-    return TileKernel(fn, hints=hints)
+        return lambda f: kernel(f, hints=hints, requires=requires)
+    return TileKernel(fn, hints=hints, requires=requires)

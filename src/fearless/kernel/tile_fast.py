@@ -9,17 +9,17 @@ checked everything the slow way and compiled, the kernel keeps a plan under that
 call builds its ``DeviceOperation`` from the plan with the per-call checks only: partitions
 free, one grid over every Out, no memory shared between an Out and another argument, fearless
 inputs neither moved nor claimed by a pending operation (else the slow path, which raises the
-error). Anything else (keyword arguments, defaults, TypeVar scalars, foreign types) takes the
-slow path.
+error), the kernel's ``requires=`` relations, the scalars' conversions. Anything else (keyword
+arguments, defaults, arguments of other types) takes the slow path.
 """
 from __future__ import annotations
 
-from fearless.frontend.tile_params import ConstParam, ScalarParam, TensorParam
+from fearless.errors import ArgumentTypeError
+from fearless.kernel.params import CONST, IN, OUT, SCALAR
 from fearless.runtime import args as args_, pack
-from fearless.runtime.args import HI, LO, OBJ, PTR, SCALAR_TYPES, SHAPE, STRIDES
+from fearless.runtime.args import HI, LO, OBJ, PTR, SCALAR_TYPES, SHAPE, STRIDES, converter
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.partition import Partition
-from fearless.runtime.plan import converter
 from fearless.runtime.stream import check_order
 from fearless.runtime.tensor import Tensor
 from fearless.runtime.tile_launch import hardware_grid
@@ -54,35 +54,36 @@ def signature(params, args):
     key, views, outs, values = [], [], [], []
     for p, v in zip(params, args):
         kind = type(v)
-        cls = type(p)
-        if cls is ConstParam:
+        pk = p.kind
+        if pk is CONST:
             key.append((kind, v))
             continue
-        if cls is TensorParam:
-            if p.role == "out":
-                if kind is not Partition or v._ended or v._holder is not None:
-                    return None
-                view = args_.of_tensor(v._tensor)
-                facts = layout_facts(view)
-                key.append((view[0], v.tile_shape, facts))
-                outs.append(v)
-            else:
-                if kind is Partition:
-                    return None
-                read = readers.get(kind) or args_.reader(kind, "cuda")
-                view = read(v, 0)
-                if view is None:
-                    return None
-                facts = layout_facts(view)
-                key.append((view[0], facts))
-            if facts is None:
+        if pk is OUT:
+            if kind is not Partition or v._ended or v._holder is not None:
                 return None
-            views.append(view)
-        elif cls is ScalarParam and kind in SCALAR_TYPES:
+            view = args_.of_tensor(v._tensor)
+            facts = layout_facts(view)
+            key.append((view[0], v.tile_shape, facts))
+            outs.append(v)
+        elif pk is IN:
+            if kind is Partition:
+                return None
+            read = readers.get(kind) or args_.reader(kind, "cuda")
+            view = read(v, 0)
+            if view is None:
+                return None
+            facts = layout_facts(view)
+            key.append((view[0], facts))
+        elif pk is SCALAR and kind in SCALAR_TYPES:
             key.append((kind, -(1 << 31) <= v < (1 << 31)) if kind is int else kind)
             views.append(v)
+            values.append(v)
+            continue
         else:
             return None
+        if facts is None:
+            return None
+        views.append(view)
         values.append(v)
     return tuple(key), views, outs, tuple(values)
 
@@ -90,19 +91,21 @@ def signature(params, args):
 class TilePlan:
     """One compiled tile kernel for one argument signature, ready to build operations.
 
-    ``loaded``: the LoadedTile; ``scalars``: (index among runtime parameters, converter) pairs;
-    ``ins``/``out_index``: which runtime parameters are In tensors and Outs."""
+    ``loaded``: the LoadedTile; ``scalars``: (index among runtime parameters, name,
+    ``args.converter``) triples; ``ins``/``outs``: which runtime parameters are In tensors and
+    Outs; ``requires``: None, or a check of the kernel's ``requires=`` relations that takes the
+    runtime arguments (the constants are part of the plan's key)."""
 
-    __slots__ = ("kernel", "loaded", "scalars", "ins", "outs", "label", "names", "written")
+    __slots__ = ("kernel", "loaded", "scalars", "ins", "outs", "label", "names", "written",
+                 "requires")
 
-    def __init__(self, kernel: str, runtime_params, loaded, scalar_dtypes: dict):
-        self.kernel, self.loaded = kernel, loaded
+    def __init__(self, kernel: str, runtime_params, loaded, scalar_dtypes: dict,
+                 requires=None):
+        self.kernel, self.loaded, self.requires = kernel, loaded, requires
         self.scalars = tuple((k, runtime_params[k].name, converter(dt))
                              for k, dt in scalar_dtypes.items())
-        self.ins = tuple(k for k, p in enumerate(runtime_params)
-                         if type(p) is TensorParam and p.role != "out")
-        self.outs = tuple(k for k, p in enumerate(runtime_params)
-                          if type(p) is TensorParam and p.role == "out")
+        self.ins = tuple(k for k, p in enumerate(runtime_params) if p.kind is IN)
+        self.outs = tuple(k for k, p in enumerate(runtime_params) if p.kind is OUT)
         self.label = f"kernel '{kernel}'"
         self.names = [p.name for p in runtime_params]
         self.written = [k in self.outs for k in range(len(runtime_params))]
@@ -128,9 +131,14 @@ class TilePlan:
             for k, v in enumerate(views):
                 if k != w and type(v) is tuple and v[LO] < hi and lo < v[HI]:
                     return None
+        if self.requires is not None:
+            self.requires(runtime_args)
         a = list(views)
-        for k, name, convert in self.scalars:
-            a[k] = convert(name, runtime_args[k])
+        try:
+            for k, name, convert in self.scalars:
+                a[k] = convert(name, runtime_args[k])
+        except ArgumentTypeError as exc:
+            raise exc.with_kernel(self.kernel) from None
         loaded, name, names, written = self.loaded, self.kernel, self.names, self.written
         hw = hardware_grid(grid, loaded.grouped)
         empty = 0 in grid

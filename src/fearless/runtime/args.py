@@ -16,15 +16,20 @@ and OVERLAP bits: memory the producer marked read-only, elements sharing memory)
 
 A reader returns None when the argument is not an array on ``device`` (the launcher then reports
 it with the parameter's name) and raises TypeError for an array fearless cannot take.
+
+Scalar arguments convert to their parameter's dtype in one place, ``converter`` (both tracks,
+both backends, the fast and the slow path).
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
 import numpy as np
 
 from fearless import dtypes
+from fearless.errors import ArgumentTypeError
 from fearless.runtime.tensor import Tensor, _extent as element_extent, as_tensor, \
     overlaps
 
@@ -139,3 +144,44 @@ def _reader_of(kind: type, backend: str):
         if cupy is not None and issubclass(kind, cupy.ndarray):
             return of_cupy
     return of_any
+
+
+@functools.cache
+def converter(dt: dtypes.DType, slot: bool = True):
+    """``convert(param name, value)``: a scalar argument converted to ``dt`` by the rules of
+    assignment in a kernel: a float never silently becomes an integer or a bool; floats round
+    once (``dtypes.cast``); an integer, Python's or NumPy's, that ``dt`` cannot hold is refused
+    (a bool parameter takes any integer: ``x != 0``). ``slot``: the value as its ABI slot takes
+    it (a Python number; 16-bit floats as their bits), else a NumPy scalar of ``dt`` (what the
+    cpu backend interprets). Raises ArgumentTypeError naming the parameter (the caller adds the
+    kernel). One converter per (dtype, slot), made once."""
+    np_type = dt.numpy.type
+    is_float, is_bool = dt.is_float, dt.is_bool
+    bits16 = slot and is_float and dt.bits == 16
+
+    def convert(name, value):
+        if not is_float and isinstance(value, (float, np.floating)):
+            raise ArgumentTypeError(f"got the float {value!r} for a {dt} parameter", param=name,
+                                    help="convert it on the host, e.g. int(x), or declare "
+                                         "the parameter as a float")
+        try:
+            if is_float:
+                v = dtypes.cast(value, dt)
+            elif type(value) is int or is_bool:
+                v = np_type(value)  # NumPy refuses a Python int out of range
+            else:  # a NumPy integer would wrap: refuse it as its Python int is refused
+                v = np_type(int(value))
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise ArgumentTypeError(f"{value!r} does not fit {dt}: {exc}", param=name) from None
+        if bits16:
+            return int(v.view(np.uint16))
+        return v.item() if slot else v
+    return convert
+
+
+def scalar(kernel: str, name: str, value, dt: dtypes.DType, slot: bool = False):
+    """``converter(dt, slot)(name, value)``, its errors naming ``kernel`` too."""
+    try:
+        return converter(dt, slot)(name, value)
+    except ArgumentTypeError as exc:
+        raise exc.with_kernel(kernel) from None

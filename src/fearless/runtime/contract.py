@@ -12,7 +12,9 @@ maximum above 48 KB opts the kernel in to the device's larger limit when it is l
 ``min_compute_capability``: ``(major, minor)``. ``requires``: size relations between parameters,
 one comparison each (``== != < <= > >=``) over parameter names, ``len(array)``, integer literals,
 ``+ - * //`` and parentheses, as a string or a lambda over parameter names; checked at every
-launch, a failure is a ContractError that shows the relation and both sides' values.
+launch, a failure is a ContractError that shows the relation and both sides' values. Tile
+kernels take the same relations as ``@ft.kernel(requires=...)`` (``requirements``,
+``check_names``).
 
 Checked when the kernel is decorated (``ContractError``): the fields' shapes and ranges, a block
 within ``max_threads`` and 1024 threads, and that ``requires`` names only parameters. Following
@@ -50,19 +52,21 @@ class Requirement:
     def names(self) -> set[str]:
         return {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id != "len"}
 
-    def check(self, kernel: str, env: dict) -> None:
+    def check(self, kernel: str, env: dict, what: str = "the contract's requirement",
+              fix: str = "change the kernel's contract") -> None:
         """Raise ContractError unless the relation holds for the launch's arguments ``env``
-        (parameter name -> Tensor or number)."""
+        (parameter name -> array, tensor, partition or number); the message calls the relation
+        ``what``, and its help line ends with ``fix``."""
         lhs, rhs = (_evaluate(kernel, self.text, node, env)
                     for node in (self.tree.left, self.tree.comparators[0]))
         symbol, compare = _CMP[type(self.tree.ops[0])]
         if not compare(lhs, rhs):
-            raise ContractError(f"the launch breaks the contract's requirement `{self.text}`: "
+            raise ContractError(f"the launch breaks {what} `{self.text}`: "
                                 f"{ast.unparse(self.tree.left)} = {lhs}, "
                                 f"{ast.unparse(self.tree.comparators[0])} = {rhs}, and "
                                 f"{lhs} {symbol} {rhs} is false", kernel=kernel,
-                                help="pass arguments whose sizes satisfy the requirement, or "
-                                     "change the kernel's contract")
+                                help=f"pass arguments whose sizes satisfy the requirement, or "
+                                     f"{fix}")
 
 
 def _evaluate(kernel: str, text: str, node, env: dict) -> int:
@@ -135,6 +139,24 @@ def _lambda_body(fn):
     return None
 
 
+def requirements(value) -> tuple[Requirement, ...]:
+    """A ``requires=`` value (one string or lambda, or a tuple of them) as Requirements.
+    Raises ContractError for a relation outside the grammar of the module docstring."""
+    items = value if isinstance(value, tuple) else (value,)
+    return tuple(r if isinstance(r, Requirement) else requirement(r) for r in items)
+
+
+def check_names(kernel: str, requirements: tuple, params: list[str]) -> None:
+    """Refuse (ContractError) requirements that name something other than ``kernel``'s
+    parameters ``params``."""
+    for r in requirements:
+        unknown = sorted(r.names() - set(params))
+        if unknown:
+            raise ContractError(f"requires `{r.text}` names {', '.join(unknown)}, which "
+                                f"{'is' if len(unknown) == 1 else 'are'} not a parameter",
+                                kernel=kernel, help=f"the parameters are {', '.join(params)}")
+
+
 def requirement(item) -> Requirement:
     if isinstance(item, str):
         return Requirement(item.strip(), _parse(item))
@@ -199,9 +221,7 @@ class Contract:
             raise ContractError(f"Contract dynamic_shared {self.dynamic_shared!r} must be bytes "
                                 f">= 0, or a (lo, hi) range with lo <= hi")
         _ints("min_compute_capability", self.min_compute_capability, 2)
-        items = self.requires if isinstance(self.requires, tuple) else (self.requires,)
-        object.__setattr__(self, "requires", tuple(
-            r if isinstance(r, Requirement) else requirement(r) for r in items))
+        object.__setattr__(self, "requires", requirements(self.requires))
 
     @property
     def shared_range(self) -> tuple[int, int]:
@@ -213,13 +233,7 @@ class Contract:
 
     def bind(self, kernel: str, params: list[str]) -> None:
         """Refuse requirements that name something other than ``kernel``'s parameters."""
-        for r in self.requires:
-            unknown = sorted(r.names() - set(params))
-            if unknown:
-                raise ContractError(f"requires `{r.text}` names {', '.join(unknown)}, which "
-                                    f"{'is' if len(unknown) == 1 else 'are'} not a parameter",
-                                    kernel=kernel,
-                                    help=f"the parameters are {', '.join(params)}")
+        check_names(kernel, self.requires, params)
 
     def key(self) -> str:
         """What of the contract the compiled code depends on (the disk-cache key)."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import sys
 
+from fearless.errors import ArgumentTypeError
 from fearless.runtime import device, dispatch, ownership, pack
 from fearless.runtime import stream as streams
 from fearless.runtime.args import FLAGS, HI, KEY, LO, SHAPE, _TORCH_DTYPES, _torch_dtypes, \
@@ -65,7 +66,8 @@ def build(plan, args, views):
         scope = {"_device": device, "_olocal": ownership._local, "_slocal": streams._local,
                  "_current": streams.unchosen_stream, "_pack": pack,
                  "_of_tensor": of_tensor,
-                 "_words": dispatch.error_words, "_LEASES": LEASE_BATCH}
+                 "_words": dispatch.error_words, "_LEASES": LEASE_BATCH,
+                 "_ArgumentTypeError": ArgumentTypeError}
         exec(compile(source, f"<fearless fast launch of {plan.kernel}>", "exec"), scope)
         factory = _CODE[source] = scope["make"]
     return factory(**{name: consts[name] for name in sorted(consts)})
@@ -133,14 +135,17 @@ def _run(plan, consts: dict) -> list[str]:
     if plan.requires is not None:
         consts["REQUIRES"] = plan.requires
         lines.append("    REQUIRES(args)")
+    if plan.scalars:  # converted before the writes are recorded; a refusal: the general path
+        lines.append("    try:")
+        for k, convert in plan.scalars:
+            consts[f"C{k}"] = convert
+            lines.append(f"        c{k} = C{k}({plan.names[k]!r}, a{k})")
+        lines += ["    except _ArgumentTypeError:", "        return False"]
     written = [k for k in plan.written if k in owned]
     if written:
         lines += ["    if stream._leases:", "        seq = stream.seq = stream.seq + 1"]
         lines += [f"        a{k}._storage.writer = (stream, seq)" for k in written]
     values = []
-    for k, convert in plan.scalars:
-        consts[f"C{k}"] = convert
-        lines.append(f"    c{k} = C{k}({plan.names[k]!r}, a{k})")
     for k in range(n):
         values.append(f"v{k}" if k in plan.arrays else f"c{k}")
     lines.append("    word = 0")

@@ -263,11 +263,15 @@ def _device_contract(name: str, contract, limits: Limits) -> None:
                             f"GPU has {have[0]}.{have[1]}", kernel=name)
 
 
-def check_requires(kernel: str, contract, names: list[str], args) -> None:
-    """Every ``requires`` relation of ``contract`` holds for this launch's arguments."""
+def check_requires(kernel: str, requirements, names: list[str], args,
+                   what: str = "the contract's requirement",
+                   fix: str = "change the kernel's contract") -> None:
+    """Every relation of ``requirements`` (a contract's or a tile kernel's ``requires``) holds
+    for this launch's arguments, ``names[i]`` the parameter of ``args[i]``; else ContractError
+    (``Requirement.check``: ``what`` names the relation, ``fix`` ends the help line)."""
     env = dict(zip(names, args))  # arrays have a shape; len() reads its first extent
-    for requirement in contract.requires:
-        requirement.check(kernel, env)
+    for requirement in requirements:
+        requirement.check(kernel, env, what, fix)
 
 
 SHARED_LIMIT = 48 * 1024  # bytes per block without the opt-in attribute (sm_80+)

@@ -18,12 +18,9 @@ repeat launch then does work proportional to its arguments (``LaunchPlan.run``):
 """
 from __future__ import annotations
 
-import numpy as np
-
-from fearless import dtypes
 from fearless.errors import ArgumentTypeError
 from fearless.runtime import dispatch, fastcall, pack
-from fearless.runtime.args import FLAGS, HI, LO, OBJ, SHAPE
+from fearless.runtime.args import FLAGS, HI, LO, OBJ, SHAPE, converter
 from fearless.runtime.stream import check_order
 from fearless.runtime.tensor import Tensor
 
@@ -33,13 +30,13 @@ class LaunchPlan:
 
     ``function``: the CUfunction/CUkernel address; ``grid``/``block``: three axes each, as
     launched; ``shared``: dynamic shared bytes; ``params``: the ParamBuffer; ``written``,
-    ``arrays``: parameter indices; ``scalars``: (index, converter) pairs; ``sites``: bounds
+    ``arrays``: parameter indices; ``scalars``: (index, ``args.converter``) pairs; ``sites``: bounds
     sites (an error word per launch when any); ``threads``: a coarsened kernel's thread count;
     ``shapes``: the argument shapes the slow path last checked (None: none yet)."""
 
     __slots__ = ("kernel", "names", "function", "grid", "block", "shared", "params", "written",
                  "arrays", "scalars", "sites", "threads", "shapes", "requires", "empty",
-                 "is_written", "fasts")
+                 "fasts")
 
     def __init__(self, kernel: str, info, function: int, grid: tuple, block: tuple, shared: int,
                  params: pack.ParamBuffer, threads: int = 0, requires=None):
@@ -50,7 +47,6 @@ class LaunchPlan:
         self.empty = 0 in self.grid
         self.written = tuple(k for k, p in enumerate(info.params) if p.is_array and p.written)
         self.arrays = tuple(k for k, p in enumerate(info.params) if p.is_array)
-        self.is_written = [p.is_array and p.written for p in info.params]
         self.scalars = tuple((k, converter(p.dtype)) for k, p in enumerate(info.params)
                              if not p.is_array)
         self.sites = info.bounds_sites
@@ -94,6 +90,12 @@ class LaunchPlan:
         the writes of other streams to its fearless tensors (``stream.check_order``)."""
         if self.requires is not None:
             self.requires(args)
+        a = list(views)  # scalars converted before this launch records its writes
+        try:
+            for k, convert in self.scalars:
+                a[k] = convert(self.names[k], args[k])
+        except ArgumentTypeError as exc:
+            raise exc.with_kernel(self.kernel) from None
         if stream._leases:  # check_order's common case inline: no write from another stream
             for k in self.arrays:
                 obj = views[k][OBJ]
@@ -101,7 +103,8 @@ class LaunchPlan:
                         obj._storage.writer[0] is not stream:
                     tensors = [v[OBJ] if type(v) is tuple and type(v[OBJ]) is Tensor else None
                                for v in views]
-                    check_order(stream, self.kernel, self.names, tensors, self.is_written)
+                    check_order(stream, self.kernel, self.names, tensors,
+                                [j in self.written for j in range(len(views))])
                     break
             else:
                 seq = 0
@@ -111,9 +114,6 @@ class LaunchPlan:
                         if not seq:
                             seq = stream.seq = stream.seq + 1
                         obj._storage.writer = (stream, seq)
-        a = list(views)
-        for k, convert in self.scalars:
-            a[k] = convert(self.names[k], args[k])
         word = 0
         if self.sites:
             word = dispatch.error_words(stream).acquire(
@@ -127,23 +127,3 @@ class LaunchPlan:
                         self.params.fill(a, word, self.threads), self.kernel)
         stream.lease(args)
 
-
-def converter(dt: dtypes.DType):
-    """``convert(param name, value)``: a scalar argument as its ABI slot takes it, by the
-    rules of assignment in a kernel (a float never silently becomes an integer or a bool;
-    floats round once, ``dtypes.cast``; an integer that does not fit is refused). Raises
-    ArgumentTypeError (the kernel name is added by the caller)."""
-    np_type = dt.numpy.type
-    bits16 = dt.is_float and dt.bits == 16
-
-    def convert(name, value):
-        if not dt.is_float and isinstance(value, (float, np.floating)):
-            raise ArgumentTypeError(f"got the float {value!r} for a {dt} parameter", param=name,
-                                    help="convert it on the host, e.g. int(x), or declare "
-                                         "the parameter as a float")
-        try:
-            v = dtypes.cast(value, dt) if dt.is_float else np_type(value)
-        except (OverflowError, ValueError, TypeError) as exc:
-            raise ArgumentTypeError(f"{value!r} does not fit {dt}: {exc}", param=name) from None
-        return int(v.view(np.uint16)) if bits16 else v.item()
-    return convert

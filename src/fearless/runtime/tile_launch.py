@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from fearless.runtime import pack
 from fearless.runtime.args import of_tensor
 from fearless.runtime.stream import Stream
@@ -63,18 +61,13 @@ def hardware_grid(grid: tuple, grouped: bool) -> tuple:
 
 def launch_cuda(loaded: LoadedTile, grid: tuple, tensors: list, scalars: list,
                 stream: Stream) -> None:
-    """Enqueue one tile-kernel launch on ``stream`` (asynchronous)."""
+    """Enqueue one tile-kernel launch on ``stream`` (asynchronous); ``scalars``: per scalar
+    parameter its value as its slot takes it (``args.converter``)."""
     if 0 in grid:
         return
-    a = [of_tensor(t) if t is not None else _slot_value(s) for t, s in zip(tensors, scalars)]
+    a = [of_tensor(t) if t is not None else s for t, s in zip(tensors, scalars)]
     pack.launch(loaded.function, hardware_grid(grid, loaded.grouped), (1, 1, 1), 0,
                 stream.handle, loaded.params.fill(a), loaded.name)
-
-
-def _slot_value(v):
-    """A scalar argument (a NumPy scalar of its parameter's dtype) as its slot holds it."""
-    half = v.dtype.itemsize == 2 and (v.dtype.kind == "f" or v.dtype.name == "bfloat16")
-    return int(v.view(np.uint16)) if half else v.item()
 
 
 def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list) -> None:
