@@ -2,6 +2,7 @@
 
     ft.Out[T] / ft.Out[T, shape]   -> TensorParam(role OUT)   a partition, one tile per block
     ft.In[T]                       -> TensorParam(role IN)    any tensor, read-only
+    ft.Atomic[T]                   -> TensorParam(role ATOMIC) any tensor, atomic updates only
     f32, int, a TypeVar, none      -> ScalarParam             a runtime scalar
     ft.Const[int] = 64             -> ConstParam              a compile-time constant
 
@@ -26,7 +27,7 @@ NO_DEFAULT = object()
 @dataclass(frozen=True)
 class TensorParam:
     name: str
-    role: str                             # "in" or "out"
+    role: str                             # "in", "out" or "atomic"
     dtype: Any                            # DType, TypeVar or None
     tile_shape: tuple[int, ...] | None    # an Out's static tile shape, if annotated
 
@@ -76,7 +77,11 @@ def tile_params(cap: Captured) -> list[TileParam]:
         out.append(param)
     if not any(isinstance(p, TensorParam) and p.role == "out" for p in out):
         raise CompileError("a tile kernel needs an ft.Out parameter: its partition gives the grid",
-                           kernel=cap.name, span=cap.span(cap.tree))
+                           kernel=cap.name, span=cap.span(cap.tree),
+                           help="an ft.Atomic tensor gives no grid: also pass an Out partition "
+                                "(for example of per-tile results)" if any(
+                               isinstance(p, TensorParam) and p.role == "atomic" for p in out)
+                           else None)
     return out
 
 
@@ -94,7 +99,7 @@ def _param(name: str, ann, cap: Captured, node) -> TileParam:
         return ScalarParam(name, _dtype(ann, cap, node))
     raise CompileError(f"annotation {ann!r} is not a tile-kernel parameter kind",
                        kernel=cap.name, param=name, span=cap.span(node.annotation or node),
-                       help="use ft.Out[T], ft.In[T], a dtype, or ft.Const[int]")
+                       help="use ft.Out[T], ft.In[T], ft.Atomic[T], a dtype, or ft.Const[int]")
 
 
 def _dtype(value, cap, node):

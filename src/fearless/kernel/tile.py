@@ -10,8 +10,9 @@
 A call checks everything before it returns its ``DeviceOperation``: argument kinds, dtypes and
 ranks (``ArgumentTypeError``), partitions (an Out must be one; its tile shape must match a shape
 in the annotation, have power-of-two extents, and every Out must give the same grid:
-``ContractError``), moved tensors (``MovedError``) and aliasing between an Out and any other
-argument (``AliasError``). The kernel is compiled once per specialisation: dtypes, ranks, tile
+``ContractError``), moved tensors (``MovedError``) and aliasing between an Out or an Atomic
+tensor and any other argument (``AliasError``). An Atomic tensor is held by the operation as
+written until it is synced. The kernel is compiled once per specialisation: dtypes, ranks, tile
 shapes, ``ft.Const`` values and, on the GPU, the layout facts of each tensor (``ir.types.Layout``:
 alignment and divisibility, which decide whether tileiras can use TMA and tensor cores).
 """
@@ -101,7 +102,8 @@ class TileKernel(BaseKernel):
             t = arg._launch_tensor(f"pass it to kernel '{self.name}'")
         else:
             if isinstance(arg, Partition):
-                fail("expects a shared read-only tensor (ft.In), got a partition",
+                fail("expects a shared read-only tensor (ft.In), got a partition"
+                     if p.role == "in" else "expects a tensor (ft.Atomic), got a partition",
                      help="pass the tensor itself")
             try:
                 t = arg if isinstance(arg, Tensor) else as_tensor(arg)
@@ -160,8 +162,8 @@ class TileKernel(BaseKernel):
                 types.append(T.Scalar(dt))
                 tensors.append(None)
                 scalars.append(_scalar_value(self.name, p, arg, dt))
-        contracts.check_arguments(self.name, names, [getattr(t, "role", None) is T.Role.OUT
-                                                     for t in types], tensors)
+        contracts.check_arguments(self.name, names, [isinstance(t, T.TensorView) and
+                                                     t.role.written for t in types], tensors)
         return tuple(types), names, constants, tensors, scalars, grid
 
     def _bind_dtype(self, p: TensorParam, dt, bound: dict):
@@ -275,6 +277,8 @@ class TileKernel(BaseKernel):
         types, names, constants, tensors, scalars, grid = self._signature(values, backend, only)
         runtime = [(p, v) for p, v in zip(self.params, values) if not isinstance(p, ConstParam)]
         reads = [t for (p, _), t in zip(runtime, tensors) if t is not None and p.role == "in"]
+        writes = [t for (p, _), t in zip(runtime, tensors) if t is not None and
+                  p.role == "atomic"]
         partitions = [v for p, v in runtime if isinstance(p, TensorParam) and p.role == "out"]
         targets = ahead.archs(base.CONFIG) if backend == "cpu" or only else ()
         if targets:  # the specialisation a GPU would compile: with the tensors' layout facts
@@ -294,13 +298,15 @@ class TileKernel(BaseKernel):
             def enqueue(stream):
                 check_order(stream, self.name, names, tensors, written)
                 if loaded is None:
-                    tile_launch.launch_cpu(fn, grid, params, tensors, scalars)
+                    tile_launch.launch_cpu(fn, grid, params, tensors, scalars,
+                                           base.CONFIG.racecheck)
                 else:
                     tile_launch.launch_cuda(loaded, grid, tensors, scalars, stream)
             if loaded is not None and not kwargs:
                 self._remember(args, types, entry)
         return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
-                               partitions=partitions, label=f"kernel '{self.name}'")
+                               writes=writes, partitions=partitions,
+                               label=f"kernel '{self.name}'")
 
     def _remember(self, args, types, entry) -> None:
         """Keep the plan of a call the slow path accepted, under its fast-path key."""
