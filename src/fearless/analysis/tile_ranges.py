@@ -16,8 +16,9 @@ reads the join of every value stored to it anywhere (a variable that feeds its o
 ``i = i + 1`` in a loop, is unknown). Anything else is unknown (``TOP``).
 
 Soundness: forms are exact integers; an op whose result may not fit its dtype (so that the
-machine value may have wrapped) gives the dtype's whole range, without terms. Block coordinates
-are below 2**31 (the tile grid).
+machine value may have wrapped) gives the dtype's whole range, without terms, which is also the
+form of any integer the rules do not know (a load's, for instance). Block coordinates are below
+2**31 (the tile grid).
 """
 from __future__ import annotations
 
@@ -139,7 +140,7 @@ def _fit(form: Form, t) -> Form:
     """``form`` if its every value fits the integer dtype of type ``t``, else that dtype's whole
     range (the machine value may have wrapped)."""
     d = t.dtype
-    if not d.is_int or d.is_bool:
+    if not d.is_int:
         return TOP
     lo, hi = int_range(d)
     span_lo = form.lo + sum(min(0, c * BLOCK_MAX) for _, c in form.terms)
@@ -184,8 +185,8 @@ class Ranges:
             f = self._form(value)
         finally:
             self.busy.discard(key)
-        if isinstance(value.type, (Scalar, Tile)) and f is not TOP:
-            f = _fit(f, value.type)
+        if isinstance(value.type, (Scalar, Tile)):
+            f = _fit(f, value.type)  # an unknown integer is still one of its dtype
         self.cache[key] = f
         return f
 

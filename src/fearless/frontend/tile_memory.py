@@ -124,10 +124,11 @@ def values(c: _Call, fv, dtype: dtypes.DType, shape: tuple, node, what: str):
 
 
 def _result(c: _Call, value, scalar: bool):
-    """A one-element access made of scalar coordinates gives a scalar."""
+    """A one-element access made of scalar coordinates gives a scalar: its one element, taken
+    by a reduction (the op that turns a tile into a scalar)."""
     if not scalar:
         return value
-    return c.b.create("tile.reshape", [value], [T.Scalar(value.type.dtype)]).result
+    return c.b.create("tile.reduce", [value], attrs={"kind": "max", "axis": 0}).result
 
 
 def _spans(c: _Call, names: tuple, *args: str) -> tuple:
