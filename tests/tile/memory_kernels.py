@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+import fearless as fl
 from fearless import f32, i32
 from fearless import tile as ft
 
@@ -115,36 +116,45 @@ def histogram(ranks: ft.Out[i32], hist: ft.Atomic[i32], x: ft.In[i32]):
     ranks.store(hist.add(b, 1))
 
 
+@fl.func
+def coordinates(idx, old):
+    """``idx``'s tile at ``old``'s own tile, -1 (outside any tensor: skipped) past its end,
+    where the load pads with 0, which is a coordinate like any other."""
+    n = old.tile_shape[0]
+    k = old.tile_index[0] * n + ft.arange(n)
+    return ft.where(k < idx.shape[0], ft.load_like(idx, old), -1)
+
+
 @ft.kernel
 def scatter_add(old: ft.Out[T], acc: ft.Atomic[T], idx: ft.In[i32], v: ft.In[T]):
-    old.store(acc.add(ft.load_like(idx, old), ft.load_like(v, old)))
+    old.store(acc.add(coordinates(idx, old), ft.load_like(v, old)))
 
 
 @ft.kernel
 def scatter_max(old: ft.Out[T], acc: ft.Atomic[T], idx: ft.In[i32], v: ft.In[T]):
-    old.store(acc.max(ft.load_like(idx, old), ft.load_like(v, old)))
+    old.store(acc.max(coordinates(idx, old), ft.load_like(v, old)))
 
 
 @ft.kernel
 def scatter_min(old: ft.Out[T], acc: ft.Atomic[T], idx: ft.In[i32], v: ft.In[T]):
-    old.store(acc.min(ft.load_like(idx, old), ft.load_like(v, old)))
+    old.store(acc.min(coordinates(idx, old), ft.load_like(v, old)))
 
 
 @ft.kernel
 def scatter_exchange(old: ft.Out[T], acc: ft.Atomic[T], idx: ft.In[i32], v: ft.In[T]):
-    old.store(acc.exchange(ft.load_like(idx, old), ft.load_like(v, old)))
+    old.store(acc.exchange(coordinates(idx, old), ft.load_like(v, old)))
 
 
 @ft.kernel
 def scatter_cas(old: ft.Out[T], acc: ft.Atomic[T], idx: ft.In[i32], expected: ft.In[T],
                 desired: ft.In[T]):
-    old.store(acc.compare_exchange(ft.load_like(idx, old), ft.load_like(expected, old),
+    old.store(acc.compare_exchange(coordinates(idx, old), ft.load_like(expected, old),
                                    ft.load_like(desired, old)))
 
 
 @ft.kernel
 def add_2d(old: ft.Out[i32], acc: ft.Atomic[i32], rows: ft.In[i32], cols: ft.In[i32]):
-    old.store(acc.add((ft.load_like(rows, old), ft.load_like(cols, old)), 1))
+    old.store(acc.add((coordinates(rows, old), ft.load_like(cols, old)), 1))
 
 
 @ft.kernel

@@ -32,7 +32,10 @@ def launch(kernel, *args, **constants):
 
 
 def poisoned(shape, dtype=f32):
-    return fl.full(shape, np.nan if dtype.is_float else -7, dtype)
+    """A tensor of values no kernel here writes: NaN, -7, or the largest unsigned value."""
+    if dtype.is_float:
+        return fl.full(shape, np.nan, dtype)
+    return fl.full(shape, -7 if dtype.is_signed else np.iinfo(dtype.numpy).max, dtype)
 
 
 def rng(seed):
