@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fearless import dtypes
 from fearless.dtypes import int_range
 from fearless.ir.core import Function
 from fearless.ir.types import Scalar, Tile
@@ -45,15 +46,18 @@ class Form:
         """The form as source-like text; ``names`` maps an axis to its coordinate's text."""
         parts = [f"{(names or {}).get(a, f'tile_index[{a}]')} * {c}" if c != 1 else
                  (names or {}).get(a, f"tile_index[{a}]") for a, c in self.terms]
-        if self.lo == -math.inf and self.hi == math.inf:
-            return " + ".join(parts + ["any integer"]) if parts else "any integer"
-        lo = "-inf" if self.lo == -math.inf else int(self.lo)
-        hi = "inf" if self.hi == math.inf else int(self.hi)
-        rng = f"[{lo}, {hi}]"
-        return " + ".join(parts + [f"a value in {rng}"]) if parts else f"a value in {rng}"
+        whole = next((f"any {d.name} value" for d in _WHOLE
+                      if (self.lo, self.hi) == int_range(d)), None)
+        if whole is None:
+            lo = "-inf" if self.lo == -math.inf else int(self.lo)
+            hi = "inf" if self.hi == math.inf else int(self.hi)
+            whole = f"a value in [{lo}, {hi}]"
+        return " + ".join(parts + [whole])
 
 
 TOP = Form()
+_WHOLE = (dtypes.i8, dtypes.u8, dtypes.i16, dtypes.u16, dtypes.i32, dtypes.u32, dtypes.i64,
+          dtypes.u64)  # the ranges a description names by their dtype
 
 
 def _const(n: int) -> Form:

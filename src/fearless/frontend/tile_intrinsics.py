@@ -94,9 +94,10 @@ def _view_attribute(gen, view: Value, attr: str, node):
         if attr in M.ATOMIC_METHODS:
             return Static(BoundMethod(attr, view))
         if attr in ("tile_shape", "tile_index") or attr in _VIEW_METHODS:
-            raise gen.error(node, f"an Atomic tensor has no '{attr}': every tile block updates "
-                                  f"it, through its atomic methods only", cls=SafetyError,
-                            help="its methods are " + ", ".join(M.ATOMIC_METHODS))
+            raise SafetyError(f"an Atomic tensor has no '{attr}': every tile block updates "
+                              f"it, through its atomic methods only", kernel=gen.ctx.kernel,
+                              param=view.hint, span=gen.span(node),
+                              help="its methods are " + ", ".join(M.ATOMIC_METHODS))
     elif attr in M.ATOMIC_METHODS:
         M.refuse_atomic_on(gen, view, attr, node)
     if out and attr in _VIEW_METHODS:

@@ -74,13 +74,13 @@ def coordinates(c: _Call, x, indices, names: tuple, arg: str = "indices"):
     ndim = x.type.ndim
     if len(items) != ndim:
         raise _error(c, node, f"'{x.hint}' is {ndim}-d: it takes {ndim} coordinate"
-                              f"{'s' if ndim > 1 else ''}, got {len(items)}",
+                              f"{'s' if ndim > 1 else ''}, got {len(items)}", param=x.hint,
                      help="give one integer tile per axis, as a tuple: (rows, cols)")
     for item in items:
         d = item.type.dtype if is_tile(item) else _scalar_dtype(c, item)
         if d is None or not d.is_int:
             what = item.type if is_tile(item) else _describe(item)
-            raise _error(c, node, f"coordinates must be integers, got {what}",
+            raise _error(c, node, f"coordinates must be integers, got {what}", param=x.hint,
                          help="convert them with .astype(fl.i32)")
     shapes = [item.type.shape for item in items if is_tile(item)]
     try:
@@ -237,15 +237,17 @@ def load_padding(c: _Call, x, padding, node) -> float | None:
         return None
     value = padding.value if isinstance(padding, Const) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _error(c, node, f"padding must be a constant: {LOAD_PADDINGS}",
+        raise _error(c, node, f"padding must be a constant: {LOAD_PADDINGS}", param=x.hint,
                      help="Tile IR pads a tile with one of these values")
     value = float(value)
-    special = math.isnan(value) or math.isinf(value) or (value == 0 and math.copysign(1, value) < 0)
+    special = math.isnan(value) or math.isinf(value) or \
+        (value == 0 and math.copysign(1, value) < 0)
     if value != 0 and not special:
         raise _error(c, node, f"a load pads with {LOAD_PADDINGS}, not {padding.value!r}",
+                     param=x.hint,
                      help="Tile IR pads a tile with one of these values; for another, gather "
                           "with ft.gather(x, indices, padding=...) or choose with ft.where")
     if special and not x.type.dtype.is_float:
-        raise _error(c, node, f"a {x.type.dtype} tensor pads only with 0, not {padding.value!r}",
-                     help="infinities, NaN and -0.0 are float values")
+        raise _error(c, node, f"{x.type.dtype} tensors pad only with 0, not {padding.value!r}",
+                     param=x.hint, help="infinities, NaN and -0.0 are float values")
     return None if value == 0 and not special else value

@@ -105,5 +105,7 @@ def _check_elements(fn: Function, op, ranges: Ranges, name: str) -> None:
             f"they are {form.describe(names)}", kernel=fn.name, param=name,
             span=spans[1] or op.span,
             help=f"build them as {base} + an offset from ft.arange, % {n}, & {n - 1} or a clamp "
-                 f"(ft.minimum/ft.maximum); to write anywhere, declare the parameter "
-                 f"ft.Atomic[{t.dtype}] and use its exchange or add")
+                 f"(ft.minimum/ft.maximum)" + (
+                     f"; to write anywhere, declare the parameter ft.Atomic[{t.dtype}] and use "
+                     f"its exchange or add" if op.name == "tile.scatter" else
+                     "; other tiles of an output belong to other tile blocks"))

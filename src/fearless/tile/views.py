@@ -3,9 +3,10 @@
 As for SIMT kernels (``fearless.simt.views``, which explains the approach): the compiler reads a
 tile kernel's annotations as kinds (``fearless.tile.lang``) and never runs its body; these
 classes tell a type checker what the body's values offer. ``In``, ``Out`` and ``Atomic`` are the
-tensor parameters (``Out[f16, (64, 64)]`` is accepted, its subscript ignored); ``Tile`` is a tile value,
-with NumPy-style elementwise operators; ``Const[int]`` is ``int`` to the checker, so a default
-(``bk: ft.Const[int] = 64``) checks. Shapes and dtypes are checked by the compiler, not here.
+tensor parameters (``Out[f16, (64, 64)]`` is accepted, its subscript ignored); ``Tile`` is a tile
+value, with NumPy-style elementwise operators; ``Const[int]`` is ``int`` to the checker, so a
+default (``bk: ft.Const[int] = 64``) checks. Shapes and dtypes are checked by the compiler, not
+here.
 No method here runs.
 """
 from __future__ import annotations

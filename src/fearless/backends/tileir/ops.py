@@ -180,8 +180,8 @@ _op("store_view_tko", 102, *_MEM_HEAD, _o("tile"), _o("view"), Field("opnds", "i
     Field("opnd?", "token"))
 
 # pointer tiles: gathers, scatters and atomics (Ops.td LoadPtrTkoOp, StorePtrTkoOp,
-# AtomicRMWTkoOp, AtomicCASTkoOp, OffsetOp, PtrToPtrOp; all 13.1). Flag bits: optional attributes, then
-# optional operands, in declaration order.
+# AtomicRMWTkoOp, AtomicCASTkoOp, OffsetOp, PtrToPtrOp; all 13.1). Flag bits: optional
+# attributes, then optional operands, in declaration order.
 _op("offset", 81, _res(), _o("ptr"), _o("offset"))
 _op("ptr_to_ptr", 87, _res(), *_SRC)
 _op("load_ptr_tko", 61, Field("resn", n=2), _flags("scope", "hints", "mask", "padding", "token"),
