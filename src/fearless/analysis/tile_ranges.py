@@ -13,7 +13,9 @@ is in ``[0, 63]`` whatever ``x`` is), ``&`` with a non-negative constant, ``min`
 (clamps), ``where`` of two forms with the same terms, casts, shape ops (broadcast, reshape,
 permute, splat), max/min reductions, loop counters of ``range`` loops, and variables: a slot
 reads the join of every value stored to it anywhere (a variable that feeds its own updates,
-``i = i + 1`` in a loop, is unknown). Anything else is unknown (``TOP``).
+``i = i + 1`` in a loop, is unknown), and of its initial 0 unless the read is definitely after
+a store (one earlier in its own region or an enclosing one, or in both branches of an earlier
+``if``). Anything else is unknown (``TOP``).
 
 Soundness: forms are exact integers; an op whose result may not fit its dtype (so that the
 machine value may have wrapped) gives the dtype's whole range, without terms, which is also the
@@ -168,6 +170,8 @@ class Ranges:
         self.defs: dict[int, object] = {}      # id(value) -> defining op
         self.loops: dict[int, object] = {}     # id(loop counter) -> its scf.for
         self.stores: dict[int, list] = {}      # id(slot) -> values stored to it
+        self.where: dict[int, tuple] = {}      # id(op) -> (its region, index there, parent op)
+        self._place(fn.body, None)
         for op in fn.walk():
             for r in op.results:
                 self.defs[id(r)] = op
@@ -177,6 +181,21 @@ class Ranges:
                 self.stores.setdefault(id(op.operands[0]), []).append(op.operands[1])
         self.cache: dict[int, Form] = {}
         self.busy: set[int] = set()
+
+    def _place(self, region, parent) -> None:
+        for k, op in enumerate(region.ops):
+            self.where[id(op)] = (region, k, parent)
+            for sub in op.regions:
+                self._place(sub, op)
+
+    def assigned(self, op, slot) -> bool:
+        """Whether every path to ``op`` stores to ``slot`` first."""
+        while op is not None:
+            region, k, parent = self.where[id(op)]
+            if any(_stores(earlier, slot) for earlier in region.ops[:k]):
+                return True
+            op = parent
+        return False
 
     def form(self, value) -> Form:
         key = id(value)
@@ -226,5 +245,17 @@ class Ranges:
         if name == "tile.reduce" and op.attrs.get("kind") in ("max", "min"):
             return self.form(op.operands[0])
         if name == "local.load":
-            return join(self.form(v) for v in self.stores.get(id(op.operands[0]), ()))
+            slot = op.operands[0]
+            forms = [self.form(v) for v in self.stores.get(id(slot), ())]
+            return join(forms if self.assigned(op, slot) else forms + [_const(0)])
         return TOP
+
+
+def _stores(op, slot) -> bool:
+    """Whether ``op`` stores to ``slot`` on every path through it: a store, or an ``if`` that
+    does in both branches."""
+    if op.name == "local.store":
+        return op.operands[0] is slot
+    if op.name == "scf.if":
+        return all(any(_stores(o, slot) for o in region.ops) for region in op.regions)
+    return False

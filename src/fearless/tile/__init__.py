@@ -37,4 +37,5 @@ def __getattr__(name: str):
 
 __all__ = ["kernel", "TileKernel", "In", "Out", "Atomic", "Const", "load", "load_like", "gather",
            "scatter", "zeros", "full", "arange", "cdiv", "mma", "broadcast", "reshape", "permute",
-           "transpose", "where", "exp", "exp2", "log", "sqrt", "rsqrt", "tanh", "maximum", "minimum", "argmax"]
+           "transpose", "where", "exp", "exp2", "log", "sqrt", "rsqrt", "tanh", "maximum",
+           "minimum", "argmax"]

@@ -5,8 +5,9 @@ semantics of gathers, scatters and atomics (docs/semantics.md).
   order of the tile. An element is inside when every coordinate is in ``[0, extent)``.
 * ``tile.gather``: the inside elements read the tensor; the others give the padding.
 * ``tile.scatter``: the inside elements are written (the own-tile pass proved they are the
-  block's own). Two elements with one coordinate are a data race: with the race detector on,
-  the launch raises RaceError when it ends; the last of them in row-major order is written.
+  block's own, and this rule checks it: an element of another tile is an InternalError). Two
+  elements with one coordinate are a data race: with the race detector on, the launch raises
+  RaceError when it ends; the last of them in row-major order is written.
 * ``tile.atomic`` / ``tile.atomic_cas``: the inside elements update the tensor one at a time,
   in row-major order (the GPU's order is not defined), each result being the value just before
   its own update; the others update nothing and give 0. Integer adds wrap; float adds round
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fearless.errors import RaceError
+from fearless.errors import InternalError, RaceError
+from fearless.ir.types import Role
 
 
 def _coordinates(block, op, first: int):
@@ -31,8 +33,23 @@ def _coordinates(block, op, first: int):
     return view, vals[1:first], coords, inside
 
 
+def _own_tile_only(block, op, coords, inside) -> None:
+    """The own-tile pass's claim, checked where it matters: an Out is reached only inside the
+    block's own tile."""
+    t = op.operands[0].type
+    if t.role is not Role.OUT:
+        return
+    for axis, (c, n) in enumerate(zip(coords, t.tile_shape)):
+        lo = block.coords[axis] * n
+        if ((c[inside] < lo) | (c[inside] >= lo + n)).any():
+            raise InternalError(f"{op.name} of '{op.operands[0].hint}' left the own tile of "
+                                f"tile block {block.coords} along axis {axis}, but the own-tile "
+                                f"pass let it through")
+
+
 def gather(block, op):
     view, (pad,), coords, inside = _coordinates(block, op, 2)
+    _own_tile_only(block, op, coords, inside)
     t = op.results[0].type
     out = np.full(t.shape, pad, t.dtype.numpy)
     out[inside] = view[tuple(c[inside] for c in coords)]
@@ -41,6 +58,7 @@ def gather(block, op):
 
 def scatter(block, op):
     view, (value,), coords, inside = _coordinates(block, op, 2)
+    _own_tile_only(block, op, coords, inside)
     at = tuple(c[inside] for c in coords)
     flat = np.ravel_multi_index(at, view.shape) if at[0].size else at[0]
     unique, first_from_end = np.unique(flat[::-1], return_index=True)
