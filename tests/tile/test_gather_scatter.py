@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import fearless as fl
-from fearless import f32, i32
+from fearless import bf16, bool_, f16, f32, f64, i32, i64, u8
 from fearless.backends.tileir import tileiras
 from fearless.errors import RaceError
 from fearless.runtime import ahead, device
-from tests.support import BACKENDS, CROSS_ARCHS
+from tests.support import BACKENDS, CROSS_ARCHS, random_array
 from tests.tile import memory_kernels as K
 
 
@@ -32,9 +32,10 @@ def launch(kernel, *args, **constants):
 
 
 def poisoned(shape, dtype=f32):
-    """A tensor of values no kernel here writes: NaN, -7, or the largest unsigned value."""
-    if dtype.is_float:
-        return fl.full(shape, np.nan, dtype)
+    """A tensor of values no kernel here writes: NaN, -7, or the largest unsigned value (bool:
+    False, whose tests write every element)."""
+    if dtype.is_float or dtype.is_bool:
+        return fl.full(shape, np.nan if dtype.is_float else False, dtype)
     return fl.full(shape, -7 if dtype.is_signed else np.iinfo(dtype.numpy).max, dtype)
 
 
@@ -53,13 +54,13 @@ def padded(x: np.ndarray, tiles: tuple) -> np.ndarray:
 # gathers ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-@pytest.mark.parametrize("dtype", [f32, i32])
+@pytest.mark.parametrize("dtype", [f32, i32, bool_, u8, f16, bf16, i64, f64])
 def test_gather_1d_reads_the_indices_and_pads_outside(backend, dtype):
     n, m = 1000, 700  # x has n elements; the output (and idx) m, in tiles of 128 (one partial)
-    x = (rng(1).standard_normal(n) * 100).astype(dtype.numpy)
+    x = random_array(dtype, n, 1)
     idx = rng(2).integers(-40, n + 40, m).astype(np.int32)
     idx[:4] = [0, n - 1, -1, n]  # both ends and the first coordinate outside each side
-    pad = dtype.numpy.type(-3.5 if dtype.is_float else -3)
+    pad = dtype.numpy.type(True if dtype.is_bool else 3 if dtype.is_int else -3.5)
     out, *_ = launch(K.gather_1d, poisoned(m, dtype).partition(128), fl.asarray(x),
                      fl.asarray(idx), pad)
     inside = (idx >= 0) & (idx < n)
