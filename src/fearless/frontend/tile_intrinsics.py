@@ -5,13 +5,15 @@ fall back to them for everything the two languages share (math functions, casts,
 ``len``, device functions). Methods of tensors and tiles (``out.store(t)``, ``t.astype(f16)``)
 are ``BoundMethod`` statics, dispatched by ``call``.
 
-The only way to write an Out partition is ``out.store(t)``, with no position: a store to another
-tile block's tile cannot be written, and trying (``out.store(t, (i + 1, j))``) is a SafetyError.
-Reads of an Out are held to the same rule, since another block may be writing the tile it would
-read and Tile IR tokens order only one block's own operations: ``out.load()``, and ``ft.load`` /
-``ft.load_like`` only where the position and shape are provably the block's own tile (the
-coordinates are ``out.tile_index`` itself). The own-tile pass (``passes/own_tile.py``) checks
-those reads; a ``tile.load`` of an Out carries the spans of its arguments for its diagnostics.
+An Out partition is written by ``out.store(t)``, with no position: a store to another tile
+block's tile cannot be written, and trying (``out.store(t, (i + 1, j))``) is a SafetyError; and
+by ``ft.scatter`` at coordinates proved inside the own tile. Reads of an Out are held to the same
+rule, since another block may be writing the tile it would read and Tile IR tokens order only
+one block's own operations: ``out.load()``, and ``ft.load`` / ``ft.load_like`` only where the
+position and shape are provably the block's own tile (the coordinates are ``out.tile_index``
+itself). The own-tile pass (``passes/own_tile.py``) checks those reads and the scatters; a
+``tile.load`` of an Out carries the spans of its arguments for its diagnostics. Gathers,
+scatters, the atomics of an ``ft.Atomic`` tensor and load paddings are ``tile_memory.py``'s.
 """
 from __future__ import annotations
 
