@@ -80,7 +80,10 @@ def test_signatures_name_the_keywords_the_compiler_takes():
     assert sig[fl.warp.shuffle_xor] == ["value", "lane_mask", "mask", "width"]
     assert sig[fl.mma.ldmatrix] == ["shared", "index", "count", "trans"]
     assert sig[fl.async_copy] == ["dst", "slot", "src", "index", "size", "cache"]
-    assert sig[ft.load] == ["x", "index", "shape", "latency", "allow_tma"]
+    assert sig[ft.load] == ["x", "index", "shape", "latency", "allow_tma", "padding"]
+    assert sig[ft.load_like] == ["x", "out", "latency", "allow_tma", "padding"]
+    assert sig[ft.gather] == ["x", "indices", "padding"]
+    assert sig[ft.scatter] == ["out", "indices", "values"]
     assert sig[ft.sum][:3] == ["t", "axis", "keepdims"]
     assert inspect.signature(fl.warp.reduce_sum).parameters["mask"].default == fl.warp.FULL
 

@@ -4,6 +4,7 @@ Tile IR orders two memory operations only when a token connects them: the memory
 (passes/memory_order.py) says which loads and stores of an Out tensor must be ordered, and the
 lowering (backends/tileir/lower.py) threads tokens per Out tensor accordingly. Checked three
 ways: the emitted Tile IR, read back with our reader, has every load and store of an Out tensor
+(and every gather, scatter and atomic, through pointer tiles, of an Out or Atomic tensor)
 waiting (through joins, loop-carried tokens and ``if`` results) for each earlier conflicting
 operation on it, while loads of In tensors stay unordered; tileiras compiles those kernels for
 sm_80 and sm_90; and the kernels compute the float64 NumPy reference on the CPU backend and on
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 import fearless as fl
-from fearless import f16, f32, i64
+from fearless import f16, f32, i32, i64
 from fearless.backends.tileir import builder as tb
 from fearless.backends.tileir import tileiras
 from fearless.backends.tileir.lower import abi
@@ -24,6 +25,7 @@ from fearless.backends.tileir.tir import F32, I32, Module, ptr, tensor_view, til
 from fearless.compiler import compile_tile
 from fearless.ir import types as T
 from tests.support import BACKENDS, on_cpu
+from tests.tile import memory_kernels as M
 from tests.tile import tile_kernels as K
 
 U16, U32 = 2.0 ** -11, 2.0 ** -24  # unit roundoff of f16 and f32
@@ -40,12 +42,23 @@ KERNELS = {  # name: (kernel, IR parameter types, constants)
     "store_load_in_branch": (K.store_load_in_branch, (OUT1, IN1, T.Scalar(i64)), {}),
     "rmsnorm_rope": (K.rmsnorm_rope, ROPE, {"half": 16}),
     "read_own_tile": (K.read_own_tile, (OUT2, OUT2, IN2), {}),
+    "reverse_tiles": (M.reverse_tiles, (OUT1, IN1), {}),
+    "gather_own_after_scatter": (M.gather_own_after_scatter, (OUT1, IN1), {}),
+    "scatter_wrapped": (M.scatter_wrapped, (T.TensorView(i32, 1, T.Role.OUT, (64,)),
+                                            T.TensorView(i32, 1, T.Role.IN)), {}),
+    "scatter_max": (M.scatter_max, (OUT1, T.TensorView(f32, 1, T.Role.ATOMIC),
+                                    T.TensorView(i32, 1, T.Role.IN), IN1), {}),
+    "tickets": (M.tickets, (T.TensorView(i32, 1, T.Role.OUT, (64,)),
+                            T.TensorView(i32, 1, T.Role.ATOMIC)), {}),
 }
 
 
 # the check over the emitted Tile IR -------------------------------------------------------------
 
-_MEMORY = ("load_view_tko", "store_view_tko")
+_READS = ("load_view_tko", "load_ptr_tko")
+_MEMORY = _READS + ("store_view_tko", "store_ptr_tko", "atomic_rmw_tko", "atomic_cas_tko")
+_POINTERS = {"load_ptr_tko": "source", "store_ptr_tko": "destination",
+             "atomic_rmw_tko": "pointers", "atomic_cas_tko": "pointers"}
 
 
 def _walk(block, path=()):
@@ -56,11 +69,16 @@ def _walk(block, path=()):
             yield from _walk(region, path + ((op, k),))
 
 
-def _param_of(view) -> int:
-    """The entry parameter index of the pointer under a partition view."""
-    value = view.owner.fields["source"].owner.fields["base"]
+def _param_of(op) -> int:
+    """The entry parameter index of the pointer under a memory op's partition view or pointer
+    tile (through offset, ptr_to_ptr, broadcast, reshape and assume)."""
+    if op.name in _POINTERS:
+        value = op.fields[_POINTERS[op.name]]
+    else:
+        value = op.fields["view"].owner.fields["source"].owner.fields["base"]
     while value.owner is not None and not hasattr(value.owner, "params"):
-        value = value.owner.fields["value"]  # through `assume`
+        fields = value.owner.fields
+        value = fields.get("ptr") or fields.get("source") or fields["value"]
     return value.index
 
 
@@ -117,17 +135,16 @@ def unordered_pairs(module: Module, roles: list) -> list[str]:
     for anything is reported too (it would serialise for nothing)."""
     (fn,) = module.functions
     sources = _token_sources(fn)
-    ops = [(op, path, _param_of(op.fields["view"])) for op, path in _walk(fn.body)
-           if op.name in _MEMORY]
+    ops = [(op, path, _param_of(op)) for op, path in _walk(fn.body) if op.name in _MEMORY]
     problems = []
     for j, (b, pb, tb_) in enumerate(ops):
         waits = sources(b.fields["token"]) if b.fields["token"] is not None else set()
-        if roles[tb_] is not T.Role.OUT:
+        if roles[tb_] not in (T.Role.OUT, T.Role.ATOMIC):
             if waits:
                 problems.append(f"op {j} (a load of In parameter {tb_}) waits for {len(waits)}")
             continue
         for i, (a, pa, ta) in enumerate(ops):
-            if ta != tb_ or (a.name == b.name == "load_view_tko") or _exclusive(pa, pb):
+            if ta != tb_ or (a.name in _READS and b.name in _READS) or _exclusive(pa, pb):
                 continue
             if (i < j or _in_one_loop(pa, pb)) and id(a) not in waits:
                 problems.append(f"op {j} ({b.name}) does not wait for op {i} ({a.name})")
@@ -147,8 +164,8 @@ def test_each_memory_op_waits_for_the_conflicting_ones_before_it(name):
     module = decode(data)
     assert unordered_pairs(module, roles) == []
     (fn,) = module.functions
-    stores = [op for op, _ in _walk(fn.body) if op.name == "store_view_tko"]
-    assert len(stores) >= 2  # the kernels are what this test is about
+    writes = [op for op, _ in _walk(fn.body) if op.name in _MEMORY and op.name not in _READS]
+    assert len(writes) >= 2  # the kernels are what this test is about
 
 
 def test_the_check_finds_a_load_that_ignores_the_store_before_it():

@@ -15,8 +15,9 @@ from fearless.compiler.abi import Abi
 class ParamInfo:
     """One runtime parameter: ``name``; ``dtype`` (a fearless DType); ``ndim`` (-1 for a
     scalar); ``contiguous`` (specialised as C-contiguous); ``written`` (a SIMT array with a
-    writable access or a tile kernel's Out partition); ``disjoint`` (a SIMT DisjointSlice or
-    DisjointArray: each element is its own thread's, so a launch must cover them all)."""
+    writable access, a tile kernel's Out partition or Atomic tensor); ``disjoint`` (a SIMT
+    DisjointSlice or DisjointArray: each element is its own thread's, so a launch must cover
+    them all)."""
 
     name: str
     dtype: object

@@ -120,7 +120,7 @@ def params_info(params: list[tuple[str, T.Type]]) -> tuple[ParamInfo, ...]:
             out.append(ParamInfo(name, t.dtype, t.ndim, t.contiguous, t.access.writable,
                                  t.access is T.Access.DISJOINT))
         elif isinstance(t, T.TensorView):
-            out.append(ParamInfo(name, t.dtype, t.ndim, True, t.role is T.Role.OUT))
+            out.append(ParamInfo(name, t.dtype, t.ndim, True, t.role.written))
         else:
             out.append(ParamInfo(name, t.dtype))
     return tuple(out)

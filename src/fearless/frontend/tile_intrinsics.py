@@ -5,13 +5,15 @@ fall back to them for everything the two languages share (math functions, casts,
 ``len``, device functions). Methods of tensors and tiles (``out.store(t)``, ``t.astype(f16)``)
 are ``BoundMethod`` statics, dispatched by ``call``.
 
-The only way to write an Out partition is ``out.store(t)``, with no position: a store to another
-tile block's tile cannot be written, and trying (``out.store(t, (i + 1, j))``) is a SafetyError.
-Reads of an Out are held to the same rule, since another block may be writing the tile it would
-read and Tile IR tokens order only one block's own operations: ``out.load()``, and ``ft.load`` /
-``ft.load_like`` only where the position and shape are provably the block's own tile (the
-coordinates are ``out.tile_index`` itself). The own-tile pass (``passes/own_tile.py``) checks
-those reads; a ``tile.load`` of an Out carries the spans of its arguments for its diagnostics.
+An Out partition is written by ``out.store(t)``, with no position: a store to another tile
+block's tile cannot be written, and trying (``out.store(t, (i + 1, j))``) is a SafetyError; and
+by ``ft.scatter`` at coordinates proved inside the own tile. Reads of an Out are held to the same
+rule, since another block may be writing the tile it would read and Tile IR tokens order only
+one block's own operations: ``out.load()``, and ``ft.load`` / ``ft.load_like`` only where the
+position and shape are provably the block's own tile (the coordinates are ``out.tile_index``
+itself). The own-tile pass (``passes/own_tile.py``) checks those reads and the scatters; a
+``tile.load`` of an Out carries the spans of its arguments for its diagnostics. Gathers,
+scatters, the atomics of an ``ft.Atomic`` tensor and load paddings are ``tile_memory.py``'s.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from fearless import dtypes
 from fearless.errors import SafetyError
-from fearless.frontend import intrinsics
+from fearless.frontend import intrinsics, tile_memory as M
 from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static, TupleValue
 from fearless.frontend.tile_emit import is_tile
@@ -90,9 +92,19 @@ def _view_attribute(gen, view: Value, attr: str, node):
         return TupleValue(tuple(Const(n) for n in t.tile_shape))
     if out and attr == "tile_index":
         return TupleValue(tuple(_block_index(gen, k) for k in range(t.ndim)))
+    if t.role is T.Role.ATOMIC:
+        if attr in M.ATOMIC_METHODS:
+            return Static(BoundMethod(attr, view))
+        if attr in ("tile_shape", "tile_index") or attr in _VIEW_METHODS:
+            raise SafetyError(f"an Atomic tensor has no '{attr}': every tile block updates "
+                              f"it, through its atomic methods only", kernel=gen.ctx.kernel,
+                              param=view.hint, span=gen.span(node),
+                              help="its methods are " + ", ".join(M.ATOMIC_METHODS))
+    elif attr in M.ATOMIC_METHODS:
+        M.refuse_atomic_on(gen, view, attr, node)
     if out and attr in _VIEW_METHODS:
         return Static(BoundMethod(attr, view))
-    if not out and attr in ("tile_shape", "tile_index", "store"):
+    if t.role is T.Role.IN and attr in ("tile_shape", "tile_index", "store"):
         raise gen.error(node, f"an In tensor has no '{attr}': it is shared by every tile block",
                         help="declare the parameter ft.Out[...] and pass a partition to write it")
     raise gen.error(node, f"tensor parameters have no attribute '{attr}' in tile kernels")
@@ -227,19 +239,27 @@ def _load_attrs(c: _Call, shape, latency, allow_tma) -> dict:
     return {"shape": shape, "hints": hints} if hints else {"shape": shape}
 
 
-_LOAD = ("x", "index", "shape", "latency", "allow_tma")
-_LOAD_LIKE = ("x", "out", "latency", "allow_tma")
+_LOAD = ("x", "index", "shape", "latency", "allow_tma", "padding")
+_LOAD_LIKE = ("x", "out", "latency", "allow_tma", "padding")
+
+
+def _padded(c: _Call, attrs: dict, x, padding, names: tuple) -> dict:
+    value = M.load_padding(c, x, padding, c.arg_node(names, "padding"))
+    if value is not None:
+        attrs["padding"] = value
+    return attrs
 
 
 def _load(c: _Call):
-    x, index, shape, latency, allow_tma = c.take(*_LOAD, required=3)
+    x, index, shape, latency, allow_tma, padding = c.take(*_LOAD, required=3)
     x = c.view(x, "x")
+    M.refuse_atomic_read(c, x, _LOAD, "ft.load")
     shape = c.shape(shape)
     items = index.items if isinstance(index, TupleValue) else (index,)
     if len(items) != x.type.ndim or len(shape) != x.type.ndim:
         raise c.error(f"a {x.type.ndim}-d tensor needs {x.type.ndim} tile coordinates and a "
                       f"{x.type.ndim}-d shape")
-    attrs = _load_attrs(c, shape, latency, allow_tma)
+    attrs = _padded(c, _load_attrs(c, shape, latency, allow_tma), x, padding, _LOAD)
     if x.type.role is T.Role.OUT:  # for passes/own_tile.py's diagnostics
         attrs["load_spans"] = tuple(c.gen.cap.span(c.arg_node(_LOAD, k))
                                     for k in ("x", "index", "shape"))
@@ -248,14 +268,16 @@ def _load(c: _Call):
 
 
 def _load_like(c: _Call):
-    x, out, latency, allow_tma = c.take(*_LOAD_LIKE, required=2)
+    x, out, latency, allow_tma, padding = c.take(*_LOAD_LIKE, required=2)
     x, out = c.view(x, "x"), c.view(out, "out")
+    M.refuse_atomic_read(c, x, _LOAD_LIKE, "ft.load_like")
     if out.type.role is not T.Role.OUT:
         raise c.error("load_like takes the position from an Out partition",
                       help="for an In tensor use ft.load(x, index, shape)")
     if x.type.ndim != out.type.ndim:
         raise c.error(f"x is {x.type.ndim}-d but the partition is {out.type.ndim}-d")
-    attrs = _load_attrs(c, out.type.tile_shape, latency, allow_tma)
+    attrs = _padded(c, _load_attrs(c, out.type.tile_shape, latency, allow_tma), x, padding,
+                    _LOAD_LIKE)
     if x.type.role is T.Role.OUT:  # for passes/own_tile.py's diagnostics
         attrs["load_like_spans"] = (c.gen.cap.span(c.arg_node(_LOAD_LIKE, "x")),
                                     c.gen.cap.span(c.arg_node(_LOAD_LIKE, "out")),
@@ -492,7 +514,7 @@ HANDLERS = {
     lang.log: _math("log"), lang.sqrt: _math("sqrt"), lang.rsqrt: _math("rsqrt"),
     lang.tanh: _math("tanh"), lang.maximum: _math("max"), lang.minimum: _math("min"),
     lang.sum: _reduce("sum"), lang.max: _reduce("max"), lang.min: _reduce("min"),
-    lang.argmax: _reduce("argmax"),
+    lang.argmax: _reduce("argmax"), lang.gather: M.gather, lang.scatter: M.scatter,
 }
 
 _METHODS = {
@@ -502,4 +524,6 @@ _METHODS = {
     ("tile", "broadcast"): _broadcast, ("tile", "sum"): _reduce("sum"),
     ("tile", "max"): _reduce("max"), ("tile", "min"): _reduce("min"),
     ("tile", "argmax"): _reduce("argmax"),
+    **{("view", name): M.atomic(name) for name in M.ATOMIC_METHODS if name != "compare_exchange"},
+    ("view", "compare_exchange"): M.compare_exchange,
 }

@@ -98,4 +98,5 @@ def all_of(*checks: Verifier) -> Verifier:
 
 
 # The op modules register themselves on import; this list is the complete set.
-from fearless.ir.ops import arith, control, math, memory, mma, simt, tile, warp  # noqa: E402,F401
+from fearless.ir.ops import (arith, control, math, memory, mma, simt, tile,  # noqa: E402,F401
+                             tile_memory, warp)

@@ -87,6 +87,11 @@ class Role(Enum):
 
     IN = "in"    # ft.In: shared, read-only, loaded at any tile position
     OUT = "out"  # ft.Out: a partition; each tile block owns exactly one tile of it
+    ATOMIC = "atomic"  # ft.Atomic: updated by every tile block, through atomic operations only
+
+    @property
+    def written(self) -> bool:
+        return self is not Role.IN
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,8 @@ class Layout:
 
 @dataclass(frozen=True)
 class TensorView:
-    """A tile-kernel tensor parameter: ``role`` IN or OUT; OUT has the partition's tile shape."""
+    """A tile-kernel tensor parameter: ``role`` IN, OUT or ATOMIC; OUT has the partition's tile
+    shape."""
 
     dtype: DType
     ndim: int

@@ -7,6 +7,7 @@ into ``Param`` records:
     f32, int, a TypeVar        -> SCALAR        f32, int, a TypeVar, none  -> SCALAR
     no annotation              -> ANY           ft.In[T]                   -> IN
     fl.Slice[T], fl.Array[T, n], ...  -> ARRAY  ft.Out[T] / Out[T, shape]  -> OUT
+                                                ft.Atomic[T]               -> ATOMIC
                                                 ft.Const[int] = 64         -> CONST
 
 A *specialisation* is the IR type of every runtime parameter (all but CONST).
@@ -45,9 +46,10 @@ class Kind(Enum):
     IN = "in"           # tile: ft.In, a tensor every tile block reads
     OUT = "out"         # tile: ft.Out, a partition; each tile block owns one tile
     CONST = "const"     # tile: ft.Const, a compile-time constant
+    ATOMIC = "atomic"   # tile: ft.Atomic, a tensor every tile block updates atomically
 
 
-SCALAR, ANY, ARRAY, IN, OUT, CONST = Kind  # the launch fast paths compare kinds by identity
+SCALAR, ANY, ARRAY, IN, OUT, CONST, ATOMIC = Kind  # the launch fast paths compare kinds by identity
 
 
 @dataclass(frozen=True)
@@ -71,15 +73,16 @@ class Param:
 
     @property
     def written(self) -> bool:
-        """Whether a launch may write the argument (an Out, a writable array)."""
-        return self.kind is OUT or (self.kind is ARRAY and self.access is not T.Access.READ)
+        """Whether a launch may write the argument (an Out, an Atomic, a writable array)."""
+        return self.kind is OUT or self.kind is ATOMIC or \
+            (self.kind is ARRAY and self.access is not T.Access.READ)
 
     def annotation(self) -> str:
         """The annotation as the user wrote it, for messages (``fearless.Slice[f32, 1]``)."""
         t = getattr(self.dtype, "__name__", None) or str(self.dtype)
         if self.kind is ARRAY:
             return f"fearless.{self.family}[{t}, {self.ndim}]"
-        if self.kind in (IN, OUT):
+        if self.kind in (IN, OUT, ATOMIC):
             shape = f", {self.tile_shape}" if self.tile_shape else ""
             return f"fearless.tile.{self.kind.value.capitalize()}[{t}{shape}]"
         return t
@@ -133,7 +136,10 @@ def read(cap: Captured, track: str) -> list[Param]:
         out.append(param)
     if tile and not any(p.kind is OUT for p in out):
         raise CompileError("a tile kernel needs an ft.Out parameter: its partition gives the grid",
-                           kernel=cap.name, span=cap.span(cap.tree))
+                           kernel=cap.name, span=cap.span(cap.tree),
+                           help="an ft.Atomic tensor gives no grid: also pass an Out partition "
+                                "(for example of per-tile results)"
+                           if any(p.kind is ATOMIC for p in out) else None)
     return out
 
 
@@ -164,7 +170,7 @@ def _simt_param(name: str, ann, cap: Captured, node: ast.arg) -> Param:
 
 
 def _tile_param(name: str, ann, cap: Captured, node: ast.arg) -> Param:
-    if isinstance(ann, TensorFamily):  # a bare ft.In / ft.Out: any dtype
+    if isinstance(ann, TensorFamily):  # a bare ft.In / ft.Out / ft.Atomic: any dtype
         ann = ann.any_dtype()
     if isinstance(ann, TensorKind):
         return Param(name, Kind(ann.role), _dtype(ann.dtype, cap, node),
@@ -175,7 +181,8 @@ def _tile_param(name: str, ann, cap: Captured, node: ast.arg) -> Param:
     if scalar is None:
         raise CompileError(f"annotation {ann!r} is not a tile-kernel parameter kind",
                            kernel=cap.name, param=name, span=cap.span(node.annotation or node),
-                           help="use ft.Out[T], ft.In[T], a dtype, or ft.Const[int]")
+                           help="use ft.Out[T], ft.In[T], ft.Atomic[T], a dtype, or "
+                                "ft.Const[int]")
     return scalar
 
 
@@ -343,6 +350,7 @@ def _bind(kernel: str, p: Param, kind: Kind, info: ArgInfo, bound: dict) -> dtyp
     _fail(kernel, p, f"expects dtype {want}, got {dtype}", help={
         ARRAY: f"convert the array first, for example fl.asarray(x, fl.{want})",
         IN: f"convert it: fl.asarray({p.name}, fl.{want})",
+        ATOMIC: f"convert it: fl.asarray({p.name}, fl.{want})",
         OUT: f"partition a tensor of dtype {want}, e.g. fl.empty(shape, fl.{want})"
              f".partition(tile)"}[kind])
 

@@ -10,9 +10,10 @@
 A call checks everything before it returns its ``DeviceOperation``: argument kinds, dtypes and
 ranks (``ArgumentTypeError``), partitions (an Out must be one; its tile shape must match a shape
 in the annotation, have power-of-two extents, and every Out must give the same grid:
-``ContractError``), moved tensors (``MovedError``), aliasing between an Out and any other
-argument (``AliasError``) and the kernel's ``requires=`` relations (``ContractError``). The
-kernel is compiled once per specialisation (``kernel/params.py``, shared with SIMT kernels):
+``ContractError``), moved tensors (``MovedError``), aliasing between an Out or an Atomic
+tensor and any other argument (``AliasError``) and the kernel's ``requires=`` relations
+(``ContractError``). An Atomic tensor is held by the operation as written until it is synced.
+The kernel is compiled once per specialisation (``kernel/params.py``, shared with SIMT kernels):
 dtypes, ranks, tile shapes, ``ft.Const`` values and, on the GPU, the layout facts of each tensor
 (``ir.types.Layout``: alignment and divisibility, which decide whether tileiras can use TMA and
 tensor cores).
@@ -81,7 +82,8 @@ class TileKernel(BaseKernel):
             t = arg._launch_tensor(f"pass it to kernel '{self.name}'")
         else:
             if isinstance(arg, Partition):
-                fail("expects a shared read-only tensor (ft.In), got a partition",
+                fail("expects a shared read-only tensor (ft.In), got a partition"
+                     if p.kind is P.IN else "expects a tensor (ft.Atomic), got a partition",
                      help="pass the tensor itself")
             try:
                 t = arg if isinstance(arg, Tensor) else as_tensor(arg)
@@ -235,6 +237,7 @@ class TileKernel(BaseKernel):
                    scalar(self.name, name, v, ty.dtype, slot=backend == "cuda")
                    for name, (_, v), ty, t in zip(names, runtime, types, tensors)]
         reads = [t for (p, _), t in zip(runtime, tensors) if p.kind is P.IN]
+        writes = [t for (p, _), t in zip(runtime, tensors) if p.kind is P.ATOMIC]
         partitions = [v for p, v in runtime if p.kind is P.OUT]
         targets = ahead.archs(base.CONFIG) if backend == "cpu" or only else ()
         if targets:  # the specialisation a GPU would compile: with the tensors' layout facts
@@ -254,13 +257,15 @@ class TileKernel(BaseKernel):
             def enqueue(stream):
                 check_order(stream, self.name, names, tensors, written)
                 if loaded is None:
-                    tile_launch.launch_cpu(fn, grid, params, tensors, scalars)
+                    tile_launch.launch_cpu(fn, grid, params, tensors, scalars,
+                                           base.CONFIG.racecheck)
                 else:
                     tile_launch.launch_cuda(loaded, grid, tensors, scalars, stream)
             if loaded is not None and not kwargs:
                 self._remember(args, types, constants, entry)
         return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
-                               partitions=partitions, label=f"kernel '{self.name}'")
+                               writes=writes, partitions=partitions,
+                               label=f"kernel '{self.name}'")
 
     def _check_requires(self, names: list, values) -> None:
         """Every ``requires=`` relation holds for these arguments (ContractError)."""

@@ -7,15 +7,16 @@ layout facts (the alignment and divisibility facts are part of a tile specialisa
 ``ir.types.Layout``); per ``ft.Const`` its value; per scalar its type. After a first call has
 checked everything the slow way and compiled, the kernel keeps a plan under that key; a repeat
 call builds its ``DeviceOperation`` from the plan with the per-call checks only: partitions
-free, one grid over every Out, no memory shared between an Out and another argument, fearless
-inputs neither moved nor claimed by a pending operation (else the slow path, which raises the
-error), the kernel's ``requires=`` relations, the scalars' conversions. Anything else (keyword
-arguments, defaults, arguments of other types) takes the slow path.
+free, one grid over every Out, no memory shared between an Out or Atomic tensor and another
+argument, fearless inputs and Atomic tensors neither moved nor claimed by a pending operation
+(else the slow path, which raises the error), the kernel's ``requires=`` relations, the scalars'
+conversions. Anything else (keyword arguments, defaults, arguments of other types, foreign
+Atomic tensors) takes the slow path.
 """
 from __future__ import annotations
 
 from fearless.errors import ArgumentTypeError
-from fearless.kernel.params import CONST, IN, OUT, SCALAR
+from fearless.kernel.params import ATOMIC, CONST, IN, OUT, SCALAR
 from fearless.runtime import args as args_, pack
 from fearless.runtime.args import HI, LO, OBJ, PTR, SCALAR_TYPES, SHAPE, STRIDES, converter
 from fearless.runtime.lazy import DeviceOperation
@@ -65,7 +66,7 @@ def signature(params, args):
             facts = layout_facts(view)
             key.append((view[0], v.tile_shape, facts))
             outs.append(v)
-        elif pk is IN:
+        elif pk is IN or pk is ATOMIC:
             if kind is Partition:
                 return None
             read = readers.get(kind) or args_.reader(kind, "cuda")
@@ -92,12 +93,13 @@ class TilePlan:
     """One compiled tile kernel for one argument signature, ready to build operations.
 
     ``loaded``: the LoadedTile; ``scalars``: (index among runtime parameters, name,
-    ``args.converter``) triples; ``ins``/``outs``: which runtime parameters are In tensors and
-    Outs; ``requires``: None, or a check of the kernel's ``requires=`` relations that takes the
-    runtime arguments (the constants are part of the plan's key)."""
+    ``args.converter``) triples; ``ins``/``atomics``/``outs``: which runtime parameters are In
+    tensors, Atomic tensors and Outs; ``requires``: None, or a check of the kernel's
+    ``requires=`` relations that takes the runtime arguments (the constants are part of the
+    plan's key)."""
 
-    __slots__ = ("kernel", "loaded", "scalars", "ins", "outs", "label", "names", "written",
-                 "requires")
+    __slots__ = ("kernel", "loaded", "scalars", "ins", "atomics", "outs", "label", "names",
+                 "written", "requires")
 
     def __init__(self, kernel: str, runtime_params, loaded, scalar_dtypes: dict,
                  requires=None):
@@ -105,10 +107,11 @@ class TilePlan:
         self.scalars = tuple((k, runtime_params[k].name, converter(dt))
                              for k, dt in scalar_dtypes.items())
         self.ins = tuple(k for k, p in enumerate(runtime_params) if p.kind is IN)
+        self.atomics = tuple(k for k, p in enumerate(runtime_params) if p.kind is ATOMIC)
         self.outs = tuple(k for k, p in enumerate(runtime_params) if p.kind is OUT)
         self.label = f"kernel '{kernel}'"
         self.names = [p.name for p in runtime_params]
-        self.written = [k in self.outs for k in range(len(runtime_params))]
+        self.written = [k in self.outs or k in self.atomics for k in range(len(runtime_params))]
 
     def operation(self, runtime_args, views, partitions):
         """The DeviceOperation of one call, or None when a per-call check needs the slow path
@@ -117,14 +120,16 @@ class TilePlan:
         for part in partitions:
             if part.grid != grid:
                 return None
-        reads = []
-        for k in self.ins:
+        reads, writes = [], []
+        for k in self.ins + self.atomics:
             obj = views[k][OBJ]
             if type(obj) is Tensor:
                 if obj._moved is not None or obj._storage.claims:
                     return None
-                reads.append(obj)
-        for w in self.outs:
+                (reads if k in self.ins else writes).append(obj)
+            elif k in self.atomics:
+                return None  # a foreign tensor written: the slow path's checks
+        for w in self.outs + self.atomics:
             lo, hi = views[w][LO], views[w][HI]
             if lo == hi:
                 continue
@@ -150,5 +155,5 @@ class TilePlan:
                 pack.launch(loaded.function, hw, (1, 1, 1), 0, stream.handle,
                             loaded.params.fill(a), name)
             stream.lease(runtime_args)
-        return DeviceOperation(enqueue, runtime_args, reads=reads, partitions=partitions,
-                               label=self.label)
+        return DeviceOperation(enqueue, runtime_args, reads=reads, writes=writes,
+                               partitions=partitions, label=self.label)

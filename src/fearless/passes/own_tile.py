@@ -13,24 +13,38 @@ tile, which makes tile kernels race-free:
   arithmetic, a slot or a constant is another value, maybe another block's tile), and the Out's
   own tile shape (every Out gives the same grid, so only its own shape makes the tile its own).
 
-A refused read is a SafetyError whose caret is under the argument at fault. The frontend leaves
-their spans on the op (attrs ``load_spans``: the tensor, position and shape of ``ft.load``;
-``load_like_spans``: the tensor, the partition and the call of ``ft.load_like``), source locations
+* ``tile.scatter`` (``ft.scatter``) and ``tile.gather`` of an Out reach single elements at
+  computed coordinates: each coordinate along axis k must be provably
+  ``block_index(k) * tile_shape[k] + r`` with ``0 <= r < tile_shape[k]`` (the ranges of
+  ``analysis/tile_ranges.py``). A coordinate past the tensor's edge is fine (it writes nothing,
+  or reads the padding): it is still no other block's element.
+
+A refused access is a SafetyError whose caret is under the argument at fault. The frontend
+leaves their spans on the op (attrs ``load_spans``: the tensor, position and shape of
+``ft.load``; ``load_like_spans``: the tensor, the partition and the call of ``ft.load_like``;
+``access_spans``: the tensor and coordinates of ``ft.scatter``/``ft.gather``), source locations
 that the IR printer leaves out.
 """
 from __future__ import annotations
 
 from fearless.analysis.common import params_by_value
+from fearless.analysis.tile_ranges import Ranges
 from fearless.errors import SafetyError
 from fearless.frontend.spans import Span
 from fearless.ir.core import Function
 from fearless.ir.types import Role, TensorView
 
+_ELEMENTS = ("tile.scatter", "tile.gather")
+
 
 def run(fn: Function, options) -> Function:
     producers = {id(r): op for op in fn.walk() for r in op.results}
     params = params_by_value(fn)
+    ranges = None
     for op in fn.walk():
+        if op.name in _ELEMENTS and op.operands[0].type.role is Role.OUT:
+            ranges = ranges or Ranges(fn)
+            _check_elements(fn, op, ranges, params[id(op.operands[0])].name)
         if op.name == "tile.load" and op.operands[0].type.role is Role.OUT:
             name = params[id(op.operands[0])].name
             refused = _not_own(op, producers, name)
@@ -69,3 +83,29 @@ def _is_block_index(op, axis: int) -> bool:
 def _text(span: Span | None, default: str = "") -> str:
     """The source text under ``span``: an argument as the user wrote it."""
     return (span.text[span.col:span.end_col] if span is not None else "") or default
+
+
+def _check_elements(fn: Function, op, ranges: Ranges, name: str) -> None:
+    """Refuse a scatter or gather of Out ``name`` whose coordinates may leave the own tile."""
+    t: TensorView = op.operands[0].type
+    coords = op.operands[2:]
+    spans = op.attrs.get("access_spans") or (None, None)
+    expr = _text(spans[0], name)
+    for axis, (c, n) in enumerate(zip(coords, t.tile_shape)):
+        form = ranges.form(c)
+        if form.terms == ((axis, n),) and 0 <= form.lo and form.hi < n:
+            continue
+        verb = "scatter into" if op.name == "tile.scatter" else "gather from"
+        base = f"{expr}.tile_index[{axis}] * {n}"
+        names = {k: f"{expr}.tile_index[{k}]" for k in range(t.ndim)}
+        along = f" along axis {axis}" if t.ndim > 1 else ""
+        raise SafetyError(
+            f"a {verb} an Out partition must stay inside this tile block's own tile, "
+            f"{base} + [0, {n}){along}, and these coordinates are not provably inside it: "
+            f"they are {form.describe(names)}", kernel=fn.name, param=name,
+            span=spans[1] or op.span,
+            help=f"build them as {base} + an offset from ft.arange, % {n}, & {n - 1} or a clamp "
+                 f"(ft.minimum/ft.maximum)" + (
+                     f"; to write anywhere, declare the parameter ft.Atomic[{t.dtype}] and use "
+                     f"its exchange or add" if op.name == "tile.scatter" else
+                     "; other tiles of an output belong to other tile blocks"))

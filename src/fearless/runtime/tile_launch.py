@@ -70,9 +70,12 @@ def launch_cuda(loaded: LoadedTile, grid: tuple, tensors: list, scalars: list,
                 stream.handle, loaded.params.fill(a), loaded.name)
 
 
-def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list) -> None:
+def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list,
+               racecheck: bool = False) -> None:
     """Interpret the tile kernel now, one tile block after another; ``params``: the kernel's
-    ParamInfo (its In tensors are handed over read-only)."""
+    ParamInfo (its In tensors are handed over read-only). With ``racecheck`` (the kernel layer
+    passes FEARLESS_RACECHECK's) a scatter that writes one element twice raises RaceError
+    when the launch ends."""
     from fearless.backends.cpu.tile import run
 
     args = []
@@ -80,10 +83,10 @@ def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list) -> None:
         if t is None:
             args.append(s)
             continue
-        view = t.host_view()
+        view = t._raw_view()  # this launch holds the tensors' claims (its DeviceOperation's)
         if not p.written:
             view = view.view()
             view.flags.writeable = False
         args.append(view)
     if 0 not in grid:
-        run(fn, grid, args)
+        run(fn, grid, args, racecheck)

@@ -17,10 +17,10 @@ never replaces the builtins.
 """
 from typing import TYPE_CHECKING
 
-from fearless.tile.lang import (Const, In, Out, arange, argmax, broadcast, cdiv, exp, exp2,
-                                full, load, load_like, log, max, maximum, min, minimum, mma,
-                                permute, reshape, rsqrt, sqrt, sum, tanh, transpose, where,
-                                zeros)
+from fearless.tile.lang import (Atomic, Const, In, Out, arange, argmax, broadcast, cdiv, exp,
+                                exp2, full, gather, load, load_like, log, max, maximum, min,
+                                minimum, mma, permute, reshape, rsqrt, scatter, sqrt, sum, tanh,
+                                transpose, where, zeros)
 
 if TYPE_CHECKING:
     from fearless.kernel.tile import TileKernel, kernel
@@ -35,6 +35,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'fearless.tile' has no attribute {name!r}")
 
 
-__all__ = ["kernel", "TileKernel", "In", "Out", "Const", "load", "load_like", "zeros", "full",
-           "arange", "cdiv", "mma", "broadcast", "reshape", "permute", "transpose", "where",
-           "exp", "exp2", "log", "sqrt", "rsqrt", "tanh", "maximum", "minimum", "argmax"]
+__all__ = ["kernel", "TileKernel", "In", "Out", "Atomic", "Const", "load", "load_like", "gather",
+           "scatter", "zeros", "full", "arange", "cdiv", "mma", "broadcast", "reshape", "permute",
+           "transpose", "where", "exp", "exp2", "log", "sqrt", "rsqrt", "tanh", "maximum",
+           "minimum", "argmax"]

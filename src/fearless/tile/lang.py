@@ -8,6 +8,11 @@ Parameter kinds (annotations):
                                   the annotation must agree with it.
     In[T]  or In                  a tensor read by every tile block, shared and read-only; any
                                   fearless Tensor, DLPack or ``__cuda_array_interface__`` object
+    Atomic[T]  or Atomic          a tensor every tile block may update at any element, through
+                                  its atomic methods only (``a.add(indices, values)``, ``max``,
+                                  ``min``, ``exchange``, ``compare_exchange``): histograms,
+                                  scatter-adds. Passed as a plain tensor, held exclusively by the
+                                  call like an Out (no other argument may share its memory)
     T (a dtype)                   a scalar
     Const[int] (or [float], ...)  a compile-time constant, with a default or given by keyword
 
@@ -36,7 +41,7 @@ from fearless.tile.views import Shape, Tile, TileLike
 class TensorKind:
     """What ``In[f32]`` / ``Out[f16, (64, 64)]`` evaluate to."""
 
-    role: str                                # "in" or "out"
+    role: str                                # "in", "out" or "atomic"
     dtype: Any                               # a DType, a TypeVar, or None (any)
     tile_shape: tuple[int, ...] | None = None
 
@@ -87,10 +92,11 @@ class _ConstFamily:
 
 
 if TYPE_CHECKING:  # a type checker sees classes (fearless.tile.views); the compiler, kinds
-    from fearless.tile.views import Const, In, Out
+    from fearless.tile.views import Atomic, Const, In, Out
 else:
     In = TensorFamily("in")
     Out = TensorFamily("out")
+    Atomic = TensorFamily("atomic")
     Const = _ConstFamily()
 
 _intrinsic = intrinsic("fearless.tile", "a @fearless.tile.kernel", "call the kernel instead")
@@ -99,11 +105,14 @@ _Coords = Any  # one tile coordinate per axis: an int, or a tuple of ints (run-t
 
 @_intrinsic
 def load(x: In, index: _Coords, shape: Shape, latency: int | None = None,
-         allow_tma: bool | None = None) -> Tile:
+         allow_tma: bool | None = None, padding: float = 0) -> Tile:
     """The tile of ``shape`` at tile coordinates ``index`` of the grid of ``shape`` tiles over
     tensor ``x``: elements ``index[k] * shape[k] ..`` along each axis k, of ``x``'s dtype.
 
-    Elements past the tensor's edge read as 0. ``index`` has one coordinate per axis of ``x``
+    Elements past the tensor's edge read as ``padding``: a constant 0 (the default), -0.0,
+    ``math.nan``, ``math.inf`` or ``-math.inf`` (the values Tile IR pads with; all but 0 only
+    for float tensors; anything else is a CompileError), so that ``ft.max`` of a partial tile
+    padded with ``-math.inf`` ignores the padding. ``index`` has one coordinate per axis of ``x``
     (run-time integers); ``shape`` one constant int per axis (powers of two on the GPU).
     ``latency`` (an int constant 1-10) and ``allow_tma`` (a bool constant) are Tile IR
     scheduling hints for tileiras. A rank mismatch is a CompileError. An Out is read only at
@@ -114,10 +123,45 @@ def load(x: In, index: _Coords, shape: Shape, latency: int | None = None,
 
 @_intrinsic
 def load_like(x: In, out: Out, latency: int | None = None,
-              allow_tma: bool | None = None) -> Tile:
+              allow_tma: bool | None = None, padding: float = 0) -> Tile:
     """The tile of ``x`` at the position and shape of ``out``'s own tile (``out`` an Out
-    partition of the same rank), of ``x``'s dtype; zero past the edge. Hints as for ``load``.
-    ``x`` may be an Out only with ``out``'s tile shape (then it is its own tile).
+    partition of the same rank), of ``x``'s dtype; ``padding`` past the edge. Hints and
+    ``padding`` as for ``load``. ``x`` may be an Out only with ``out``'s tile shape (then it is
+    its own tile).
+    """
+
+
+@_intrinsic
+def gather(x: In, indices: _Coords, padding: float = 0) -> Tile:
+    """The elements of tensor ``x`` at element coordinates ``indices``, of ``x``'s dtype.
+
+    ``indices``: for a 1-d ``x`` an integer tile (or scalar); for an n-d ``x`` a tuple of n of
+    them, ``(rows, cols)``. They broadcast together like NumPy, and the result has their
+    common shape: ``result[k] = x[rows[k], cols[k]]``. A coordinate outside its axis (negative,
+    or at least the extent) reads nothing and gives ``padding`` (any number or scalar that
+    converts to ``x``'s dtype; default 0). Scalar coordinates give a scalar. Float coordinates,
+    or as many coordinates as ``x`` has not axes, are a CompileError. An Out is gathered from
+    only inside the block's own tile (proved at compile time, as for ``scatter``); an Atomic
+    not at all (SafetyError).
+    """
+
+
+@_intrinsic
+def scatter(out: Out, indices: _Coords, values: TileLike) -> None:
+    """Write ``values`` at the element coordinates ``indices`` of the Out partition ``out``,
+    inside this tile block's own tile only.
+
+    ``indices`` as for ``gather``; ``values`` broadcasts to their shape and converts to
+    ``out``'s dtype by the rules of an assignment. The compiler must prove that every
+    coordinate along axis k lies in ``out.tile_index[k] * out.tile_shape[k] + [0,
+    out.tile_shape[k])``: write them as that base plus an offset built from ``ft.arange``,
+    constants, ``+``, ``-``, ``*`` by a constant, ``%`` or ``//`` by a constant, ``&`` with a
+    constant, or a clamp with ``ft.minimum``/``ft.maximum``; anything it cannot prove is a
+    SafetyError with a caret under the coordinates (use an ``ft.Atomic`` tensor to write
+    anywhere). Coordinates past the tensor's edge (in a partial edge tile) write nothing. Two
+    elements with one coordinate write one of their values (which one is not defined: the
+    CPU backend raises RaceError when its race detector is on, the default). Reads of
+    ``out`` after the scatter see it.
     """
 
 

@@ -2,10 +2,11 @@
 
 As for SIMT kernels (``fearless.simt.views``, which explains the approach): the compiler reads a
 tile kernel's annotations as kinds (``fearless.tile.lang``) and never runs its body; these
-classes tell a type checker what the body's values offer. ``In`` and ``Out`` are the tensor
-parameters (``Out[f16, (64, 64)]`` is accepted, its subscript ignored); ``Tile`` is a tile value,
-with NumPy-style elementwise operators; ``Const[int]`` is ``int`` to the checker, so a default
-(``bk: ft.Const[int] = 64``) checks. Shapes and dtypes are checked by the compiler, not here.
+classes tell a type checker what the body's values offer. ``In``, ``Out`` and ``Atomic`` are the
+tensor parameters (``Out[f16, (64, 64)]`` is accepted, its subscript ignored); ``Tile`` is a tile
+value, with NumPy-style elementwise operators; ``Const[int]`` is ``int`` to the checker, so a
+default (``bk: ft.Const[int] = 64``) checks. Shapes and dtypes are checked by the compiler, not
+here.
 No method here runs.
 """
 from __future__ import annotations
@@ -163,4 +164,43 @@ class Out(In):
 
     def load(self) -> Tile:
         """Read the block's own tile back (zero past the tensor's edge)."""
+        ...
+
+
+_Coords = Any  # an integer tile or scalar, or a tuple of them (one per axis)
+
+
+class Atomic(In):
+    """A tensor every tile block may update at any element (``ft.Atomic[i32]``), through these
+    atomic methods only. Each takes element coordinates as ``ft.gather`` does (an integer tile
+    for a 1-d tensor, a tuple of them for n-d), broadcasting together and with the values, and
+    returns a tile of the elements' values just before this update (a scalar for scalar
+    coordinates). Coordinates outside the tensor update nothing and give 0. Updates of one
+    element happen one at a time, in an order that is not defined between tile blocks nor
+    between the elements of one call. Integer adds wrap; float adds round each sum to the dtype
+    (their order not defined, see docs/semantics.md); float max/min follow IEEE 754 totalOrder
+    (-NaN < -inf < ... < -0.0 < +0.0 < ... < inf < +NaN). Which dtypes each method takes (32-
+    and 64-bit integers; float add also f16, bf16; no 8- or 16-bit integers) is Tile IR's rule;
+    another is a CompileError."""
+
+    def add(self, indices: _Coords, values: TileLike) -> Tile:
+        """``a[i] += v`` atomically, per element; the old values."""
+        ...
+
+    def max(self, indices: _Coords, values: TileLike) -> Tile:
+        """``a[i] = max(a[i], v)`` atomically, per element; the old values."""
+        ...
+
+    def min(self, indices: _Coords, values: TileLike) -> Tile:
+        """``a[i] = min(a[i], v)`` atomically, per element; the old values."""
+        ...
+
+    def exchange(self, indices: _Coords, values: TileLike) -> Tile:
+        """``a[i] = v`` atomically, per element; the old values."""
+        ...
+
+    def compare_exchange(self, indices: _Coords, expected: TileLike,
+                         desired: TileLike) -> Tile:
+        """``a[i] = desired`` where ``a[i] == expected`` (floats compared bit for bit), atomically
+        per element; the old values (equal to ``expected`` where the swap happened)."""
         ...

@@ -5,6 +5,9 @@ gemm: 128x128x64 fp16 GEMM, `for` carrying an f32 accumulator, mmaf, ftof, div_b
       static unit inner stride (the facts that make tileiras pick TMA + wgmma on sm_90).
 rowreduce: row sum and max over dim 1 of a 16x256 f32 tile, broadcast back (x - max) and stored.
 masked: relu with cmpf/select, an iota-based bounds mask (cmpi), and an `if` with results.
+pointers: a gather (load_ptr_tko with a bounds mask and -inf padding), a scatter
+      (store_ptr_tko), an f32 atomic add and, on the bits of the same pointers (ptr_to_ptr), an
+      unsigned atomic max and a compare-and-swap, ordered by tokens.
 """
 from __future__ import annotations
 
@@ -120,7 +123,30 @@ def masked(version=(13, 4)) -> Module:
     return m
 
 
-GOLDEN = {"vadd": vadd, "gemm": gemm, "rowreduce": rowreduce, "masked": masked}
+def pointers(version=(13, 4)) -> Module:
+    m = Module(version)
+    fn = m.entry("pointers", [P32, S])
+    b = fn.builder()
+    p, n = fn.params
+    tok = b.make_token()
+    bx, _, _ = b.get_tile_block_id()
+    idx = b.addi(b.iota(tile(I32, (256,))), b.broadcast(b.reshape(b.muli(bx, b.constant(
+        256, S)), (1,)), (256,)))
+    inside = b.cmpi("lt", idx, b.broadcast(b.reshape(n, (1,)), (256,)), signedness="unsigned")
+    ptrs = b.offset(b.broadcast(b.reshape(p, (1,)), (256,)), idx)
+    pad = b.constant(float("-inf"), tile(F32, (256,)))
+    x, tok = b.load_ptr_tko(ptrs, inside, pad, token=tok)
+    tok = b.store_ptr_tko(b.mulf(x, x), ptrs, inside, token=tok)
+    _, tok = b.atomic_rmw_tko(ptrs, "addf", x, inside, token=tok)
+    bits = b.ptr_to_ptr(ptrs, I32)
+    old, tok = b.atomic_rmw_tko(bits, "umax", b.bitcast(x, I32), inside, token=tok)
+    b.atomic_cas_tko(bits, old, idx, inside, token=tok)
+    b.return_()
+    return m
+
+
+GOLDEN = {"vadd": vadd, "gemm": gemm, "rowreduce": rowreduce, "masked": masked,
+          "pointers": pointers}
 
 # lines (substrings) tileirdisasm must print for each golden kernel
 EXPECTED = {
@@ -173,5 +199,19 @@ EXPECTED = {
         "yield %",
         "else {",
         "mulf %",
+    ],
+    "pointers": [
+        "offset %bcast",
+        ": tile<256xptr<f32>>, tile<256xi32> -> tile<256xptr<f32>>",
+        "constant <f32: 0xFF800000> : tile<256xf32>",
+        "= load_ptr_tko weak %",
+        "tile<256xptr<f32>>, tile<256xi1>, tile<256xf32> -> tile<256xf32>, token",
+        "= store_ptr_tko weak %",
+        "= atomic_rmw_tko relaxed device %",
+        ", addf, %",
+        "ptr_to_ptr %",
+        "tile<256xptr<f32>> -> tile<256xptr<i32>>",
+        ", umax, %",
+        "= atomic_cas_tko relaxed device %",
     ],
 }

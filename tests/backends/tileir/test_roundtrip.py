@@ -118,6 +118,17 @@ def all_ops(version) -> Module:
     b.reduce([x, i], 0, [0.0, Scalar(I32, -(1 << 31))],
              lambda e0, a0, e1, a1: b.yield_([b.addf(e0, a0), b.maxi(e1, a1)]))
     b.scan([h], 0, [float("-inf")], lambda e, a: b.yield_([b.maxf(e, a)]), reverse=True)
+    ptrs = b.offset(b.broadcast(b.reshape(p, (1,)), (8,)), i)
+    inside = b.cmpi("lt", i, j)
+    got, tok3 = b.load_ptr_tko(ptrs, inside, y, token=tok, hints={"sm_90": {"latency": 3}})
+    b.load_ptr_tko(ptrs, ordering="relaxed", scope="device")
+    tok4 = b.store_ptr_tko(got, ptrs, inside, token=tok3)
+    b.store_ptr_tko(got, ptrs)
+    b.atomic_rmw_tko(ptrs, "addf", x, inside, token=tok4)
+    ints = b.ptr_to_ptr(ptrs, I32)
+    b.atomic_rmw_tko(ints, "umax", i, ordering="acq_rel", scope="sys")
+    b.atomic_cas_tko(ints, i, j, inside, token=tok4)
+    b.atomic_cas_tko(ptrs, x, y)
     b.return_()
     return m
 

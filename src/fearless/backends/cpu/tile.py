@@ -3,8 +3,9 @@
 A tile block's control flow is uniform (no lanes, no masks): each IR value holds one NumPy array
 (a tile) or a 0-d array (a scalar). Blocks run in order x fastest, then y, then z. Tensor
 parameters are NumPy views over the tensors' memory (an Out partition writable, In read-only);
-``tile.load`` reads zero past a tensor's edge and ``tile.store`` writes only the part of the own
-tile inside the tensor, as Tile IR's partition views do.
+``tile.load`` reads zero (or its attr ``padding``) past a tensor's edge and ``tile.store`` writes
+only the part of the own tile inside the tensor, as Tile IR's partition views do. Gathers,
+scatters and atomics are ``tile_memory.py``'s rules.
 
 f16/bf16 ``tile.mma`` multiplies in f32 and accumulates in f32, like the tensor cores; f32
 inputs are first rounded to TF32 (10 significand bits, nearest even), as the GPU's tensor cores
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fearless.backends.cpu import tile_memory
 from fearless.backends.cpu.ops import SCALAR, constant
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Region
@@ -40,8 +42,10 @@ class _Return(Exception):
 class _Block:
     """The state of one tile block: its coordinates, the values and the local slots."""
 
-    def __init__(self, fn: Function, args: list, coords: tuple, grid: tuple):
+    def __init__(self, fn: Function, args: list, coords: tuple, grid: tuple,
+                 races: list | None = None):
         self.coords, self.grid = coords, grid
+        self.races = races  # the launch's races found (the first is kept), None: not looked for
         self.env: dict[int, object] = {id(p.value): a for p, a in zip(fn.params, args)}
         self.cond = False
 
@@ -62,23 +66,29 @@ class _Block:
             rule(self, op)
 
 
-def run(fn: Function, grid: tuple[int, int, int], args: list) -> None:
+def run(fn: Function, grid: tuple[int, int, int], args: list, racecheck: bool = False) -> None:
     """Run ``fn`` over ``grid`` (x, y, z) tile blocks.
 
-    ``args``: per parameter, a NumPy array view for tensors (writable for Out partitions) or a
-    NumPy scalar. Writes go straight into the Out views. NumPy's floating-point and overflow
-    warnings are off: the ops' results (wrap-around, inf, NaN) are their definitions.
+    ``args``: per parameter, a NumPy array view for tensors (writable for Out partitions and
+    Atomic tensors) or a NumPy scalar. Writes go straight into the views. NumPy's
+    floating-point and overflow warnings are off: the ops' results (wrap-around, inf, NaN) are
+    their definitions. With ``racecheck``, a scatter that writes one element twice is a data
+    race, raised as RaceError once every block has run (blocks never race with each other:
+    they write only their own tiles, and atomics are atomic).
     """
     gx, gy, gz = grid
+    races = [] if racecheck else None
     with np.errstate(all="ignore"):
         for z in range(gz):
             for y in range(gy):
                 for x in range(gx):
-                    block = _Block(fn, args, (x, y, z), grid)
+                    block = _Block(fn, args, (x, y, z), grid, races)
                     try:
                         block.region(fn.body)
                     except _Return:
                         pass
+    if races:
+        raise races[0].with_kernel(fn.name)
 
 
 # rules ----------------------------------------------------------------------------------------
@@ -116,7 +126,7 @@ def _tile_window(view: np.ndarray, coords, shape):
 def _load(block, op):
     view, *coords = [block.value(v) for v in op.operands]
     t = op.results[0].type
-    out = np.zeros(t.shape, t.dtype.numpy)
+    out = np.full(t.shape, op.attrs.get("padding", 0), t.dtype.numpy)
     src, dst = _tile_window(view, coords, t.shape)
     out[dst] = view[src]
     block.set(op, out)
@@ -288,6 +298,7 @@ RULES = {
     "tile.iota": lambda block, op: block.set(op, np.arange(
         op.results[0].type.shape[0], dtype=np.int32)),
     "tile.mma": _mma,
+    **tile_memory.RULES,
     "scf.for": _for,
     "scf.while": _while,
     "scf.if": _if,

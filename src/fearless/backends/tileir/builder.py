@@ -25,6 +25,7 @@ from typing import Self
 
 from fearless.backends.tileir.bytecode import float_bits
 from fearless.backends.tileir.ops import REGION_TERMINATORS, SPECS, TERMINATORS
+from fearless.backends.tileir.pointers import PointerOps
 from fearless.backends.tileir.tir import (
     I1,
     I32,
@@ -196,8 +197,10 @@ class IfRegion(Region):
             self.b._pop(self.op, 1, check=ok)
 
 
-class Builder:
-    """Appends ops to a block (a function body at first; region bodies while inside them)."""
+class Builder(PointerOps):
+    """Appends ops to a block (a function body at first; region bodies while inside them).
+    The pointer-tile ops (``offset``, ``load_ptr_tko``, ``store_ptr_tko``, the atomics) come
+    from ``pointers.PointerOps``."""
 
     def __init__(self, block: Block):
         self._stack = [block]

@@ -17,22 +17,23 @@ refused what has no rule here, so a missing rule is a fearless bug; ``memory_ord
 loads and stores that must be ordered (attr ``order``).
 
 Memory order: Tile IR leaves two memory operations unordered unless a token connects them, so
-every load and store that ``memory_order`` marked waits for the token of the last conflicting
-operation on its tensor (the memory-token slots, below); they travel through ``for`` and ``if``
-like the variables' slots.
+every access that ``memory_order`` marked waits for the token of the last conflicting operation
+on its tensor (the memory-token slots of ``memory.py``, which also lowers gathers, scatters and
+atomics); they travel through ``for`` and ``if`` like the variables' slots.
 """
 from __future__ import annotations
 
 import math
 
-from fearless.backends.tileir import control, mathlib, tir
+from fearless.backends.tileir import control, mathlib, memory, tir
 from fearless.backends.tileir.builder import Builder
 from fearless.compiler.abi import SCALAR, Abi, Slot, array_slots, scalar_code
 from fearless.dtypes import DType, int_range
 from fearless.errors import InternalError
 from fearless.ir import types as T
 from fearless.ir.core import Function, Region
-from fearless.passes.memory_order import MEMORY as _MEMORY, Order
+from fearless.backends.tileir.memory import LAST_OP as _LAST_OP, LAST_STORE as _LAST_STORE
+from fearless.passes.memory_order import MEMORY as _MEMORY, WRITES as _WRITES, Order
 from fearless.passes.tile_subset import UNSUPPORTED
 
 _SCALARS = {"bool": tir.I1, "i8": tir.I8, "i16": tir.I16, "i32": tir.I32, "i64": tir.I64,
@@ -83,10 +84,11 @@ def grouped_output(fn: Function):
 
 
 class _View:
-    """One tensor parameter in Tile IR: its tensor view, extents (i32) and partition views."""
+    """One tensor parameter in Tile IR: its tensor view, base pointer, extents and element
+    strides (i32; None for a static unit stride) and partition views."""
 
-    def __init__(self, view, dims, ty: T.TensorView):
-        self.view, self.dims, self.type = view, dims, ty
+    def __init__(self, view, ptr, dims, strides, ty: T.TensorView):
+        self.view, self.ptr, self.dims, self.strides, self.type = view, ptr, dims, strides, ty
         self.parts: dict = {}
 
 
@@ -149,11 +151,12 @@ class Lowering:
             static = [None] * n_dyn + ([1] if lay.unit_inner else [])
             tv = tir.tensor_view(elem(t.dtype), [None] * t.ndim, static)
             view = b.make_tensor_view(ptr, tv, dims, strides)
-            self.views[id(p.value)] = _View(view, dims, t)
+            self.views[id(p.value)] = _View(view, ptr, dims, strides + [None] * (t.ndim - n_dyn),
+                                            t)
         # every partition view the kernel uses, made here so that they dominate every use
         for op in self.fn.walk():
             if op.name == "tile.load":
-                self.partition(op.operands[0], op.attrs["shape"])
+                self.partition(op.operands[0], op.attrs["shape"], op.attrs.get("padding"))
             elif op.name in ("tile.load_own", "tile.store"):
                 self.partition(op.operands[0], op.operands[0].type.tile_shape)
         self.token = b.make_token()
@@ -196,11 +199,13 @@ class Lowering:
         value = self.b.assume_bounded(value, 0, None)
         return self.b.assume_div_by(value, div) if div > 1 else value
 
-    def partition(self, tensor, shape):
+    def partition(self, tensor, shape, padding: float | None = None):
+        """The partition view of ``tensor`` in tiles of ``shape`` that pads with ``padding``
+        (a load's attr: None for zero, or -0.0, nan, inf, -inf)."""
         view = self.views[id(tensor)]
-        key = tuple(shape)
+        key = (tuple(shape), _padding_name(padding))
         if key not in view.parts:
-            view.parts[key] = self.b.make_partition_view(view.view, key, padding="zero")
+            view.parts[key] = self.b.make_partition_view(view.view, key[0], padding=key[1])
         return view.parts[key]
 
     # regions and slots ------------------------------------------------------------------------
@@ -227,7 +232,7 @@ class Lowering:
             return [id(op.operands[0])]
         if op.name in _MEMORY and op.attrs.get("order") is not None:
             tensor = id(op.operands[0])
-            return [(_LAST_OP, tensor)] + ([(_LAST_STORE, tensor)] if op.name == "tile.store"
+            return [(_LAST_OP, tensor)] + ([(_LAST_STORE, tensor)] if op.name in _WRITES
                                            else [])
         return []
 
@@ -500,39 +505,32 @@ def _dim(low: Lowering, op):
     low.set(op, wide)
 
 
-# Memory order. Tile IR orders two memory operations only through tokens ("the ordering between
-# any pair of memory operations is undefined unless connected by tokens", the Tile IR spec's
-# memory operations section). Which loads and stores need ordering, and after what, is the
-# memory_order pass's result (passes/memory_order.py, attr ``order``); the rest take the entry
-# token and stay free to move. Per ordered tensor two token slots, as cuTile Python keeps per
-# alias set (its _passes/token_order.py):
-#   (_LAST_STORE, t): the last store to t; a load (Order.AFTER_STORES) waits for it;
-#   (_LAST_OP, t):    that store joined with every load of t since; a store (Order.AFTER_ALL)
-#                     waits for it.
+_PADDINGS = {"zero": 0.0, "pos_inf": math.inf, "neg_inf": -math.inf}
 
-_LAST_OP, _LAST_STORE = "last op", "last store"
+
+def _padding_name(value: float | None) -> str:
+    """Tile IR's name of a partition view's padding value (docs: padding_value)."""
+    if value is None or (value == 0 and math.copysign(1.0, value) > 0):
+        return "zero"
+    if math.isnan(value):
+        return "nan"
+    if value == 0:
+        return "neg_zero"
+    return next(name for name, v in _PADDINGS.items() if v == value)
 
 
 def _ordered_load(low: Lowering, op, view, index, hints=None):
     """Load ``view[index]`` for ``op`` (a load of its first operand), in the order the
-    memory_order pass gave it; returns the tile."""
-    tensor = op.operands[0]
-    if op.attrs.get("order") is None:
-        return low.b.load_view_tko(view, index, token=low.token, hints=hints)[0]
-    if op.attrs["order"] is not Order.AFTER_STORES:
+    memory_order pass gave it (memory.ordered); returns the tile."""
+    if op.attrs.get("order") not in (None, Order.AFTER_STORES):
         raise InternalError(f"tile lowering: a load ordered {op.attrs['order']!r}")
-    last_store = low.slots[_LAST_STORE, id(tensor)]
-    tile, done = low.b.load_view_tko(view, index, token=last_store, hints=hints)
-    last = low.slots[_LAST_OP, id(tensor)]
-    # a load made after the last store already follows it: no join with it alone
-    low.slots[_LAST_OP, id(tensor)] = done if last is last_store else \
-        low.b.join_tokens([last, done])
-    return tile
+    return memory.ordered(low, op, lambda token: low.b.load_view_tko(view, index, token=token,
+                                                                      hints=hints))
 
 
 def _load(low: Lowering, op):
     tensor, *coords = op.operands
-    pv = low.partition(tensor, op.attrs["shape"])
+    pv = low.partition(tensor, op.attrs["shape"], op.attrs.get("padding"))
     index = [_index_i32(low, c) for c in coords]
     hints = op.attrs.get("hints")
     low.set(op, _ordered_load(low, op, pv, index,
@@ -555,10 +553,9 @@ def _store(low: Lowering, op):
         raise InternalError("tile lowering: a store the memory_order pass did not order")
     pv = low.partition(out, out.type.tile_shape)
     hints = op.attrs.get("hints")
-    done = low.b.store_view_tko(low.v(value), pv, _own_index(low, out.type),
-                                token=low.slots[_LAST_OP, id(out)],
-                                hints={low.arch or "default": hints} if hints else None)
-    low.slots[_LAST_OP, id(out)] = low.slots[_LAST_STORE, id(out)] = done
+    memory.ordered(low, op, lambda token: (None, low.b.store_view_tko(
+        low.v(value), pv, _own_index(low, out.type), token=token,
+        hints={low.arch or "default": hints} if hints else None)))
 
 
 def _splat(low: Lowering, op):
@@ -691,6 +688,7 @@ RULES = {
     "tile.argmax": _argmax,
     "tile.iota": lambda low, op: low.set(op, low.b.iota(tile_type(op.results[0].type))),
     "tile.mma": _mma,
+    **memory.RULES,
     "local.alloc": _local_alloc,
     "local.load": _local_load,
     "local.store": _local_store,

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fearless.backends.tileir.tir import (
+    AtomicMode,
     CmpPred,
     MemOrder,
     MemScope,
@@ -37,7 +38,8 @@ BASE = (13, 1)
 class Field:
     """One element of an op's payload.
 
-    kind: ``res`` (one result type id), ``res3`` (three ids, no count), ``res*`` (count + ids),
+    kind: ``res`` (one result type id), ``resn`` (``n`` ids, no count: an op with several
+    fixed results and no variadic operand), ``res*`` (count + ids),
     ``flags`` (``bits``: (name, since) pairs; a name is a unit attribute unless another field
     of the op has it, in which case the bit says that optional field is present),
     ``enum`` (one byte, ``enum`` class), ``uint`` (varint), ``bool`` (byte), ``i32s`` (count +
@@ -166,8 +168,8 @@ _op("make_token", 68, _res())
 _op("join_tokens", 60, _resv(), Field("opnds", "tokens"))
 _op("make_tensor_view", 67, _resv(), _o("base"), Field("opnds", "shape"),
     Field("opnds", "strides"))
-_op("get_tile_block_id", 48, Field("res3"))
-_op("get_num_tile_blocks", 46, Field("res3"))
+_op("get_tile_block_id", 48, Field("resn", n=3))
+_op("get_num_tile_blocks", 46, Field("resn", n=3))
 _op("get_index_space_shape", 45, _resv(), _o("view"))
 _MEM_HEAD = (_resv(), _flags("scope", "hints", "token"), _e("ordering", MemOrder),
              Field("enum?", "scope", enum=MemScope), Field("hints", "hints"),
@@ -175,6 +177,24 @@ _MEM_HEAD = (_resv(), _flags("scope", "hints", "token"), _e("ordering", MemOrder
 _op("load_view_tko", 62, *_MEM_HEAD, _o("view"), Field("opnds", "index"),
     Field("opnd?", "token"))
 _op("store_view_tko", 102, *_MEM_HEAD, _o("tile"), _o("view"), Field("opnds", "index"),
+    Field("opnd?", "token"))
+
+# pointer tiles: gathers, scatters and atomics (Ops.td LoadPtrTkoOp, StorePtrTkoOp,
+# AtomicRMWTkoOp, AtomicCASTkoOp, OffsetOp, PtrToPtrOp; all 13.1). Flag bits: optional
+# attributes, then optional operands, in declaration order.
+_op("offset", 81, _res(), _o("ptr"), _o("offset"))
+_op("ptr_to_ptr", 87, _res(), *_SRC)
+_op("load_ptr_tko", 61, Field("resn", n=2), _flags("scope", "hints", "mask", "padding", "token"),
+    _e("ordering", MemOrder), Field("enum?", "scope", enum=MemScope), Field("hints", "hints"),
+    _o("source"), Field("opnd?", "mask"), Field("opnd?", "padding"), Field("opnd?", "token"))
+_op("store_ptr_tko", 101, _res(), _flags("scope", "hints", "mask", "token"),
+    _e("ordering", MemOrder), Field("enum?", "scope", enum=MemScope), Field("hints", "hints"),
+    _o("destination"), _o("value"), Field("opnd?", "mask"), Field("opnd?", "token"))
+_op("atomic_rmw_tko", 8, Field("resn", n=2), _flags("mask", "token"), _e("ordering", MemOrder),
+    _e("scope", MemScope), _e("mode", AtomicMode), _o("pointers"), _o("arg"),
+    Field("opnd?", "mask"), Field("opnd?", "token"))
+_op("atomic_cas_tko", 7, Field("resn", n=2), _flags("mask", "token"), _e("ordering", MemOrder),
+    _e("scope", MemScope), _o("pointers"), _o("cmp"), _o("val"), Field("opnd?", "mask"),
     Field("opnd?", "token"))
 
 # structured control flow; region ops number their results after their regions

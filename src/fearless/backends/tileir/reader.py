@@ -164,8 +164,8 @@ class _Reader:
             k, name = fld.kind, fld.name
             if k == "res":
                 types = [self.type(r.uleb())]
-            elif k == "res3":
-                types = [self.type(r.uleb()) for _ in range(3)]
+            elif k == "resn":
+                types = [self.type(r.uleb()) for _ in range(fld.n)]
             elif k == "res*":
                 types = [self.type(r.uleb()) for _ in range(r.uleb())]
             elif k == "flags":

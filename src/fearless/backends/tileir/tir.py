@@ -13,8 +13,8 @@ Types (frozen, hashable, so the writer's type table deduplicates by value):
   ``partition_view(tile_shape, tv, dim_map=None, padding=None)``  padding: None or
                                                "zero" "neg_zero" "nan" "pos_inf" "neg_inf".
 Enums mirror the bytecode enum bytes (``Rounding``, ``Signedness``, ``Overflow``, ``CmpPred``,
-``Ordering``, ``MemOrder``, ``MemScope``); assume predicates are ``DivBy``, ``Bounded``,
-``SameElements``.
+``Ordering``, ``MemOrder``, ``MemScope``, ``AtomicMode``); assume predicates are ``DivBy``,
+``Bounded``, ``SameElements``.
 
 Source of facts: NVIDIA/cuda-tile ``Types.td``, ``AttrDefs.td`` and ``BytecodeTypeOpcodes.td``
 (enum values and type tags), checked against ``tileirdisasm``.
@@ -202,6 +202,20 @@ class MemScope(enum.IntEnum):
     TL_BLK = 0
     DEVICE = 1
     SYS = 2
+
+
+class AtomicMode(enum.IntEnum):
+    """``atomic_rmw_tko``'s mode (AttrDefs.td AtomicRMWMode)."""
+    AND = 0
+    OR = 1
+    XOR = 2
+    ADD = 3
+    ADDF = 4
+    MAX = 5
+    MIN = 6
+    UMAX = 7
+    UMIN = 8
+    XCHG = 9
 
 
 def coerce_enum(cls: type[enum.IntEnum], value) -> enum.IntEnum:

@@ -198,7 +198,7 @@ class _Writer:
             k = fld.kind
             if k == "res":
                 w.uleb(self.tid(op.results[0].type))
-            elif k == "res3":
+            elif k == "resn":
                 for r in op.results:
                     w.uleb(self.tid(r.type))
             elif k == "res*":
