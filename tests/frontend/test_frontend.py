@@ -123,16 +123,17 @@ def test_the_math_functions_kernels_call_come_from_the_ops_user_names():
     import math as pymath
 
     from fearless.frontend.intrinsics import _MATH_BY_OBJECT
+    from fearless.ir.opdef import Op
     from fearless.ir.ops import math as math_ops
-    for fn in math_ops.UNARY + math_ops.BINARY + math_ops.PREDICATES:
-        if fn == "rsqrt":
-            assert not any(op == fn for op in _MATH_BY_OBJECT.values())
+    for op in math_ops.UNARY + math_ops.BINARY + math_ops.PREDICATES:
+        if op is Op.RSQRT:
+            assert op not in _MATH_BY_OBJECT.values()
             continue
-        assert fn in _MATH_BY_OBJECT.values()
-        if hasattr(pymath, fn):
-            assert _MATH_BY_OBJECT[id(getattr(pymath, fn))] == fn
-    numpy_spellings = {np.arcsin: "asin", np.arccosh: "acosh", np.power: "pow",
-                       np.arctan2: "atan2", np.fabs: "fabs", np.isfinite: "isfinite",
-                       np.rint: "rint"}
+        assert op in _MATH_BY_OBJECT.values()
+        if hasattr(pymath, op.base):
+            assert _MATH_BY_OBJECT[id(getattr(pymath, op.base))] is op
+    numpy_spellings = {np.arcsin: Op.ASIN, np.arccosh: Op.ACOSH, np.power: Op.POW,
+                       np.arctan2: Op.ATAN2, np.fabs: Op.FABS, np.isfinite: Op.ISFINITE,
+                       np.rint: Op.RINT}
     for ufunc, op in numpy_spellings.items():
-        assert _MATH_BY_OBJECT[id(ufunc)] == op
+        assert _MATH_BY_OBJECT[id(ufunc)] is op

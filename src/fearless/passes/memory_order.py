@@ -25,8 +25,9 @@ from __future__ import annotations
 from enum import Enum
 
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op
 
-MEMORY = ("tile.load", "tile.load_own", "tile.store")
+MEMORY = (Op.TILE_LOAD, Op.TILE_LOAD_OWN, Op.TILE_STORE)
 
 
 class Order(Enum):
@@ -41,11 +42,11 @@ class Order(Enum):
 
 def run(fn: Function, options) -> Function:
     accesses = [op for op in fn.walk() if op.name in MEMORY]
-    stored = {id(op.operands[0]) for op in accesses if op.name == "tile.store"}
+    stored = {id(op.operands[0]) for op in accesses if op.name == Op.TILE_STORE}
     for op in accesses:
         if id(op.operands[0]) not in stored:
             op.attrs.pop("order", None)
         else:
-            op.attrs["order"] = Order.AFTER_ALL if op.name == "tile.store" else \
+            op.attrs["order"] = Order.AFTER_ALL if op.name == Op.TILE_STORE else \
                 Order.AFTER_STORES
     return fn

@@ -24,6 +24,7 @@ from fearless.analysis.common import params_by_value
 from fearless.errors import SafetyError
 from fearless.frontend.spans import Span
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op
 from fearless.ir.types import Role, TensorView
 
 
@@ -31,7 +32,7 @@ def run(fn: Function, options) -> Function:
     producers = {id(r): op for op in fn.walk() for r in op.results}
     params = params_by_value(fn)
     for op in fn.walk():
-        if op.name == "tile.load" and op.operands[0].type.role is Role.OUT:
+        if op.name == Op.TILE_LOAD and op.operands[0].type.role is Role.OUT:
             name = params[id(op.operands[0])].name
             refused = _not_own(op, producers, name)
             if refused is not None:
@@ -63,7 +64,7 @@ def _not_own(op, producers: dict, name: str) -> tuple[str, str, Span | None] | N
 
 
 def _is_block_index(op, axis: int) -> bool:
-    return op is not None and op.name == "tile.block_index" and op.attrs["axis"] == axis
+    return op is not None and op.name == Op.TILE_BLOCK_INDEX and op.attrs["axis"] == axis
 
 
 def _text(span: Span | None, default: str = "") -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from fearless.backends.tileir import tir
+from fearless.ir.opdef import Op
 from fearless.ir.types import Tile
 
 _FLOAT = {"f16": tir.F16, "bf16": tir.BF16, "f32": tir.F32, "f64": tir.F64}
@@ -177,4 +178,4 @@ def _rule(recipe):
     return rule
 
 
-RULES = {"math.rint": _rule(rint), "math.lgamma": _rule(lgamma)}
+RULES = {Op.RINT: _rule(rint), Op.LGAMMA: _rule(lgamma)}

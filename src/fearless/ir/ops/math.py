@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from fearless import dtypes
-from fearless.ir.opdef import define, like_first
+from fearless.ir.opdef import Op, define, like_first
 from fearless.ir.ops.arith import bool_like
 from fearless.ir.types import Scalar, Tile
 
@@ -45,18 +45,25 @@ def _lgamma(x: float) -> float:
 
 # the f64 reference of each function: NumPy's ufunc, or Python's math module elementwise
 UNARY_F64 = {
-    "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
-    "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
-    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
-    "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh, "erf": _elementwise(math.erf), "erfc": _elementwise(math.erfc),
-    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "fabs": np.fabs, "cbrt": np.cbrt,
-    "rsqrt": lambda x: 1 / np.sqrt(x), "rint": np.rint, "lgamma": _elementwise(_lgamma),
+    Op.SQRT: np.sqrt, Op.EXP: np.exp, Op.EXP2: np.exp2, Op.EXPM1: np.expm1, Op.LOG: np.log,
+    Op.LOG2: np.log2, Op.LOG10: np.log10, Op.LOG1P: np.log1p, Op.SIN: np.sin, Op.COS: np.cos,
+    Op.TAN: np.tan, Op.ASIN: np.arcsin, Op.ACOS: np.arccos, Op.ATAN: np.arctan,
+    Op.SINH: np.sinh, Op.COSH: np.cosh, Op.TANH: np.tanh, Op.ASINH: np.arcsinh,
+    Op.ACOSH: np.arccosh, Op.ATANH: np.arctanh, Op.ERF: _elementwise(math.erf),
+    Op.ERFC: _elementwise(math.erfc), Op.FLOOR: np.floor, Op.CEIL: np.ceil, Op.TRUNC: np.trunc,
+    Op.FABS: np.fabs, Op.CBRT: np.cbrt, Op.RSQRT: lambda x: 1 / np.sqrt(x), Op.RINT: np.rint,
+    Op.LGAMMA: _elementwise(_lgamma),
 }
-BINARY_F64 = {"pow": _pow, "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
-              "fmod": np.fmod}
-PREDICATE_F64 = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
+BINARY_F64 = {Op.POW: _pow, Op.ATAN2: np.arctan2, Op.HYPOT: np.hypot,
+              Op.COPYSIGN: np.copysign, Op.FMOD: np.fmod}
+PREDICATE_F64 = {Op.ISNAN: np.isnan, Op.ISINF: np.isinf, Op.ISFINITE: np.isfinite}
 UNARY, BINARY, PREDICATES = tuple(UNARY_F64), tuple(BINARY_F64), tuple(PREDICATE_F64)
+# the functions the Tile IR lowering has no rule for: SIMT kernels only (track "simt"), so tile
+# kernels refuse them (passes/tile_subset.py) on every backend
+_NO_TILE = frozenset({
+    Op.EXPM1, Op.LOG10, Op.LOG1P, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.ASINH,
+    Op.ACOSH, Op.ATANH, Op.ERF, Op.ERFC, Op.TRUNC, Op.CBRT, Op.ATAN2, Op.HYPOT, Op.COPYSIGN,
+    Op.FMOD, Op.ISNAN, Op.ISINF, Op.ISFINITE})
 
 
 def _rounded(fn):
@@ -96,19 +103,26 @@ _NUMPY = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsin
           "acosh": "arccosh", "atanh": "arctanh", "pow": "power", "atan2": "arctan2"}
 
 
-def _users(fn: str) -> tuple[str, ...]:
-    """What kernels call ``math.<fn>``: the math module's function and NumPy's ufunc (the
+def _users(op: Op) -> tuple[str, ...]:
+    """What kernels call for ``op``: the math module's function and NumPy's ufunc (the
     frontend keeps those that exist; rsqrt is ``ft.rsqrt`` only)."""
-    return () if fn == "rsqrt" else (f"math.{fn}", f"np.{_NUMPY.get(fn, fn)}")
+    fn = op.base
+    return () if op is Op.RSQRT else (("math", fn), ("np", _NUMPY.get(fn, fn)))
 
 
 # the result types are the rules' (like_first, _predicate), which the verifier checks
-for _fn, _f64 in UNARY_F64.items():
-    define(f"math.{_fn}", f"{_fn}(x) for a float x", _floats, result=like_first, operands=1,
-           results=1, user_names=_users(_fn), eval=_rounded(_f64))
-for _fn, _f64 in BINARY_F64.items():
-    define(f"math.{_fn}", f"{_fn}(x, y) for floats of one type", _floats, result=like_first,
-           operands=2, results=1, user_names=_users(_fn), eval=_rounded(_f64))
-for _fn, _f64 in PREDICATE_F64.items():
-    define(f"math.{_fn}", f"{_fn}(x) -> bool for a float x", _floats, result=_predicate,
-           operands=1, results=1, user_names=_users(_fn), eval=_predicate_eval(_f64))
+def _track(op: Op) -> str:
+    return "simt" if op in _NO_TILE else "both"
+
+
+for _op, _f64 in UNARY_F64.items():
+    define(_op, f"{_op.base}(x) for a float x", _floats, result=like_first, operands=1,
+           results=1, track=_track(_op), user_names=_users(_op), eval=_rounded(_f64))
+for _op, _f64 in BINARY_F64.items():
+    define(_op, f"{_op.base}(x, y) for floats of one type", _floats, result=like_first,
+           operands=2, results=1, track=_track(_op), user_names=_users(_op),
+           eval=_rounded(_f64))
+for _op, _f64 in PREDICATE_F64.items():
+    define(_op, f"{_op.base}(x) -> bool for a float x", _floats, result=_predicate,
+           operands=1, results=1, track=_track(_op), user_names=_users(_op),
+           eval=_predicate_eval(_f64))
