@@ -14,7 +14,7 @@ from fearless.frontend.infer import (Const, Static, TupleValue, TypingError, con
                                      weak_marker)
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Value
-from fearless.ir.opdef import Op
+from fearless.ir.opdef import REGISTRY, Op
 from fearless.ir.ops.arith import INT_ONLY, INT_OR_BOOL, NUMERIC
 
 _MAX_UNROLLED_POWER = 16
@@ -194,14 +194,34 @@ class Emitter:
         return self.b.create(Op.SELECT, [cond, va, vb]).result
 
     def math(self, fn: Op, args: list):
-        """Math function ``fn`` on floats: integers go to f64, a weak literal takes the other's
-        type."""
-        if len(args) == 2:
-            d = self.common(args[0], args[1], fn)
+        """Math function ``fn``: its float operands in one float type (integers go to f64, a weak
+        literal takes the other's type), an "i32" operand saturated to i32
+        (``OpDef.operand_kinds``)."""
+        kinds = REGISTRY[fn].operand_kinds or ("float",) * len(args)
+        floats = [a for a, k in zip(args, kinds) if k == "float"]
+        if len(floats) == 2:
+            d = self.common(floats[0], floats[1], fn)
         else:
-            d = self.dtype_of(args[0])
+            d = self.dtype_of(floats[0])
             d = dtypes.f64 if isinstance(d, str) else d
         if not d.is_float:
             d = dtypes.f64
-        values = [self.scalar(a, d) for a in args]
+        values = [self.scalar(a, d) if k == "float" else self.saturated_i32(a)
+                  for a, k in zip(args, kinds)]
         return self.b.create(fn, values).result
+
+    def saturated_i32(self, fv):
+        """The integer ``fv`` (a bool, any integer type, a literal) as i32, clamped to its range;
+        TypingError for anything else."""
+        d = self.dtype_of(fv)
+        if isinstance(fv, Const):
+            if not isinstance(fv.value, int):
+                raise TypingError(f"expected an integer, got {describe(fv)}")
+            return self.constant(min(max(fv.value, -2 ** 31), 2 ** 31 - 1), dtypes.i32)
+        if d.is_float:
+            raise TypingError(f"expected an integer, got {describe(fv)}")
+        if d.bits > 32 or d.bits == 32 and not d.is_signed:
+            if d.is_signed:
+                fv = self.binary(Op.MAX, fv, Const(-2 ** 31))
+            fv = self.binary(Op.MIN, fv, Const(2 ** 31 - 1))
+        return self.cast(fv, dtypes.i32)

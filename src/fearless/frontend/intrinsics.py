@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fearless import dtypes
+from fearless import math as fl_math
 from fearless.frontend import mma, prints, warps
 from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static, TupleValue, TypingError
@@ -418,7 +419,7 @@ HANDLERS = {
 }
 
 # id(function a kernel calls) -> its math op, from the OpDefs' user_names
-_USER_MODULES = {"math": math, "np": np}
+_USER_MODULES = {"math": math, "np": np, "fl.math": fl_math}
 _MATH_BY_OBJECT = {
     id(getattr(_USER_MODULES[module], attr)): op
     for op, d in REGISTRY.items() for module, attr in d.user_names

@@ -15,7 +15,7 @@ from fearless.frontend.emit import Emitter, constant_value, describe
 from fearless.frontend.infer import Const, TypingError, const_fits, implicit_conversion_error
 from fearless.ir import types as T
 from fearless.ir.core import Value
-from fearless.ir.opdef import Op
+from fearless.ir.opdef import REGISTRY, Op
 
 
 def is_tile(fv) -> bool:
@@ -126,10 +126,14 @@ class TileEmitter(Emitter):
         shape = self._shape(*args)
         if shape is None:
             return super().math(fn, args)
-        d = self.common(args[0], args[1], fn) if len(args) == 2 else self.dtype_of(args[0])
-        if not d.is_float:
+        kinds = REGISTRY[fn].operand_kinds or ("float",) * len(args)
+        floats = [a for a, k in zip(args, kinds) if k == "float"]
+        d = self.common(*floats, fn) if len(floats) == 2 else self.dtype_of(floats[0])
+        if isinstance(d, str) or not d.is_float:  # an integer or a literal
             d = dtypes.f32
-        values = [self.to_tile(a, d, shape) for a in args]
+        values = [self.to_tile(a, d, shape) if k == "float" else
+                  self.to_tile(self.saturated_i32(a), dtypes.i32, shape)
+                  for a, k in zip(args, kinds)]
         return self.b.create(fn, values).result
 
     def truth(self, fv):

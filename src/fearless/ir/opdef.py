@@ -93,6 +93,7 @@ class Op(StrEnum):
     ATANH = "math.atanh"
     ERF = "math.erf"
     ERFC = "math.erfc"
+    ERFINV = "math.erfinv"
     FLOOR = "math.floor"
     CEIL = "math.ceil"
     TRUNC = "math.trunc"
@@ -106,6 +107,7 @@ class Op(StrEnum):
     HYPOT = "math.hypot"
     COPYSIGN = "math.copysign"
     FMOD = "math.fmod"
+    LDEXP = "math.ldexp"
     ISNAN = "math.isnan"
     ISINF = "math.isinf"
     ISFINITE = "math.isfinite"
@@ -171,6 +173,10 @@ class OpDef:
     regions: int = 0
     operands: int | None = None  # how many operands and results (None: it varies, as for the
     results: int | None = None   # control ops and the printing and shuffling ones)
+    # of a math function, what each operand is: "float" (the float operands share the result's
+    # type) or "i32" (an integer, which the frontend saturates to i32: ldexp's exponent); empty
+    # for every float operand
+    operand_kinds: tuple[str, ...] = ()
     terminator: bool = False
     side_effects: bool = False
     track: str = "both"         # "simt", "tile" or "both": the kernels whose IR may hold it

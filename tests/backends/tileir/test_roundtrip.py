@@ -56,7 +56,7 @@ def all_ops(version) -> Module:
     for name in ("addf", "subf", "mulf", "divf"):
         getattr(b, name)(x, y, rounding="nearest_even", flush_to_zero=name == "mulf")
     b.fma(x, y, x)
-    for name in ("remf", "pow"):
+    for name in ("remf", "pow", "atan2"):
         getattr(b, name)(x, y)
     b.maxf(x, y, propagate_nan=True)
     b.minf(x, y)

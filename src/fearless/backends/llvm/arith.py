@@ -16,18 +16,17 @@ from llvmlite import ir
 from fearless import dtypes
 from fearless.backends.llvm.nvvm import F32, BFloatType, intrinsic, llvm_type
 from fearless.ir.opdef import Op
+from fearless.ir.ops.math import MATH, PREDICATES
 
 _PRED = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _FMA = ("contract",)  # a*b+c may become one fma, as with nvcc's default -fmad=true
 
-# math op -> LLVM intrinsic (no libdevice needed), or libdevice's __nv_<op.base>[f]
+# math op -> LLVM intrinsic (no libdevice needed); the predicates are compares; every other
+# math function is libdevice's __nv_<op.base>[f], which takes the op's operands as they are
 _INTRINSIC = {Op.SQRT: "llvm.sqrt", Op.FLOOR: "llvm.floor", Op.CEIL: "llvm.ceil",
               Op.TRUNC: "llvm.trunc", Op.FABS: "llvm.fabs", Op.COPYSIGN: "llvm.copysign",
               Op.RINT: "llvm.roundeven"}
-_LIBDEVICE = (Op.EXP, Op.EXP2, Op.EXPM1, Op.LOG, Op.LOG2, Op.LOG10, Op.LOG1P, Op.SIN, Op.COS,
-              Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.TANH, Op.ASINH, Op.ACOSH,
-              Op.ATANH, Op.ERF, Op.ERFC, Op.CBRT, Op.POW, Op.ATAN2, Op.HYPOT, Op.FMOD, Op.RSQRT,
-              Op.LGAMMA)
+_LIBDEVICE = [op for op in MATH if op not in _INTRINSIC and op not in PREDICATES]
 
 
 def _d(op, i=0):
@@ -262,10 +261,11 @@ def _call_float(low, name, args, d, keep_type=False):
 
 
 def _libdevice_call(low, name, args):
-    """``__nv_<name>[f]`` of f32 or f64 arguments (libdevice is linked in when used)."""
+    """``__nv_<name>[f]`` of f32 or f64 arguments, and i32 ones where the function takes them
+    (libdevice is linked in when used)."""
     t = args[0].type
     symbol = f"__nv_{name}{'' if str(t) == 'double' else 'f'}"
-    fn = intrinsic(low.b.module, symbol, t, [t] * len(args))
+    fn = intrinsic(low.b.module, symbol, t, [a.type for a in args])
     low.uses_libdevice = True
     return low.b.call(fn, args)
 
@@ -274,8 +274,9 @@ def _libdevice(name):
     def rule(low, op):
         d, b = _d(op), low.b
         args = [low.v(v) for v in op.operands]
-        if d.bits == 16:
-            args = [b.fpext(a, F32) for a in args]
+        if d.bits == 16:  # the float operands
+            args = [b.fpext(a, F32) if v.type.dtype.is_float else a
+                    for a, v in zip(args, op.operands)]
         out = _libdevice_call(low, name, args)
         low.set(op, b.fptrunc(out, llvm_type(d)) if d.bits == 16 else out)
     return rule

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from fearless.backends.tileir import control, mathlib, tir
+from fearless.backends.tileir import control, mathlib, special, tir
 from fearless.backends.tileir.builder import Builder
 from fearless.compiler.abi import SCALAR, Abi, Slot, array_slots, scalar_code
 from fearless.dtypes import DType, int_range
@@ -675,6 +675,7 @@ RULES = {
     Op.SELECT: lambda low, op: low.set(op, low.b.select(*(low.v(x) for x in op.operands))),
     **{op: _math(method) for op, method in _MATH.items()},
     **mathlib.RULES,
+    **special.RULES,
     Op.TILE_BLOCK_INDEX: _block_index,
     Op.TILE_NUM_BLOCKS: _num_blocks,
     Op.TILE_DIM: _dim,

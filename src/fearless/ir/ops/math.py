@@ -43,14 +43,37 @@ def _lgamma(x: float) -> float:
         return math.inf
 
 
+_erf, _erfc = _elementwise(math.erf), _elementwise(math.erfc)
+
+
+def _erfinv(x):
+    """The inverse error function on f64 arrays (NumPy and Python lack it): Winitzki's
+    approximation (S. Winitzki, "A handy approximation for the error function and its
+    inverse", 2008; relative error below 2e-3), then three steps of Halley's method on
+    ``erf(y) = |x|``, each of which cubes the relative error: Python's erf, or for
+    ``|x| > 1/2`` its erfc against the exact ``1 - |x|``, which keeps the digits near 1 (the
+    result is within about 2 f64 ulps). +-1 gives +-inf, ``|x| > 1`` NaN, the sign is x's."""
+    a = np.abs(x)
+    log = np.log1p(-a) + np.log1p(a)  # ln(1 - x^2), accurate near |x| = 1
+    c = 2 / (math.pi * 0.147) + log / 2
+    y = np.sqrt(np.sqrt(c * c - log / 0.147) - c)
+    tail = a > 0.5
+    for _ in range(3):
+        residual = np.where(tail, (1 - a) - _erfc(y), _erf(y) - a)
+        step = residual / (2 / math.sqrt(math.pi) * np.exp(-y * y))
+        y = y - step / (1 + y * step)
+    y = np.where(a == 1, math.inf, np.where(a > 1, math.nan, y))
+    return np.where(a == 0, x, np.copysign(y, x))
+
+
 # the f64 reference of each function: NumPy's ufunc, or Python's math module elementwise
 UNARY_F64 = {
     Op.SQRT: np.sqrt, Op.EXP: np.exp, Op.EXP2: np.exp2, Op.EXPM1: np.expm1, Op.LOG: np.log,
     Op.LOG2: np.log2, Op.LOG10: np.log10, Op.LOG1P: np.log1p, Op.SIN: np.sin, Op.COS: np.cos,
     Op.TAN: np.tan, Op.ASIN: np.arcsin, Op.ACOS: np.arccos, Op.ATAN: np.arctan,
     Op.SINH: np.sinh, Op.COSH: np.cosh, Op.TANH: np.tanh, Op.ASINH: np.arcsinh,
-    Op.ACOSH: np.arccosh, Op.ATANH: np.arctanh, Op.ERF: _elementwise(math.erf),
-    Op.ERFC: _elementwise(math.erfc), Op.FLOOR: np.floor, Op.CEIL: np.ceil, Op.TRUNC: np.trunc,
+    Op.ACOSH: np.arccosh, Op.ATANH: np.arctanh, Op.ERF: _erf,
+    Op.ERFC: _erfc, Op.ERFINV: _erfinv, Op.FLOOR: np.floor, Op.CEIL: np.ceil, Op.TRUNC: np.trunc,
     Op.FABS: np.fabs, Op.CBRT: np.cbrt, Op.RSQRT: lambda x: 1 / np.sqrt(x), Op.RINT: np.rint,
     Op.LGAMMA: _elementwise(_lgamma),
 }
@@ -58,12 +81,12 @@ BINARY_F64 = {Op.POW: _pow, Op.ATAN2: np.arctan2, Op.HYPOT: np.hypot,
               Op.COPYSIGN: np.copysign, Op.FMOD: np.fmod}
 PREDICATE_F64 = {Op.ISNAN: np.isnan, Op.ISINF: np.isinf, Op.ISFINITE: np.isfinite}
 UNARY, BINARY, PREDICATES = tuple(UNARY_F64), tuple(BINARY_F64), tuple(PREDICATE_F64)
+MATH = (*UNARY, *BINARY, *PREDICATES, Op.LDEXP)  # every op of this module
 # the functions the Tile IR lowering has no rule for: SIMT kernels only (track "simt"), so tile
 # kernels refuse them (passes/tile_subset.py) on every backend
 _NO_TILE = frozenset({
-    Op.EXPM1, Op.LOG10, Op.LOG1P, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.ASINH,
-    Op.ACOSH, Op.ATANH, Op.ERF, Op.ERFC, Op.TRUNC, Op.CBRT, Op.ATAN2, Op.HYPOT, Op.COPYSIGN,
-    Op.FMOD, Op.ISNAN, Op.ISINF, Op.ISFINITE})
+    Op.LOG10, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.ASINH, Op.ACOSH, Op.ATANH,
+    Op.TRUNC, Op.ISNAN, Op.ISINF, Op.ISFINITE})
 
 
 def _rounded(fn):
@@ -103,16 +126,38 @@ _NUMPY = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsin
           "acosh": "arccosh", "atanh": "arctanh", "pow": "power", "atan2": "arctan2"}
 
 
-def _users(op: Op) -> tuple[str, ...]:
-    """What kernels call for ``op``: the math module's function and NumPy's ufunc (the
-    frontend keeps those that exist; rsqrt is ``ft.rsqrt`` only)."""
+def _users(op: Op) -> tuple[tuple[str, str], ...]:
+    """What kernels call for ``op``: the math module's function, NumPy's ufunc, and
+    ``fearless.math``'s for those the two lack (the frontend keeps those that exist; rsqrt is
+    ``ft.rsqrt`` only)."""
     fn = op.base
-    return () if op is Op.RSQRT else (("math", fn), ("np", _NUMPY.get(fn, fn)))
+    return () if op is Op.RSQRT else (("math", fn), ("np", _NUMPY.get(fn, fn)), ("fl.math", fn))
+
+
+def _track(op: Op) -> str:
+    return "simt" if op in _NO_TILE else "both"
+
+
+def _ldexp_types(op):
+    x, n = op.operands
+    if not (isinstance(x.type, (Scalar, Tile)) and x.type.dtype.is_float):
+        return f"operand of type {x.type} is not a float"
+    return None if n.type == _like(x.type, dtypes.i32) else f"the exponent is {n.type}, not i32"
+
+
+def _like(t, d):
+    return Tile(d, t.shape) if isinstance(t, Tile) else Scalar(d)
+
+
+def _ldexp(d, attrs, x, n):
+    """``x * 2**n`` rounded once (C's ``ldexp``: exact unless it leaves the normal range): in
+    f64, which holds every narrower result exactly but for those that round to 0 anyway."""
+    with np.errstate(all="ignore"):
+        out = np.ldexp(np.asarray(x).astype(np.float64), np.asarray(n).astype(np.int32))
+    return out.item() if d is None else dtypes.convert(out, d)
 
 
 # the result types are the rules' (like_first, _predicate), which the verifier checks
-def _track(op: Op) -> str:
-    return "simt" if op in _NO_TILE else "both"
 
 
 for _op, _f64 in UNARY_F64.items():
@@ -126,3 +171,7 @@ for _op, _f64 in PREDICATE_F64.items():
     define(_op, f"{_op.base}(x) -> bool for a float x", _floats, result=_predicate,
            operands=1, results=1, track=_track(_op), user_names=_users(_op),
            eval=_predicate_eval(_f64))
+define(Op.LDEXP, "ldexp(x, n) = x * 2**n for a float x and an i32 n (the frontend saturates a "
+       "wider integer: the result is the same)", _ldexp_types, result=like_first, operands=2,
+       results=1, operand_kinds=("float", "i32"), track=_track(Op.LDEXP),
+       user_names=_users(Op.LDEXP), eval=_ldexp)
