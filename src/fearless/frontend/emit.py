@@ -206,20 +206,22 @@ class Emitter:
             d = dtypes.f64 if isinstance(d, str) else d
         if not d.is_float:
             d = dtypes.f64
-        values = [self.scalar(a, d) if k == "float" else self.saturated_i32(a)
-                  for a, k in zip(args, kinds)]
+        values = [self.scalar(a, d) if k == "float" else self.saturated_i32(a, fn, i)
+                  for i, (a, k) in enumerate(zip(args, kinds))]
         return self.b.create(fn, values).result
 
-    def saturated_i32(self, fv):
-        """The integer ``fv`` (a bool, any integer type, a literal) as i32, clamped to its range;
-        TypingError for anything else."""
+    def saturated_i32(self, fv, fn: Op, position: int):
+        """The integer argument ``fv`` (a bool, any integer type, a literal) of math function
+        ``fn`` as i32, clamped to its range; TypingError for anything else."""
         d = self.dtype_of(fv)
+        if isinstance(fv, Const) and not isinstance(fv.value, int) or \
+                not isinstance(fv, Const) and d.is_float:
+            users = REGISTRY[fn].user_names
+            name = ".".join(users[0]) if users else fn.base
+            raise TypingError(f"argument {position + 1} of {name}() must be an integer, not "
+                              f"{describe(fv)}", help="convert it with int(...)")
         if isinstance(fv, Const):
-            if not isinstance(fv.value, int):
-                raise TypingError(f"expected an integer, got {describe(fv)}")
             return self.constant(min(max(fv.value, -2 ** 31), 2 ** 31 - 1), dtypes.i32)
-        if d.is_float:
-            raise TypingError(f"expected an integer, got {describe(fv)}")
         if d.bits > 32 or d.bits == 32 and not d.is_signed:
             if d.is_signed:
                 fv = self.binary(Op.MAX, fv, Const(-2 ** 31))

@@ -132,8 +132,8 @@ class TileEmitter(Emitter):
         if isinstance(d, str) or not d.is_float:  # an integer or a literal
             d = dtypes.f32
         values = [self.to_tile(a, d, shape) if k == "float" else
-                  self.to_tile(self.saturated_i32(a), dtypes.i32, shape)
-                  for a, k in zip(args, kinds)]
+                  self.to_tile(self.saturated_i32(a, fn, i), dtypes.i32, shape)
+                  for i, (a, k) in enumerate(zip(args, kinds))]
         return self.b.create(fn, values).result
 
     def truth(self, fv):

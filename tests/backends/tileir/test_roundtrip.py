@@ -171,7 +171,7 @@ def test_tileirdisasm_reads_every_op(toolchain, version):
     for needle in ("join_tokens", "padding_value = zero", "mmaf", "mmai", "scan",
                    "same_elements", "div_by<4, every 4 along 0>", "bounded<?, -3>",
                    "optimization_hints=<default = {}, sm_90 = {num_cta_in_cga = 2, occupancy = 1}>",
-                   "allow_tma = false", "loop iter_values", "break", "unsigned"):
+                   "allow_tma = false", "loop iter_values", "break", "unsigned", "atan2"):
         assert needle in text, f"{needle!r} not in disassembly:\n{text}"
 
 
