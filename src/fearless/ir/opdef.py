@@ -2,7 +2,9 @@
 
 An OpDef names the op, says how many operands, results and regions it has, whether it ends
 control flow (``terminator``), whether it has side effects, which kernels use it (``track``),
-whether it is a read the bounds pass checks (``checked_read``), the functions users call for it
+whether it is a read the bounds pass checks (``checked_read``), whether every lane of a warp
+must reach it together (``warp_collective``), what a math function's operands are
+(``operand_kinds``), the functions users call for it
 (``user_names``), the rule that gives its result types (``result``: ``Builder.create`` applies
 it, the verifier checks it), a verifier that checks operand types and attributes, and, for the
 scalar ops, the reference semantics ``eval`` (see ``Eval``): the CPU backend runs it on arrays,
@@ -11,7 +13,7 @@ keep one rule per op name in their own ``RULES`` table and derive the ops they r
 ``track`` (``only``); a test checks that every backend covers every op in ``REGISTRY``.
 
 ``Op`` names every op, once: passes and backends compare and key their tables by its members,
-never by string literals (tests/ir/test_ir.py scans src/ for them). An ``Op`` is a ``str``
+never by string literals (tests/ir/test_opdef.py scans src/ for them). An ``Op`` is a ``str``
 (``Op.ADD == "arith.add"``), so the IR text and the bytecode do not depend on it.
 """
 from __future__ import annotations

@@ -2,10 +2,12 @@
 
 Operands (scalars, or tiles in tile kernels) and result share one float type (f16/bf16 operands are
 computed in f32 by the backends and rounded back, which gives the correctly rounded result for
-these functions' inputs). ``math.isnan``/``isinf``/``isfinite`` return bool.
+these functions' inputs), but for ``math.ldexp``'s i32 exponent (``OpDef.operand_kinds``).
+``math.isnan``/``isinf``/``isfinite`` return bool.
 
 Each op's ``eval`` (its reference semantics, docs/semantics.md) is its row below: the function's
-f64 value (NumPy's, or C's through Python's math module), rounded once to the operand type.
+f64 value (NumPy's, C's through Python's math module, or for erfinv, which neither has, ours),
+rounded once to the operand type.
 """
 from __future__ import annotations
 
@@ -158,8 +160,6 @@ def _ldexp(d, attrs, x, n):
 
 
 # the result types are the rules' (like_first, _predicate), which the verifier checks
-
-
 for _op, _f64 in UNARY_F64.items():
     define(_op, f"{_op.base}(x) for a float x", _floats, result=like_first, operands=1,
            results=1, track=_track(_op), user_names=_users(_op), eval=_rounded(_f64))
