@@ -33,7 +33,7 @@ from fearless.simt import mma as simt_mma
 from fearless.tile import lang
 
 ROOT = Path(__file__).resolve().parent.parent
-STUB_MODULES = (thread, shared, warp, simt_mma, asynccopy, static, lang)
+STUB_MODULES = (thread, shared, warp, simt_mma, asynccopy, static, lang, fl.math)
 
 
 def _public_functions(module):
@@ -45,9 +45,11 @@ def _public_functions(module):
 def _intrinsics():
     """Every function the compilers recognise by identity, from the user-facing modules."""
     known = {*intrinsics.HANDLERS, *warps.HANDLERS, *mma.HANDLERS, *tile_intrinsics.HANDLERS,
-             static.static_range}
+             static.static_range,  # and the math functions, which the ops' user names map
+             *(f for f in vars(fl.math).values() if id(f) in intrinsics._MATH_BY_OBJECT)}
     return sorted((f for f in known if getattr(f, "__module__", "").startswith(
-        ("fearless.simt", "fearless.tile"))), key=lambda f: (f.__module__, f.__name__))
+        ("fearless.simt", "fearless.tile", "fearless.math"))),
+        key=lambda f: (f.__module__, f.__name__))
 
 
 INTRINSICS = _intrinsics()
@@ -95,6 +97,8 @@ def test_signatures_name_the_keywords_the_compiler_takes():
     (fl.shared.array, "fearless.shared.array() can only be called inside"),
     (fl.async_wait, "fearless.async_wait() can only be called inside"),
     (ft.load, "fearless.tile.load() can only be called inside a @fearless.tile.kernel"),
+    (fl.math.erfinv, "fearless.math.erfinv() can only be called inside a @fearless.kernel, "
+                     "@fearless.tile.kernel or @fearless.func"),
 ])
 def test_an_intrinsic_called_on_the_host_says_where_it_belongs(fn, text):
     with pytest.raises(CompileError, match=re.escape(text)) as info:

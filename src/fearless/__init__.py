@@ -10,6 +10,9 @@ import *`` replaces none. To a type checker the dtypes are Python number types (
 from typing import TYPE_CHECKING
 
 from fearless import errors
+# fl.math: the math functions Python's math and NumPy lack; not in __all__, where it would hide
+# the math module of a ``from fearless import *``
+from fearless import math
 from fearless.dtypes import DType
 from fearless.kernel import DeviceFunction, Kernel, func, kernel, unchecked, unsafe
 from fearless.runtime.contract import Contract

@@ -123,16 +123,68 @@ def test_the_math_functions_kernels_call_come_from_the_ops_user_names():
     import math as pymath
 
     from fearless.frontend.intrinsics import _MATH_BY_OBJECT
+    from fearless.ir.opdef import Op
     from fearless.ir.ops import math as math_ops
-    for fn in math_ops.UNARY + math_ops.BINARY + math_ops.PREDICATES:
-        if fn == "rsqrt":
-            assert not any(op == fn for op in _MATH_BY_OBJECT.values())
+    for op in math_ops.UNARY + math_ops.BINARY + math_ops.PREDICATES:
+        if op is Op.RSQRT:
+            assert op not in _MATH_BY_OBJECT.values()
             continue
-        assert fn in _MATH_BY_OBJECT.values()
-        if hasattr(pymath, fn):
-            assert _MATH_BY_OBJECT[id(getattr(pymath, fn))] == fn
-    numpy_spellings = {np.arcsin: "asin", np.arccosh: "acosh", np.power: "pow",
-                       np.arctan2: "atan2", np.fabs: "fabs", np.isfinite: "isfinite",
-                       np.rint: "rint"}
+        assert op in _MATH_BY_OBJECT.values()
+        if hasattr(pymath, op.base):
+            assert _MATH_BY_OBJECT[id(getattr(pymath, op.base))] is op
+    numpy_spellings = {np.arcsin: Op.ASIN, np.arccosh: Op.ACOSH, np.power: Op.POW,
+                       np.arctan2: Op.ATAN2, np.fabs: Op.FABS, np.isfinite: Op.ISFINITE,
+                       np.rint: Op.RINT}
     for ufunc, op in numpy_spellings.items():
-        assert _MATH_BY_OBJECT[id(ufunc)] == op
+        assert _MATH_BY_OBJECT[id(ufunc)] is op
+
+
+def test_ldexp_takes_an_integer_exponent_saturated_to_i32():
+    """``math.ldexp(x, n)``: any integer (a literal, i64, u64, bool) becomes the op's i32
+    operand, clamped (every exponent past i32 gives the same 0 or inf); a float is refused at
+    the call, as Python refuses it."""
+    import math
+
+    @fl.kernel
+    def scaled(x: fl.Slice[fl.f32], n: fl.Slice[fl.u64], m: fl.Slice[fl.i64],
+               out: fl.DisjointSlice[fl.f32]):
+        i = fl.thread.index_1d()
+        if i < len(out):
+            out[i] = math.ldexp(x[i], n[i]) + math.ldexp(x[i], m[i]) + math.ldexp(1.5, True)
+
+    x = fl.asarray(np.array([1.0, 3.0, -2.0], np.float32))
+    n = fl.asarray(np.array([0, 2, 2 ** 64 - 1], np.uint64))
+    m = fl.asarray(np.array([1, -2 ** 62, -1], np.int64))
+    out = fl.full(3, np.nan, fl.f32)
+    scaled[scaled.prepare(3)](x, n, m, out)
+    assert out.numpy().tolist() == [1.0 + 2.0 + 3.0, 12.0 + 0.0 + 3.0, -np.inf]
+    ir = scaled.inspect("ir", (T.Array(D.f32, 1, T.Access.READ, True),
+                               T.Array(D.u64, 1, T.Access.READ, True),
+                               T.Array(D.i64, 1, T.Access.READ, True),
+                               T.Array(D.f32, 1, T.Access.DISJOINT, True)))
+    assert ir.count("math.ldexp") == 3 and "i32" in ir
+
+    @fl.kernel
+    def fractional(x: fl.Slice[fl.f32], out: fl.DisjointSlice[fl.f32]):
+        i = fl.thread.index_1d()
+        if i < len(out):
+            out[i] = math.ldexp(x[i], x[i])
+
+    with pytest.raises(CompileError) as info:
+        fractional[fractional.prepare(3)](x, out)
+    assert info.value.reason == "argument 2 of math.ldexp() must be an integer, not f32"
+    assert info.value.help == "convert it with int(...)"
+    assert "math.ldexp(x[i], x[i])" in str(info.value)
+
+
+def test_fearless_math_holds_what_python_and_numpy_lack():
+    """``fl.math.erfinv`` reaches op math.erfinv through the op's user names (the ops of the
+    other math functions are reached from ``math`` and NumPy, so fl.math has no copies)."""
+    import math
+
+    from fearless.frontend.intrinsics import _MATH_BY_OBJECT
+    from fearless.ir.opdef import Op
+    assert _MATH_BY_OBJECT[id(fl.math.erfinv)] is Op.ERFINV
+    for name in vars(fl.math):
+        assert not hasattr(math, name) and not hasattr(np, name) or name.startswith("_") or \
+            name == "annotations", name

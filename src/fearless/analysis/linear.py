@@ -19,10 +19,12 @@ import math
 
 from fearless.analysis.common import params_by_value
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op
+from fearless.ir.ops.arith import ARITH
 from fearless.ir.types import Access, Scalar, ThreadIndex
 
 _UNSIGNED_MAX = {"u8": 255, "u16": 65535, "bool": 1}
-_ACCESSES = ("mem.load", "mem.store", "mem.atomic", "warp.ldmatrix", "mem.async_copy")
+_ACCESSES = (Op.MEM_LOAD, Op.MEM_STORE, Op.MEM_ATOMIC, Op.WARP_LDMATRIX, Op.MEM_ASYNC_COPY)
 
 
 def guard_facts(fn: Function) -> "Facts":
@@ -55,9 +57,9 @@ class Facts:
         for op in fn.walk():
             for r in op.results:
                 self.defs[id(r)] = op
-            if op.name == "scf.for":
+            if op.name == Op.SCF_FOR:
                 self.region_args[id(op.regions[0].args[0])] = op
-            if op.name == "local.store":
+            if op.name == Op.LOCAL_STORE:
                 self.stores.setdefault(id(op.operands[0]), []).append(op.operands[1])
         self.version = {}             # id(local ref) -> current version number
         self.load_version = {}        # id(local.load result) -> (ref id, version)
@@ -76,18 +78,18 @@ class Facts:
 
     def _stored_in(self, regions):
         return {id(op.operands[0]) for r in regions for top in r.ops for op in _walk(top)
-                if op.name == "local.store"}
+                if op.name == Op.LOCAL_STORE}
 
     def region(self, region, facts: frozenset) -> None:
         for op in region.ops:
             name = op.name
-            if name in ("mem.load", "mem.store") and \
+            if name in (Op.MEM_LOAD, Op.MEM_STORE) and \
                     op.operands[0].type.access in (Access.SHARED, Access.DISJOINT):
                 self.at[id(op)] = (facts, dict(self.version))
-            if name == "local.load":
+            if name == Op.LOCAL_LOAD:
                 ref = id(op.operands[0])
                 self.load_version[id(op.result)] = (ref, self.version.get(ref, 0))
-            elif name == "local.store":
+            elif name == Op.LOCAL_STORE:
                 ref = id(op.operands[0])
                 self._bump(ref)
                 self.stored_at[(ref, self.version[ref])] = op.operands[1]
@@ -97,12 +99,12 @@ class Facts:
                     self.bool_facts[(ref, self.version[ref])] = self.facts_true(op.operands[1])
             elif name in _ACCESSES:
                 self.access(op, facts)
-            elif name == "scf.if":
+            elif name == Op.SCF_IF:
                 self._if(op, facts)
-            elif name in ("scf.for", "scf.while"):
+            elif name in (Op.SCF_FOR, Op.SCF_WHILE):
                 for ref in self._stored_in(op.regions):
                     self._bump(ref)  # the back edge: values stored in the loop come round
-                if name == "scf.for":
+                if name == Op.SCF_FOR:
                     self.region(op.regions[0], facts)
                 else:
                     cond, body = op.regions
@@ -142,7 +144,7 @@ class Facts:
         op = self.defs.get(id(value))
         if op is None:
             return frozenset()
-        if op.name == "arith.cmp" and all(is_i64(v) for v in op.operands):
+        if op.name == Op.CMP and all(is_i64(v) for v in op.operands):
             a, b = op.operands
             pred = op.attrs["pred"]
             if pred in ("lt", "gt"):
@@ -154,9 +156,9 @@ class Facts:
             if pred == "eq":  # both a <= b and b <= a
                 return frozenset({self._at_most(a, b), self._at_most(b, a)})
             return frozenset()
-        if op.name == "arith.and":
+        if op.name == Op.AND:
             return self.facts_true(op.operands[0]) | self.facts_true(op.operands[1])
-        if op.name == "local.load":
+        if op.name == Op.LOCAL_LOAD:
             return self.bool_facts.get(self.load_version.get(id(value)), frozenset())
         return frozenset()
 
@@ -173,17 +175,17 @@ class Facts:
         if op is None:
             arr = self.params.get(id(value))
             return ("param", arr.name) if arr is not None else ("value", id(value))
-        if op.name == "mem.dim":
+        if op.name == Op.MEM_DIM:
             return ("dim", self._array_key(op.operands[0]), op.attrs["axis"])
-        if op.name in ("simt.thread_index", "simt.special"):
+        if op.name in (Op.SIMT_THREAD_INDEX, Op.SIMT_SPECIAL):
             return (op.name, tuple(sorted(op.attrs.items())))
-        if op.name == "simt.index_value":
+        if op.name == Op.SIMT_INDEX_VALUE:
             return ("index", self.key(op.operands[0]))
-        if op.name == "arith.constant":
+        if op.name == Op.CONSTANT:
             return ("const", op.attrs["value"])
-        if op.name == "local.load":
+        if op.name == Op.LOCAL_LOAD:
             return ("local", self.load_version.get(id(value)))
-        if op.name.startswith("arith.") and op.name != "arith.cmp":
+        if op.name in ARITH and op.name != Op.CMP:
             return (op.name, tuple(self.key(v) for v in op.operands),
                     getattr(value.type, "dtype", None) and value.type.dtype.name)
         return ("value", id(value))
@@ -200,18 +202,18 @@ class Facts:
     def _linear(self, value):
         op = self.defs.get(id(value))
         if op is not None and is_i64(value):
-            if op.name == "arith.constant":
+            if op.name == Op.CONSTANT:
                 return int(op.attrs["value"]), {}
-            if op.name == "simt.index_value":
+            if op.name == Op.SIMT_INDEX_VALUE:
                 return 0, {self.key(value): 1}
-            if op.name in ("arith.add", "arith.sub"):
+            if op.name in (Op.ADD, Op.SUB):
                 (ca, ta), (cb, tb) = self._linear(op.operands[0]), self._linear(op.operands[1])
-                sign = 1 if op.name == "arith.add" else -1
+                sign = 1 if op.name == Op.ADD else -1
                 terms = dict(ta)
                 for k, c in tb.items():
                     terms[k] = terms.get(k, 0) + sign * c
                 return ca + sign * cb, terms
-            if op.name == "arith.mul":
+            if op.name == Op.MUL:
                 (ca, ta), (cb, tb) = self._linear(op.operands[0]), self._linear(op.operands[1])
                 if not ta:
                     return ca * cb, {k: ca * c for k, c in tb.items()}
@@ -260,29 +262,29 @@ class Facts:
                 return self.nonneg(loop.operands[0])
             return None
         name = op.name
-        if name in ("simt.index_value", "simt.thread_index", "simt.special", "mem.dim"):
+        if name in (Op.SIMT_INDEX_VALUE, Op.SIMT_THREAD_INDEX, Op.SIMT_SPECIAL, Op.MEM_DIM):
             return frozenset()
-        if name == "arith.constant":
+        if name == Op.CONSTANT:
             return frozenset() if op.attrs["value"] >= 0 else None
-        if name == "arith.cast":
+        if name == Op.CAST:
             src = op.operands[0].type
             dt = getattr(src, "dtype", None)
             return frozenset() if dt is not None and dt.name.startswith(("u", "bool")) else None
-        if name == "local.load":
+        if name == Op.LOCAL_LOAD:
             ref = id(op.operands[0])
             return frozenset() if ref in getattr(self, "_assumed", set()) else None
-        if name in ("arith.add", "arith.mul", "arith.min"):
+        if name in (Op.ADD, Op.MUL, Op.MIN):
             parts = [self.nonneg(v) for v in op.operands]
             return None if None in parts else parts[0] | parts[1]
-        if name == "arith.max":
+        if name == Op.MAX:
             parts = [self.nonneg(v) for v in op.operands]
             ok = [p for p in parts if p is not None]
             return min(ok, key=len) if ok else None
-        if name == "arith.sub":  # extent - c, with extent >= c checked on the host
+        if name == Op.SUB:  # extent - c, with extent >= c checked on the host
             a, b = op.operands
             da, db = self.defs.get(id(a)), self.defs.get(id(b))
-            if da is not None and db is not None and da.name == "mem.dim" and \
-                    db.name == "arith.constant" and self._array_key(da.operands[0])[0] == "param":
+            if da is not None and db is not None and da.name == Op.MEM_DIM and \
+                    db.name == Op.CONSTANT and self._array_key(da.operands[0])[0] == "param":
                 arr = self.params[id(da.operands[0])].name
                 return frozenset({(arr, da.attrs["axis"], None, int(db.attrs["value"]))})
         return None
@@ -294,12 +296,12 @@ class Facts:
             loop = self.region_args.get(id(value))
             if loop is not None and loop.attrs.get("step_sign", 0) > 0:
                 hi = self.defs.get(id(loop.operands[1]))
-                if hi is not None and hi.name == "arith.constant":
+                if hi is not None and hi.name == Op.CONSTANT:
                     return int(hi.attrs["value"]) - 1
             return None
-        if op.name == "arith.constant":
+        if op.name == Op.CONSTANT:
             return int(op.attrs["value"])
-        if op.name == "local.load":  # a local holding only bounded values (a loop counter)
+        if op.name == Op.LOCAL_LOAD:  # a local holding only bounded values (a loop counter)
             ref = id(op.operands[0])
             if ref in self._visiting or ref not in self.nonneg_locals:
                 return None
@@ -307,22 +309,22 @@ class Facts:
             ups = [self.upper(v) for v in self.stores.get(ref, ())]
             self._visiting.discard(ref)
             return max(ups) if ups and None not in ups else None
-        if op.name == "arith.cast":
+        if op.name == Op.CAST:
             dt = getattr(op.operands[0].type, "dtype", None)
             return _UNSIGNED_MAX.get(dt.name) if dt is not None else None
-        if op.name == "simt.index_value":
+        if op.name == Op.SIMT_INDEX_VALUE:
             return self.upper(op.operands[0])
-        if op.name in ("simt.thread_index", "simt.special"):
+        if op.name in (Op.SIMT_THREAD_INDEX, Op.SIMT_SPECIAL):
             return self._coordinate_upper(op.name, op.attrs)
-        if op.name == "arith.add":
+        if op.name == Op.ADD:
             a, b = (self.upper(v) for v in op.operands)
             return None if a is None or b is None else a + b
-        if op.name == "arith.mul":
+        if op.name == Op.MUL:
             if any(self.nonneg(v) != frozenset() for v in op.operands):
                 return None
             a, b = (self.upper(v) for v in op.operands)
             return None if a is None or b is None else a * b
-        if op.name == "arith.min":
+        if op.name == Op.MIN:
             ok = [u for u in (self.upper(v) for v in op.operands) if u is not None]
             return min(ok) if ok else None
         return None
@@ -352,7 +354,7 @@ class Facts:
         """``upper`` of an atom, by its key (the block's coordinates only), or None."""
         if key[0] == "index":
             key = key[1]
-        if key[0] in ("simt.thread_index", "simt.special"):
+        if key[0] in (Op.SIMT_THREAD_INDEX, Op.SIMT_SPECIAL):
             return self._coordinate_upper(key[0], dict(key[1]))
         return None
 
@@ -360,7 +362,7 @@ class Facts:
         """The largest value of a thread coordinate: its position in the contract's exact
         block (the linear slot up to the block's threads - 1, ``thread_in_block``), the lane
         (31) or the warp."""
-        if name == "simt.special":
+        if name == Op.SIMT_SPECIAL:
             if attrs.get("reg") == "lane":
                 return 31
             if attrs.get("reg") == "thread_in_block" and self.block:
@@ -377,7 +379,7 @@ class Facts:
 
     def _atom_nonneg(self, key) -> bool:
         kind = key[0]
-        if kind in ("index", "simt.thread_index", "simt.special", "dim"):
+        if kind in ("index", Op.SIMT_THREAD_INDEX, Op.SIMT_SPECIAL, "dim"):
             return True
         if kind == "local":
             ref = key[1][0] if key[1] else None
@@ -394,7 +396,7 @@ class Facts:
         while todo:
             v = todo.pop()
             op = self.defs.get(id(v))
-            if op is not None and op.name in ("arith.add", "arith.sub", "arith.mul"):
+            if op is not None and op.name in (Op.ADD, Op.SUB, Op.MUL):
                 todo.extend(op.operands)
             elif self.nonneg(v) == frozenset():
                 out.add(self.key(v))
@@ -404,7 +406,7 @@ class Facts:
 def special(atom):
     """``(register, axis)`` of a ``simt.special`` atom (``block_index``, ``thread_in_block``,
     ...), else None."""
-    if atom[0] == "simt.special":
+    if atom[0] == Op.SIMT_SPECIAL:
         attrs = dict(atom[1])
         return attrs["reg"], attrs["axis"]
     return None
@@ -414,7 +416,7 @@ def launch_product(atom):
     """For the product of two launch registers along one axis (``block_index(0) *
     block_dim(0)``, ``grid_dim(1) * block_dim(1)``): ``(the two names sorted, axis)``, else
     None."""
-    if atom[0] != "arith.mul" or len(atom[1]) != 2:
+    if atom[0] != Op.MUL or len(atom[1]) != 2:
         return None
     parts = [special(a) for a in atom[1]]
     if None in parts or parts[0][1] != parts[1][1]:

@@ -29,7 +29,8 @@ from itertools import product
 
 from fearless.analysis.linear import launch_product
 from fearless.ir.core import Operation
-from fearless.ir.opdef import REGISTRY
+from fearless.ir.opdef import REGISTRY, Op
+from fearless.ir.ops.arith import ARITH
 
 MAX_POINTS = 1 << 16   # threads x loop-counter values enumerated per access
 I64 = 1 << 63          # indices are i64: a value outside [-I64, I64) would wrap in the kernel
@@ -38,8 +39,8 @@ MAX_SCALE = 1 << 31    # block_index * B stays far below 2^63 for every grid (< 
 # value is the kernel's i64 one unless it leaves i64 (_i64 refuses it) or has none (a zero
 # divisor, a negative shift: unknown). A left shift past the width is left unknown too: its exact
 # value could be astronomically large
-_INDEX_OPS = frozenset(f"arith.{name}" for name in (
-    "add", "sub", "mul", "floordiv", "mod", "min", "max", "and", "or", "xor", "shl", "shr", "neg"))
+_INDEX_OPS = frozenset((Op.ADD, Op.SUB, Op.MUL, Op.FLOORDIV, Op.MOD, Op.MIN, Op.MAX, Op.AND,
+                        Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.NEG))
 
 
 def _index_op(atom) -> bool:
@@ -105,7 +106,7 @@ def prove(prover, accesses: list[Operation], block: tuple | None, shared: bool):
 
 def _coverage(forms, accesses, blocks: dict):
     """The box one block's stores fill, per array axis, or None if they leave holes."""
-    reached = {element for (points, _), op in zip(forms, accesses) if op.name == "mem.store"
+    reached = {element for (points, _), op in zip(forms, accesses) if op.name == Op.MEM_STORE
                for _, element in points}
     if not reached:
         return None
@@ -216,9 +217,9 @@ class Model:
         kind = atom[0]
         if kind == "const":
             return True
-        if kind == "simt.thread_index":
+        if kind == Op.SIMT_THREAD_INDEX:
             return bool(dict(atom[1]).get("block"))
-        if kind == "simt.special":
+        if kind == Op.SIMT_SPECIAL:
             return dict(atom[1])["reg"] in ("lane", "warp_index", "block_dim", "thread_in_block")
         if _index_op(atom):
             return all(self.evaluable(_strip(a)) for a in atom[1])
@@ -253,7 +254,7 @@ class Model:
 
     def global_thread(self, atom):
         """(grid axis, block size, in-block atom) for a global thread index atom, else None."""
-        if atom[0] != "simt.thread_index":
+        if atom[0] != Op.SIMT_THREAD_INDEX:
             return None
         attrs = dict(atom[1])
         if attrs.get("block"):
@@ -261,7 +262,7 @@ class Model:
         if attrs["space"] == 3:
             raise Unproven("the 3-d thread index is not enumerated: index with it unchanged")
         x_axis = attrs["space"] == 1 or attrs["axis"] == 1
-        inner = ("simt.thread_index", tuple(sorted({**attrs, "block": True}.items())))
+        inner = (Op.SIMT_THREAD_INDEX, tuple(sorted({**attrs, "block": True}.items())))
         return (0, self.bx, inner) if x_axis else (1, self.by, inner)
 
     def varies(self, atom) -> bool:
@@ -270,13 +271,13 @@ class Model:
         stored = self.stored(atom)
         if stored is not None:
             return any(self.varies(a) for a, _ in self.form(stored)[1])
-        if kind in ("simt.thread_index", "value", "local"):
+        if kind in (Op.SIMT_THREAD_INDEX, "value", "local"):
             return True  # non-counter values and merged locals: unknown, so treated as varying
-        if kind == "simt.special":
+        if kind == Op.SIMT_SPECIAL:
             return dict(atom[1])["reg"] not in ("block_index", "block_dim", "grid_dim")
         if kind == "index":
             return self.varies(atom[1])
-        if isinstance(kind, str) and kind.startswith("arith."):
+        if kind in ARITH:
             return any(self.varies(part) for part in atom[1])
         return False
 
@@ -289,7 +290,7 @@ class Model:
             yield atom
         elif atom[0] == "index":
             yield from self.counters(atom[1])
-        elif isinstance(atom[0], str) and atom[0].startswith("arith."):
+        elif atom[0] in ARITH:
             for part in atom[1]:
                 yield from self.counters(part)
 
@@ -325,12 +326,12 @@ class Model:
             return None if None in parts else _i64(const + sum(
                 k * p for (_, k), p in zip(terms, parts)))
         ty, tx = thread
-        if kind == "simt.thread_index" and dict(atom[1]).get("block"):
+        if kind == Op.SIMT_THREAD_INDEX and dict(atom[1]).get("block"):
             attrs = dict(atom[1])
             if attrs["space"] == 1:
                 return ty * self.bx + tx
             return tx if attrs["axis"] == 1 else ty
-        if kind == "simt.special":
+        if kind == Op.SIMT_SPECIAL:
             reg = dict(atom[1])["reg"]
             slot = ty * self.bx + tx
             axis = dict(atom[1])["axis"]
@@ -340,7 +341,7 @@ class Model:
         if not _index_op(atom):
             return None
         parts = [self._eval(part, thread, env) for part in atom[1]]
-        if None in parts or (kind == "arith.shl" and parts[1] >= 64):
+        if None in parts or (kind == Op.SHL and parts[1] >= 64):
             return None
         try:
             return _i64(REGISTRY[kind].eval(None, {}, *parts))
@@ -363,14 +364,14 @@ def _strip(atom):
 
 
 def _block_index(atom):
-    if atom[0] == "simt.special" and dict(atom[1]).get("reg") == "block_index":
+    if atom[0] == Op.SIMT_SPECIAL and dict(atom[1]).get("reg") == "block_index":
         return dict(atom[1])["axis"]
     return None
 
 
 def _describe(atom) -> str:
     kind = atom[0]
-    if kind == "simt.special":
+    if kind == Op.SIMT_SPECIAL:
         return f"fl.thread.{dict(atom[1])['reg']}()"
     if kind in ("local", "value"):
         return ("a value known only at run time (a load, a variable assigned more than once, "

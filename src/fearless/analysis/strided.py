@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from fearless.analysis.linear import launch_product, special
+from fearless.ir.opdef import Op
 from fearless.ir.types import ThreadIndex
 
 INF = math.inf  # a coverage extent: every index along the axis, whatever the grid
@@ -195,7 +196,7 @@ def _missing(layout, launch_1d: bool):
 
 def _coverage(accesses, kinds, block):
     """What the stores reach per array axis (see ``prove``), or None when that is unknown."""
-    stores = [row for op, row in zip(accesses, kinds) if op.name == "mem.store"]
+    stores = [row for op, row in zip(accesses, kinds) if op.name == Op.MEM_STORE]
     if not stores:
         return None
     out = []
@@ -263,7 +264,7 @@ class _Context:
 
     def refuse_bound(self, op, loop, which: int, name: str, axis: int, wrong: str) -> NoReturn:
         """Refused, with the caret under the loop's start (``which`` 0) or step (2)."""
-        verb = "written" if op.name == "mem.store" else "read"
+        verb = "written" if op.name == Op.MEM_STORE else "read"
         suffix = f"({axis})" if axis else "()"
         count = (f"the launch's thread count (fl.thread.grid_size{suffix})" if name == "grid"
                  else f"the block's thread count (fl.thread.block_dim{suffix})")
@@ -316,7 +317,7 @@ def coordinate(form, block=None):
 
 def _coordinate_atom(atom):
     """The Kind of an atom that is a coordinate of the thread by itself, or None."""
-    if atom[0] == "simt.thread_index":
+    if atom[0] == Op.SIMT_THREAD_INDEX:
         attrs = dict(atom[1])
         if attrs["space"] == 3:
             return None  # the stride rules reason about x and y only
@@ -332,13 +333,13 @@ def _coordinate_atom(atom):
 
 def _is_thread_index(form) -> bool:
     """Whether ``form`` is one global ThreadIndex, ``index_1d()`` or a part of ``index_2d()``."""
-    return len(form[1]) == 1 and form[1][0][0][0] == "simt.thread_index"
+    return len(form[1]) == 1 and form[1][0][0][0] == Op.SIMT_THREAD_INDEX
 
 
 def _mentions_launch(key) -> bool:
     """Whether a form or key reads the thread's or the launch's coordinates."""
     if isinstance(key, tuple):
-        if key and key[0] in ("simt.thread_index", "simt.special"):
+        if key and key[0] in (Op.SIMT_THREAD_INDEX, Op.SIMT_SPECIAL):
             return True
         return any(_mentions_launch(part) for part in key)
     return False

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from fearless import dtypes
 from fearless.dtypes import int_range
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op
 from fearless.ir.types import Scalar, Tile
 
 BLOCK_MAX = (1 << 31) - 1  # a tile block coordinate is below the grid's 2**31
@@ -156,11 +157,11 @@ def _fit(form: Form, t) -> Form:
     return Form((), lo, hi)
 
 
-_BINARY = {"arith.add": _add, "arith.sub": lambda a, b: _add(a, b, -1), "arith.mul": _mul,
-           "arith.floordiv": _floordiv, "arith.mod": _mod, "arith.and": _and,
-           "arith.max": lambda a, b: _extreme(a, b, True),
-           "arith.min": lambda a, b: _extreme(a, b, False)}
-_SAME = ("tile.splat", "tile.broadcast", "tile.reshape", "tile.permute")
+_BINARY = {Op.ADD: _add, Op.SUB: lambda a, b: _add(a, b, -1), Op.MUL: _mul,
+           Op.FLOORDIV: _floordiv, Op.MOD: _mod, Op.AND: _and,
+           Op.MAX: lambda a, b: _extreme(a, b, True),
+           Op.MIN: lambda a, b: _extreme(a, b, False)}
+_SAME = (Op.TILE_SPLAT, Op.TILE_BROADCAST, Op.TILE_RESHAPE, Op.TILE_PERMUTE)
 
 
 class Ranges:
@@ -175,9 +176,9 @@ class Ranges:
         for op in fn.walk():
             for r in op.results:
                 self.defs[id(r)] = op
-            if op.name == "scf.for":
+            if op.name == Op.SCF_FOR:
                 self.loops[id(op.regions[0].args[0])] = op
-            elif op.name == "local.store":
+            elif op.name == Op.LOCAL_STORE:
                 self.stores.setdefault(id(op.operands[0]), []).append(op.operands[1])
         self.cache: dict[int, Form] = {}
         self.busy: set[int] = set()
@@ -224,27 +225,27 @@ class Ranges:
         if op is None or not isinstance(value.type, (Scalar, Tile)) or not value.type.dtype.is_int:
             return TOP
         name = op.name
-        if name == "arith.constant":
+        if name == Op.CONSTANT:
             v = op.attrs.get("value")
             return _const(int(v)) if isinstance(v, (int, bool)) else TOP
-        if name == "tile.iota":
+        if name == Op.TILE_IOTA:
             return Form((), 0, value.type.shape[0] - 1)
-        if name == "tile.block_index":
+        if name == Op.TILE_BLOCK_INDEX:
             return Form(((op.attrs["axis"], 1),), 0, 0)
-        if name in _SAME or name == "arith.cast":
+        if name in _SAME or name == Op.CAST:
             src = op.operands[0].type
-            if name == "arith.cast" and not (src.dtype.is_int or src.dtype.is_bool):
+            if name == Op.CAST and not (src.dtype.is_int or src.dtype.is_bool):
                 return TOP
             return Form((), 0, 1) if src.dtype.is_bool else self.form(op.operands[0])
         if name in _BINARY:
             return _BINARY[name](*(self.form(v) for v in op.operands))
-        if name == "arith.neg":
+        if name == Op.NEG:
             return _scale(self.form(op.operands[0]), -1)
-        if name == "arith.select":
+        if name == Op.SELECT:
             return join(self.form(v) for v in op.operands[1:])
-        if name == "tile.reduce" and op.attrs.get("kind") in ("max", "min"):
+        if name == Op.TILE_REDUCE and op.attrs.get("kind") in ("max", "min"):
             return self.form(op.operands[0])
-        if name == "local.load":
+        if name == Op.LOCAL_LOAD:
             slot = op.operands[0]
             forms = [self.form(v) for v in self.stores.get(id(slot), ())]
             return join(forms if self.assigned(op, slot) else forms + [_const(0)])
@@ -254,8 +255,8 @@ class Ranges:
 def _stores(op, slot) -> bool:
     """Whether ``op`` stores to ``slot`` on every path through it: a store, or an ``if`` that
     does in both branches."""
-    if op.name == "local.store":
+    if op.name == Op.LOCAL_STORE:
         return op.operands[0] is slot
-    if op.name == "scf.if":
+    if op.name == Op.SCF_IF:
         return all(any(_stores(o, slot) for o in region.ops) for region in op.regions)
     return False

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from fearless.frontend.spans import Span
 from fearless.ir.core import Function, Operation, Region
+from fearless.ir.opdef import Op, warp_collectives
 from fearless.ir.types import Access
+
+_COLLECTIVE = warp_collectives()
 
 _VARYING_SPECIAL = {"block": {"thread_in_block", "lane", "warp_index"},
                     "warp": {"thread_in_block", "lane"}}
@@ -50,7 +53,7 @@ class _Uniformity:
 
     def op(self, op: Operation, ctrl) -> dict:
         name = op.name
-        if name == "scf.if":
+        if name == Op.SCF_IF:
             cond = op.operands[0]
             inner = ctrl or (self.why(cond, op) if id(cond) in self.div else None)
             escapes = {}
@@ -58,7 +61,7 @@ class _Uniformity:
                 for k, v in self.region(r, inner).items():
                     escapes.setdefault(k, v)
             return escapes
-        if name == "scf.for":
+        if name == Op.SCF_FOR:
             varying = any(id(v) in self.div for v in op.operands)
             inner = ctrl or (self.why(next(v for v in op.operands if id(v) in self.div), op)
                              if varying else None)
@@ -69,7 +72,7 @@ class _Uniformity:
                 self.mark(op.regions[0].args[0])
                 escapes = self.region(op.regions[0], escapes["loop"])
             return {"inline": escapes["inline"]} if "inline" in escapes else {}
-        if name == "scf.while":
+        if name == Op.SCF_WHILE:
             cond_region, body = op.regions
             flag = cond_region.ops[-1].operands[0]
             esc = self.region(cond_region, ctrl)
@@ -82,30 +85,30 @@ class _Uniformity:
                 esc2 = self.region(body, inner)
             out = {**esc, **esc2}
             return {"inline": out["inline"]} if "inline" in out else {}
-        if name == "scf.inline":
+        if name == Op.SCF_INLINE:
             self.region(op.regions[0], ctrl)
             return {}
-        if name in ("cf.break", "cf.continue"):
+        if name in (Op.CF_BREAK, Op.CF_CONTINUE):
             return {"loop": ctrl} if ctrl else {}
-        if name == "cf.return":
+        if name == Op.CF_RETURN:
             return {"inline": ctrl} if ctrl else {}
-        sync = name == "simt.barrier" if self.level == "block" else name.startswith("warp.")
+        sync = name == Op.SIMT_BARRIER if self.level == "block" else name in _COLLECTIVE
         if sync:
             self.barriers.append((op, ctrl))
-        if name == "simt.barrier":
+        if name == Op.SIMT_BARRIER:
             return {}
-        if name == "local.store":
+        if name == Op.LOCAL_STORE:
             if ctrl or id(op.operands[1]) in self.div:
                 self.mark(op.operands[0])
             return {}
         varying = any(id(v) in self.div for v in op.operands)
-        if name == "simt.thread_index" or name.startswith("warp.") or name == "mem.atomic":
-            varying = not (self.level == "warp" and name in ("warp.vote", "warp.reduce"))
-        elif name == "simt.special":
+        if name in (Op.SIMT_THREAD_INDEX, Op.MEM_ATOMIC) or name in _COLLECTIVE:
+            varying = not (self.level == "warp" and name in (Op.WARP_VOTE, Op.WARP_REDUCE))
+        elif name == Op.SIMT_SPECIAL:
             varying = op.attrs["reg"] in _VARYING_SPECIAL[self.level]
-        elif name == "mem.load":
+        elif name == Op.MEM_LOAD:
             varying = varying or op.operands[0].type.access is not Access.READ
-        elif self.level == "warp" and name in ("arith.floordiv", "arith.shr"):
+        elif self.level == "warp" and name in (Op.FLOORDIV, Op.SHR):
             varying = varying and not self.whole_warps(op)
         for r in op.results:
             if varying:
@@ -116,15 +119,15 @@ class _Uniformity:
     def whole_warps(self, op: Operation) -> bool:
         """``slot // 32k`` or ``slot >> (5 + k)`` of the in-block slot: equal within a warp."""
         src = self.producers.get(id(op.operands[0]))
-        if src is not None and src.name == "simt.index_value":
+        if src is not None and src.name == Op.SIMT_INDEX_VALUE:
             src = self.producers.get(id(src.operands[0]))
         k = self.producers.get(id(op.operands[1]))
-        if src is None or k is None or k.name != "arith.constant":
+        if src is None or k is None or k.name != Op.CONSTANT:
             return False
-        slot = src.name == "simt.thread_index" and src.attrs.get("block") and \
+        slot = src.name == Op.SIMT_THREAD_INDEX and src.attrs.get("block") and \
             src.attrs["space"] == 1
         c = k.attrs["value"]
-        return bool(slot) and (c > 0 and c % 32 == 0 if op.name == "arith.floordiv"
+        return bool(slot) and (c > 0 and c % 32 == 0 if op.name == Op.FLOORDIV
                                else 5 <= c < 64)
 
 

@@ -23,11 +23,12 @@ from fearless.frontend.infer import (WEAK_FLOAT, Const, Static, TupleValue, Typi
 from fearless.frontend.spans import CallSite, Span
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Function, Param, Region, Value
+from fearless.ir.opdef import Op
 from fearless.simt.static import static_range
 
-_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
-           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and",
-           ast.BitOr: "or", ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
+_BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV,
+           ast.FloorDiv: Op.FLOORDIV, ast.Mod: Op.MOD, ast.Pow: Op.POW, ast.BitAnd: Op.AND,
+           ast.BitOr: Op.OR, ast.BitXor: Op.XOR, ast.LShift: Op.SHL, ast.RShift: Op.SHR}
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
            ast.GtE: "ge"}
 _PARAMS = (T.Array, T.TensorView)  # bound once, never stored in a variable
@@ -101,7 +102,7 @@ class GenContext:
             elem = self.declared.get(key) or self.var_types.get(key) or join([first])
             op_region = Region()
             with self.builder.at(op_region):
-                ref = self.builder.create("local.alloc", [], [T.LocalRef(elem)]).result
+                ref = self.builder.create(Op.LOCAL_ALLOC, [], [T.LocalRef(elem)]).result
             self.entry.extend(op_region.ops)
             self.slots[key] = ref
         return ref
@@ -274,7 +275,7 @@ class FunctionGen(ast.NodeVisitor):
         if isinstance(cond, Const):  # decided at compile time: only one branch exists
             return self.body(node.body if cond.value else node.orelse)
         then, other = Region(), Region()
-        self.b.create("scf.if", [cond], regions=[then, other])
+        self.b.create(Op.SCF_IF, [cond], regions=[then, other])
         with self.b.at(then):
             left = self.nested(node.body)
         with self.b.at(other):
@@ -316,7 +317,7 @@ class FunctionGen(ast.NodeVisitor):
             raise self.error(node.target, "the loop variable must be a plain name")
         body = Region([Value(T.INDEX, node.target.id)])
         spans = tuple(self.span(n) for n in nodes)  # for diagnostics about the loop's bounds
-        self.b.create("scf.for", bounds, attrs={"step_sign": sign, "bound_spans": spans},
+        self.b.create(Op.SCF_FOR, bounds, attrs={"step_sign": sign, "bound_spans": spans},
                       regions=[body])
         with self.b.at(body):
             self.assign_slot(node.target.id, body.args[0], node.target)
@@ -352,22 +353,22 @@ class FunctionGen(ast.NodeVisitor):
         if node.orelse:
             raise self.error(node, "while ... else is not supported")
         cond, body = Region(), Region()
-        self.b.create("scf.while", [], regions=[cond, body])
+        self.b.create(Op.SCF_WHILE, [], regions=[cond, body])
         with self.b.at(cond):
             test = self.truth(node.test)
             if isinstance(test, Const):
                 test = self.emit.constant(test.value, T.BOOL.dtype)
-            self.b.create("scf.condition", [test])
+            self.b.create(Op.SCF_CONDITION, [test])
         with self.b.at(body):
             self.nested(node.body)
         return False
 
     def visit_Break(self, node):
-        self.b.create("cf.break", [])
+        self.b.create(Op.CF_BREAK, [])
         return True
 
     def visit_Continue(self, node):
-        self.b.create("cf.continue", [])
+        self.b.create(Op.CF_CONTINUE, [])
         return True
 
     def visit_Return(self, node):
@@ -382,7 +383,7 @@ class FunctionGen(ast.NodeVisitor):
                 raise self.error(node, "this return gives a value of another shape than an "
                                        "earlier return")
             self.returned = binding
-        self.b.create("cf.return", [])
+        self.b.create(Op.CF_RETURN, [])
         return True
 
     # assignment -----------------------------------------------------------------------------
@@ -459,7 +460,7 @@ class FunctionGen(ast.NodeVisitor):
             # round per inlined call site: fuzz seed 4961)
             self.ctx.deferred = True
             return Slot(key)
-        self.b.create("local.store", [ref, stored])
+        self.b.create(Op.LOCAL_STORE, [ref, stored])
         return Slot(key)
 
     def read_binding(self, binding):
@@ -481,7 +482,7 @@ class FunctionGen(ast.NodeVisitor):
             if value is None or value.type != seen:
                 value = self.ctx.loaded[binding.key] = Value(seen)
             return value
-        return self.b.create("local.load", [ref]).result
+        return self.b.create(Op.LOCAL_LOAD, [ref]).result
 
     # expressions ----------------------------------------------------------------------------
 
@@ -580,8 +581,8 @@ class FunctionGen(ast.NodeVisitor):
         if isinstance(node.op, ast.Not):
             truth = self.emit.truth(operand)
             return Const(not truth.value) if isinstance(truth, Const) else \
-                self.emit.unary("not", truth)
-        return self.emit.unary("neg" if isinstance(node.op, ast.USub) else "not", operand)
+                self.emit.unary(Op.NOT, truth)
+        return self.emit.unary(Op.NEG if isinstance(node.op, ast.USub) else Op.NOT, operand)
 
     def visit_Compare(self, node):
         result, left = None, self.visit(node.left)
@@ -591,7 +592,7 @@ class FunctionGen(ast.NodeVisitor):
                 raise self.error(node, f"comparison {type(op).__name__} is not supported")
             right = self.visit(comp)
             cmp = self.emit.compare(pred, left, right)
-            result = cmp if result is None else self.emit.binary("and", result, cmp)
+            result = cmp if result is None else self.emit.binary(Op.AND, result, cmp)
             left = right
         return result
 
@@ -608,26 +609,26 @@ class FunctionGen(ast.NodeVisitor):
             return self.visit(ast.copy_location(ast.BoolOp(node.op, rest), node))
         key = f"{self.prefix}<bool@{node.lineno}:{node.col_offset}>"
         ref = self.ctx.slot(key, T.BOOL)
-        self.b.create("local.store", [ref, first])
+        self.b.create(Op.LOCAL_STORE, [ref, first])
         for value in node.values[1:]:
-            current = self.b.create("local.load", [ref]).result
+            current = self.b.create(Op.LOCAL_LOAD, [ref]).result
             if not is_and:
-                current = self.emit.unary("not", current)
+                current = self.emit.unary(Op.NOT, current)
             then = Region()
-            self.b.create("scf.if", [current], regions=[then, Region()])
+            self.b.create(Op.SCF_IF, [current], regions=[then, Region()])
             with self.b.at(then):
                 nxt = self.truth(value)
                 if isinstance(nxt, Const):
                     nxt = self.emit.constant(nxt.value, T.BOOL.dtype)
-                self.b.create("local.store", [ref, nxt])
-        return self.b.create("local.load", [ref]).result
+                self.b.create(Op.LOCAL_STORE, [ref, nxt])
+        return self.b.create(Op.LOCAL_LOAD, [ref]).result
 
     def visit_IfExp(self, node):
         cond = self.truth(node.test)
         if isinstance(cond, Const):
             return self.visit(node.body if cond.value else node.orelse)
         then, other = Region(), Region()
-        self.b.create("scf.if", [cond], regions=[then, other])
+        self.b.create(Op.SCF_IF, [cond], regions=[then, other])
         with self.b.at(then):
             a = self.visit(node.body)
         with self.b.at(other):
@@ -638,8 +639,8 @@ class FunctionGen(ast.NodeVisitor):
         for region, v in ((then, a), (other, c)):
             with self.b.at(region):
                 stored = self.emit.implicit(v, ref.type.elem, "the conditional expression")
-                self.b.create("local.store", [ref, stored])
-        return self.b.create("local.load", [ref]).result
+                self.b.create(Op.LOCAL_STORE, [ref, stored])
+        return self.b.create(Op.LOCAL_LOAD, [ref]).result
 
     def visit_Call(self, node):
         func = self.visit(node.func)
@@ -728,7 +729,7 @@ class FunctionGen(ast.NodeVisitor):
         operands = self.index_operands(array, indices, node)
         attrs = {"checked": False, "index_spans": spans, **self.unsafe_attr(),
                  **({"rmw": True} if rmw else {})}
-        return self.b.create("mem.load", [array, *operands], attrs=attrs).result
+        return self.b.create(Op.MEM_LOAD, [array, *operands], attrs=attrs).result
 
     def store(self, array, indices, value, node, rmw=False):
         indices, spans = indices
@@ -739,7 +740,7 @@ class FunctionGen(ast.NodeVisitor):
         operands = self.index_operands(array, indices, node)
         stored = self.emit.implicit(value, T.Scalar(array.type.dtype), "an array element")
         attrs = {"index_spans": spans, **self.unsafe_attr(), **({"rmw": True} if rmw else {})}
-        self.b.create("mem.store", [array, *operands, stored], attrs=attrs)
+        self.b.create(Op.MEM_STORE, [array, *operands, stored], attrs=attrs)
 
     def unsafe_attr(self) -> dict:
         """``{"unsafe": True}`` for ops written inside ``with fl.unsafe():``, else nothing."""

@@ -14,9 +14,9 @@ from fearless.frontend.infer import (Const, Static, TupleValue, TypingError, con
                                      weak_marker)
 from fearless.ir import types as T
 from fearless.ir.core import Builder, Value
+from fearless.ir.opdef import REGISTRY, Op
+from fearless.ir.ops.arith import INT_ONLY, INT_OR_BOOL, NUMERIC
 
-_CMP = {"eq", "ne", "lt", "le", "gt", "ge"}
-_BITWISE = {"and", "or", "xor", "shl", "shr"}
 _MAX_UNROLLED_POWER = 16
 
 
@@ -53,7 +53,7 @@ class Emitter:
 
     def constant(self, value, dtype: DType) -> Value:
         value = constant_value(value, dtype)
-        return self.b.create("arith.constant", [], [T.Scalar(dtype)], {"value": value}).result
+        return self.b.create(Op.CONSTANT, [], [T.Scalar(dtype)], {"value": value}).result
 
     def dtype_of(self, fv):
         """The DType of a scalar operand, or a weak marker for a weak Const."""
@@ -77,7 +77,7 @@ class Emitter:
                                                 "for example fl.i64(x)")
             return self.constant(fv.value, target)  # by a cast's rules
         if isinstance(fv, Value) and isinstance(fv.type, T.ThreadIndex):
-            fv = self.b.create("simt.index_value", [fv]).result
+            fv = self.b.create(Op.SIMT_INDEX_VALUE, [fv]).result
         if not (isinstance(fv, Value) and isinstance(fv.type, T.Scalar)):
             raise TypingError(f"expected a number, got {describe(fv)}")
         return fv if dtype is None else self.cast(fv, dtype)
@@ -87,8 +87,8 @@ class Emitter:
             return v
         if dtype.is_bool:  # Python's bool(x): x != 0
             zero = self.constant(0, v.type.dtype)
-            return self.b.create("arith.cmp", [v, zero], attrs={"pred": "ne"}).result
-        return self.b.create("arith.cast", [v], [T.Scalar(dtype)]).result
+            return self.b.create(Op.CMP, [v, zero], attrs={"pred": "ne"}).result
+        return self.b.create(Op.CAST, [v], [T.Scalar(dtype)]).result
 
     def implicit(self, fv, target: T.Type, what: str) -> Value:
         """``fv`` converted for assignment to ``what`` of type ``target`` (implicit rules)."""
@@ -119,87 +119,111 @@ class Emitter:
 
     # arithmetic -----------------------------------------------------------------------------
 
-    def common(self, a, b, op: str) -> DType:
-        """The operand type of a binary op on ``a`` and ``b`` (weak literals adapt)."""
+    def common(self, a, b, op: Op) -> DType:
+        """The operand type of op ``op`` on ``a`` and ``b`` (weak literals adapt)."""
         ta, tb = self.dtype_of(a), self.dtype_of(b)
         if isinstance(ta, str) and isinstance(tb, str):  # two weak constants that did not fold
             ta = dtypes.of_python_scalar(a.value)
         if isinstance(ta, str):
             ta, tb = tb, ta
         d = promote_weak(ta, tb) if isinstance(tb, str) else promote(ta, tb)
-        if op in _BITWISE and d.is_float:
+        if op in INT_ONLY | INT_OR_BOOL and d.is_float:
             raise TypingError(f"bitwise operator needs integers or bools, not {d}")
-        if op in ("shl", "shr") and d.is_bool:
+        if op in INT_ONLY and d.is_bool:
             d = dtypes.i64
-        if op in ("add", "sub", "mul", "floordiv", "mod", "min", "max") and d.is_bool:
+        if op in NUMERIC and d.is_bool:
             d = dtypes.i64  # Python: True + True == 2
         return d
 
-    def binary(self, op: str, a, b):
-        """``a <op> b`` for op in add/sub/mul/div/floordiv/mod/pow/min/max/and/or/xor/shl/shr."""
+    def binary(self, op: Op, a, b):
+        """``a <op> b`` for a binary op of ``arith`` (ops.arith.BINARY) or ``Op.POW``."""
         if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak:
             folded = fold(op, a, b)
             if folded is not None:
                 return folded
-        if op == "pow":
+        if op is Op.POW:
             return self.power(a, b)
         d = self.common(a, b, op)
-        if op == "div" and not d.is_float:
+        if op is Op.DIV and not d.is_float:
             d = dtypes.f64
         va, vb = self.scalar(a, d), self.scalar(b, d)
-        return self.b.create(f"arith.{op}", [va, vb], [T.Scalar(d)]).result
+        return self.b.create(op, [va, vb]).result
 
     def power(self, a, b):
         if isinstance(b, Const) and isinstance(b.value, int) and not isinstance(b.value, bool) \
                 and 0 <= b.value <= _MAX_UNROLLED_POWER:
-            d = self.common(a, b, "mul")
+            d = self.common(a, b, Op.MUL)
             base = self.scalar(a, d)
             result = self.constant(1, d)
             for _ in range(b.value):  # x**n by repeated products: exact for integers
-                result = self.b.create("arith.mul", [result, base]).result
+                result = self.b.create(Op.MUL, [result, base]).result
             return result
-        d = self.common(a, b, "pow")
+        d = self.common(a, b, Op.POW)
         if not d.is_float:
             raise TypingError("an integer power needs a constant exponent between 0 and 16",
                               help="convert the base to a float for a general power")
-        return self.math("pow", [a, b])
+        return self.math(Op.POW, [a, b])
 
     def compare(self, pred: str, a, b):
         if isinstance(a, Const) and isinstance(b, Const) and a.weak and b.weak:
             return fold(pred, a, b)
-        d = self.common(a, b, "cmp")
+        d = self.common(a, b, Op.CMP)
         for c in (a, b):  # x_u8 < 300 compares exactly (as NumPy 2 does) in a wider type
             if isinstance(c, Const) and c.weak and d.is_int and isinstance(c.value, int) \
                     and const_fits(c, d):
                 d = promote(d, dtypes.i64)
         va, vb = self.scalar(a, d), self.scalar(b, d)
-        return self.b.create("arith.cmp", [va, vb], attrs={"pred": pred}).result
+        return self.b.create(Op.CMP, [va, vb], attrs={"pred": pred}).result
 
-    def unary(self, op: str, a):
+    def unary(self, op: Op, a):
+        """``op`` of ``a`` for ``Op.NEG``, ``Op.ABS`` and ``Op.NOT`` (``~``)."""
         if isinstance(a, Const) and a.weak:
-            if op == "not" and isinstance(a.value, float):
+            if op is Op.NOT and isinstance(a.value, float):
                 raise TypingError(f"~ needs an integer or bool, not the float {a.value!r}")
             return fold_unary(op, a)
         v = self.scalar(a)
-        if op in ("neg", "abs") and v.type.dtype.is_bool:
+        if op in (Op.NEG, Op.ABS) and v.type.dtype.is_bool:
             v = self.cast(v, dtypes.i64)
-        if op == "not" and v.type.dtype.is_float:
+        if op is Op.NOT and v.type.dtype.is_float:
             raise TypingError(f"~ needs an integer or bool, not {v.type.dtype}")
-        return self.b.create(f"arith.{op}", [v], [v.type]).result
+        return self.b.create(op, [v]).result
 
     def select(self, cond: Value, a, b):
-        d = self.common(a, b, "select")
+        d = self.common(a, b, Op.SELECT)
         va, vb = self.scalar(a, d), self.scalar(b, d)
-        return self.b.create("arith.select", [cond, va, vb]).result
+        return self.b.create(Op.SELECT, [cond, va, vb]).result
 
-    def math(self, fn: str, args: list):
-        """``math.<fn>`` on floats: integers go to f64, a weak literal takes the other's type."""
-        if len(args) == 2:
-            d = self.common(args[0], args[1], fn)
+    def math(self, fn: Op, args: list):
+        """Math function ``fn``: its float operands in one float type (integers go to f64, a weak
+        literal takes the other's type), an "i32" operand saturated to i32
+        (``OpDef.operand_kinds``)."""
+        kinds = REGISTRY[fn].operand_kinds or ("float",) * len(args)
+        floats = [a for a, k in zip(args, kinds) if k == "float"]
+        if len(floats) == 2:
+            d = self.common(floats[0], floats[1], fn)
         else:
-            d = self.dtype_of(args[0])
+            d = self.dtype_of(floats[0])
             d = dtypes.f64 if isinstance(d, str) else d
         if not d.is_float:
             d = dtypes.f64
-        values = [self.scalar(a, d) for a in args]
-        return self.b.create(f"math.{fn}", values).result
+        values = [self.scalar(a, d) if k == "float" else self.saturated_i32(a, fn, i)
+                  for i, (a, k) in enumerate(zip(args, kinds))]
+        return self.b.create(fn, values).result
+
+    def saturated_i32(self, fv, fn: Op, position: int):
+        """The integer argument ``fv`` (a bool, any integer type, a literal) of math function
+        ``fn`` as i32, clamped to its range; TypingError for anything else."""
+        d = self.dtype_of(fv)
+        if isinstance(fv, Const) and not isinstance(fv.value, int) or \
+                not isinstance(fv, Const) and d.is_float:
+            users = REGISTRY[fn].user_names
+            name = ".".join(users[0]) if users else fn.base
+            raise TypingError(f"argument {position + 1} of {name}() must be an integer, not "
+                              f"{describe(fv)}", help="convert it with int(...)")
+        if isinstance(fv, Const):
+            return self.constant(min(max(fv.value, -2 ** 31), 2 ** 31 - 1), dtypes.i32)
+        if d.bits > 32 or d.bits == 32 and not d.is_signed:
+            if d.is_signed:
+                fv = self.binary(Op.MAX, fv, Const(-2 ** 31))
+            fv = self.binary(Op.MIN, fv, Const(2 ** 31 - 1))
+        return self.cast(fv, dtypes.i32)

@@ -22,6 +22,7 @@ from fearless.frontend import intrinsics
 from fearless.frontend.infer import Static, TypingError
 from fearless.frontend.spans import CallSite
 from fearless.ir.core import Region
+from fearless.ir.opdef import Op
 
 if TYPE_CHECKING:
     from fearless.frontend.astgen import FunctionGen
@@ -54,7 +55,7 @@ def call(gen: "FunctionGen", func, node: ast.Call):
             callee.body(cap.tree.body[:-1])
             return callee.visit(tail.value)
         region = Region()
-        gen.b.create("scf.inline", [], attrs={"name": cap.name}, regions=[region])
+        gen.b.create(Op.SCF_INLINE, [], attrs={"name": cap.name}, regions=[region])
         with gen.b.at(region):
             callee.body(cap.tree.body)
         if callee.returned is None:

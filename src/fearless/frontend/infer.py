@@ -24,7 +24,7 @@ from typing import Any
 from fearless import dtypes
 from fearless.dtypes import DType, Kind, int_range
 from fearless.ir import types as T
-from fearless.ir.opdef import REGISTRY
+from fearless.ir.opdef import REGISTRY, Op
 
 
 class TypingError(Exception):
@@ -193,35 +193,37 @@ _PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 FOLD_BITS = 1024
 
 
-def _evaluate(op: str, x, y):
+def _evaluate(op: Op | str, x, y):
     """``x <op> y`` by the op's ``OpDef.eval`` on Python numbers (ints of any size, floats as
     f64). A power of two ints is Python's, the exact repeated product the language defines
     ``x ** n`` as; other powers are ``math.pow``'s."""
     if op in _PREDICATES:
-        return REGISTRY["arith.cmp"].eval(None, {"pred": op}, x, y)
-    if op == "pow":
+        return REGISTRY[Op.CMP].eval(None, {"pred": op}, x, y)
+    if op is Op.POW:
         if isinstance(x, int) and isinstance(y, int):
             return x ** y
-        return REGISTRY["math.pow"].eval(None, {}, float(x), float(y))
-    return REGISTRY[f"arith.{op}"].eval(None, {}, x, y)
+        return REGISTRY[Op.POW].eval(None, {}, float(x), float(y))
+    return REGISTRY[op].eval(None, {}, x, y)
 
 
-def fold(op: str, a: Const, b: Const) -> Const | None:
-    """Fold two weak constants (Python's numbers, the ops' semantics); None where there is no
+def fold(op: Op | str, a: Const, b: Const) -> Const | None:
+    """Fold ``a <op> b`` of two weak constants, ``op`` a binary Op or a comparison predicate
+    ("lt", ...), by Python's numbers and the ops' semantics; None where there is no
     number to fold to (a zero divisor, a negative shift, an infinity from finite operands): the
     op then runs, typed, at run time. Raises TypingError for an integer ``<<`` or ``**`` whose
     result passes FOLD_BITS bits."""
     x, y = a.value, b.value
-    if op in ("shl", "pow") and all(isinstance(v, int) for v in (x, y)) and y > 0 and x and \
-            (abs(x).bit_length() + y if op == "shl" else
+    if op in (Op.SHL, Op.POW) and all(isinstance(v, int) for v in (x, y)) and y > 0 and x and \
+            (abs(x).bit_length() + y if op is Op.SHL else
              y * math.log2(abs(x))) > FOLD_BITS:
-        raise TypingError(f"{x} {'<<' if op == 'shl' else '**'} {y} has more than {FOLD_BITS} "
+        raise TypingError(f"{x} {'<<' if op is Op.SHL else '**'} {y} has more than {FOLD_BITS} "
                           "bits; a literal must fit in 64 bits")
     try:
         value = _evaluate(op, x, y)
     except (ZeroDivisionError, OverflowError, ValueError, TypeError):
         return None
-    if op in ("min", "max"):  # the unfolded op's type: min(2, 1.5) a float, max(True, False) an int
+    # the unfolded op's type: min(2, 1.5) a float, max(True, False) an int
+    if op in (Op.MIN, Op.MAX):
         value = float(value) if any(isinstance(v, float) for v in (x, y)) else int(value)
     if isinstance(value, float) and not math.isfinite(value) and math.isfinite(float(x)) and \
             math.isfinite(float(y)):
@@ -229,6 +231,6 @@ def fold(op: str, a: Const, b: Const) -> Const | None:
     return Const(value)
 
 
-def fold_unary(op: str, a: Const) -> Const:
+def fold_unary(op: Op, a: Const) -> Const:
     """``-x``, ``abs(x)`` or ``~x`` of a weak constant, by the op's eval (``~True`` is False)."""
-    return Const(REGISTRY[f"arith.{op}"].eval(None, {}, a.value))
+    return Const(REGISTRY[op].eval(None, {}, a.value))

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fearless import dtypes
+from fearless import math as fl_math
 from fearless.frontend import mma, prints, warps
 from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static, TupleValue, TypingError
 from fearless.ir import types as T
 from fearless.ir.core import Value
-from fearless.ir.opdef import REGISTRY
+from fearless.ir.opdef import REGISTRY, Op
 from fearless.simt import safety, shared, thread
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def _array_attribute(gen, array: Value, attr: str, node):
     if attr in _ATOMIC_METHODS and array.type.access in (T.Access.ATOMIC, T.Access.SHARED):
         return Static(ArrayMethod(array, attr))
     if attr == "shape":
-        return TupleValue(tuple(gen.b.create("mem.dim", [array], attrs={"axis": k}).result
+        return TupleValue(tuple(gen.b.create(Op.MEM_DIM, [array], attrs={"axis": k}).result
                                 for k in range(array.type.ndim)))
     if attr == "ndim":
         return Const(array.type.ndim)
@@ -104,7 +105,7 @@ def _array_attribute(gen, array: Value, attr: str, node):
     if attr == "size":
         size = None
         for dim in _array_attribute(gen, array, "shape", node).items:
-            size = dim if size is None else gen.emit.binary("mul", size, dim)
+            size = dim if size is None else gen.emit.binary(Op.MUL, size, dim)
         return size
     raise gen.error(node, f"arrays have no attribute '{attr}' in kernels",
                     help="kernels can use .shape, .ndim, .dtype and .size of an array")
@@ -154,9 +155,9 @@ def _handler(obj):
         return None
     if found is not None:
         return found
-    name = _MATH_BY_OBJECT.get(id(obj))
-    if name is not None:
-        return lambda gen, args, node: _math(gen, name, args, node)
+    op = _MATH_BY_OBJECT.get(id(obj))
+    if op is not None:
+        return lambda gen, args, node: _math(gen, op, args, node)
     return None
 
 
@@ -173,38 +174,38 @@ def _cast(gen, dtype, args, node):
     return gen.emit.scalar(x, dtype)
 
 
-def _math(gen, name, args, node):
-    _arity(gen, args, node, REGISTRY[f"math.{name}"].operands)
-    return gen.emit.math(name, args)
+def _math(gen, op, args, node):
+    _arity(gen, args, node, REGISTRY[op].operands)
+    return gen.emit.math(op, args)
 
 
 def _index_1d(gen, args, node):
     _arity(gen, args, node, 0)
-    return gen.b.create("simt.thread_index", [], attrs={"space": 1, "axis": 0}).result
+    return gen.b.create(Op.SIMT_THREAD_INDEX, [], attrs={"space": 1, "axis": 0}).result
 
 
 def _index_2d(gen, args, node):
     _arity(gen, args, node, 0)
-    return TupleValue(tuple(gen.b.create("simt.thread_index", [], attrs={"space": 2, "axis": axis})
+    return TupleValue(tuple(gen.b.create(Op.SIMT_THREAD_INDEX, [], attrs={"space": 2, "axis": axis})
                             .result for axis in (0, 1)))
 
 
 def _index_3d(gen, args, node):
     _arity(gen, args, node, 0)
-    return TupleValue(tuple(gen.b.create("simt.thread_index", [], attrs={"space": 3, "axis": axis})
+    return TupleValue(tuple(gen.b.create(Op.SIMT_THREAD_INDEX, [], attrs={"space": 3, "axis": axis})
                             .result for axis in (0, 1, 2)))
 
 
 def _index_in_block(gen, args, node):
     _arity(gen, args, node, 0)
-    return gen.b.create("simt.thread_index", [],
+    return gen.b.create(Op.SIMT_THREAD_INDEX, [],
                         attrs={"space": 1, "axis": 0, "block": True}).result
 
 
 def _index_in_block_2d(gen, args, node):
     _arity(gen, args, node, 0)
     return TupleValue(tuple(
-        gen.b.create("simt.thread_index", [], attrs={"space": 2, "axis": axis, "block": True})
+        gen.b.create(Op.SIMT_THREAD_INDEX, [], attrs={"space": 2, "axis": axis, "block": True})
         .result for axis in (0, 1)))
 
 
@@ -219,7 +220,7 @@ def _axis(gen, args, node) -> int:
 def _special(reg):
     def handler(gen, args, node):
         axis = _axis(gen, args, node)
-        return gen.b.create("simt.special", [], attrs={"reg": reg, "axis": axis}).result
+        return gen.b.create(Op.SIMT_SPECIAL, [], attrs={"reg": reg, "axis": axis}).result
     return handler
 
 
@@ -227,19 +228,19 @@ def _grid_size(gen, args, node):
     """``grid_dim(axis) * block_dim(axis)``: the form the grid-stride proof recognises
     (``analysis/strided.py``), whether written out or through this call."""
     axis = _axis(gen, args, node)
-    grid, block = (gen.b.create("simt.special", [], attrs={"reg": reg, "axis": axis}).result
+    grid, block = (gen.b.create(Op.SIMT_SPECIAL, [], attrs={"reg": reg, "axis": axis}).result
                    for reg in ("grid_dim", "block_dim"))
-    return gen.b.create("arith.mul", [grid, block]).result
+    return gen.b.create(Op.MUL, [grid, block]).result
 
 
 def _lane(gen, args, node):
     _arity(gen, args, node, 0)
-    return gen.b.create("simt.special", [], attrs={"reg": "lane", "axis": 0}).result
+    return gen.b.create(Op.SIMT_SPECIAL, [], attrs={"reg": "lane", "axis": 0}).result
 
 
 def _sync_threads(gen, args, node):
     _arity(gen, args, node, 0)
-    gen.b.create("simt.barrier", [], attrs=gen.unsafe_attr())
+    gen.b.create(Op.SIMT_BARRIER, [], attrs=gen.unsafe_attr())
     return Static(None)
 
 
@@ -254,7 +255,7 @@ def _shared_array(gen, args, node):
     if dtype is None:
         raise gen.error(node.args[1], f"{describe(args[1])} is not a dtype")
     shape = tuple(e.value for e in items)
-    return gen.b.create("simt.shared_alloc", [], [T.Array(dtype, len(shape), T.Access.SHARED,
+    return gen.b.create(Op.SIMT_SHARED_ALLOC, [], [T.Array(dtype, len(shape), T.Access.SHARED,
                                                             True)], {"shape": shape}).result
 
 
@@ -263,7 +264,7 @@ def _shared_dynamic(gen, args, node):
     dtype = as_dtype(args[0])
     if dtype is None:
         raise gen.error(node.args[0], f"{describe(args[0])} is not a dtype")
-    return gen.b.create("simt.shared_alloc", [], [T.Array(dtype, 1, T.Access.SHARED, True)],
+    return gen.b.create(Op.SIMT_SHARED_ALLOC, [], [T.Array(dtype, 1, T.Access.SHARED, True)],
                         {"shape": None}).result
 
 
@@ -303,7 +304,7 @@ def _atomic(gen, method: ArrayMethod, node):
     values = [gen.emit.implicit(v, T.Scalar(d), f"the atomic {method.name}") for v in args[1:]]
     attrs.update(gen.unsafe_attr())
     attrs["index_spans"] = (gen.span(node.args[0]),)
-    return gen.b.create("mem.atomic", [array, index, *values], attrs=attrs).result
+    return gen.b.create(Op.MEM_ATOMIC, [array, index, *values], attrs=attrs).result
 
 
 def _len(gen, args, node):
@@ -312,14 +313,14 @@ def _len(gen, args, node):
     if isinstance(x, TupleValue):
         return Const(len(x.items))
     if isinstance(x, Value) and isinstance(x.type, T.Array):
-        return gen.b.create("mem.dim", [x], attrs={"axis": 0}).result
+        return gen.b.create(Op.MEM_DIM, [x], attrs={"axis": 0}).result
     raise gen.error(node, f"len() of {describe(x)}")
 
 
-def _minmax(op):
+def _minmax(op: Op):
     def handler(gen, args, node):
         if len(args) < 2:
-            raise gen.error(node, f"{op}() inside kernels takes two or more numbers")
+            raise gen.error(node, f"{op.base}() inside kernels takes two or more numbers")
         result = args[0]
         for a in args[1:]:
             result = gen.emit.binary(op, result, a)
@@ -329,7 +330,7 @@ def _minmax(op):
 
 def _abs(gen, args, node):
     _arity(gen, args, node, 1)
-    return gen.emit.unary("abs", args[0])
+    return gen.emit.unary(Op.ABS, args[0])
 
 
 def _python_cast(dtype):
@@ -358,7 +359,7 @@ def _round(gen, args, node):
             raise TypingError(f"round({x.value!r}) has no value", help="Python raises here too")
         return Const(round(x.value))
     if gen.emit.dtype_of(x).is_float:
-        x = gen.emit.math("rint", [x])
+        x = gen.emit.math(Op.RINT, [x])
     return gen.emit.scalar(x, dtypes.i64)
 
 
@@ -367,7 +368,7 @@ def _where(gen, args, node):
     cond = gen.emit.truth(args[0])
     if isinstance(cond, Const):  # NumPy's result type still: both choices promoted
         return gen.emit.scalar(args[1] if cond.value else args[2],
-                               gen.emit.common(args[1], args[2], "select"))
+                               gen.emit.common(args[1], args[2], Op.SELECT))
     return gen.emit.select(cond, args[1], args[2])
 
 
@@ -402,12 +403,12 @@ HANDLERS = {
     shared.dynamic: _shared_dynamic,
     safety.unsafe: _refuse("fl.unsafe() is used as `with fl.unsafe():` around statements"),
     builtins.len: _len,
-    builtins.min: _minmax("min"),
-    builtins.max: _minmax("max"),
+    builtins.min: _minmax(Op.MIN),
+    builtins.max: _minmax(Op.MAX),
     builtins.abs: _abs,
     builtins.round: _round,
-    np.minimum: _minmax("min"),
-    np.maximum: _minmax("max"),
+    np.minimum: _minmax(Op.MIN),
+    np.maximum: _minmax(Op.MAX),
     np.abs: _abs,
     np.where: _where,
     builtins.int: _python_cast(dtypes.i64),
@@ -417,9 +418,9 @@ HANDLERS = {
     builtins.range: _refuse("range() is only allowed as the iterable of a for loop"),
 }
 
-# id(function a kernel calls) -> its math op (without "math."), from the OpDefs' user_names
-_USER_MODULES = {"math": math, "np": np}
+# id(function a kernel calls) -> its math op, from the OpDefs' user_names
+_USER_MODULES = {"math": math, "np": np, "fl.math": fl_math}
 _MATH_BY_OBJECT = {
-    id(getattr(_USER_MODULES[module], attr)): op.removeprefix("math.")
-    for op, d in REGISTRY.items() for module, _, attr in (u.partition(".") for u in d.user_names)
+    id(getattr(_USER_MODULES[module], attr)): op
+    for op, d in REGISTRY.items() for module, attr in d.user_names
     if hasattr(_USER_MODULES[module], attr)}

@@ -15,6 +15,7 @@ from fearless.frontend import warps
 from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static, TupleValue
 from fearless.ir import types as T
+from fearless.ir.opdef import Op
 from fearless.ir.ops.mma import ACC, REG
 from fearless.simt import asynccopy, mma
 
@@ -70,8 +71,8 @@ def _sync(gen, node, obj):
     a = _regs(gen, args["a"], gen.visit(args["a"]), 4, REG, "the A fragment")
     b = _regs(gen, args["b"], gen.visit(args["b"]), 2, REG, "the B fragment")
     c = _regs(gen, args["c"], gen.visit(args["c"]), 4, ACC, "the C fragment")
-    op = gen.b.create("warp.mma", [*a, *b, *c], [ACC] * 4,
-                      {"shape": "m16n8k16", "ab": ab.name, **_warp_attrs(gen)})
+    op = gen.b.create(Op.WARP_MMA, [*a, *b, *c],
+                      attrs={"shape": "m16n8k16", "ab": ab.name, **_warp_attrs(gen)})
     return TupleValue(tuple(op.results))
 
 
@@ -108,9 +109,9 @@ def _ldmatrix(gen, node, obj):
     count = _const(gen, node, args.get("count"), "count", (1, 2, 4)) or 4
     trans = _const(gen, node, args.get("trans"), "trans", (False, True)) or False
     idx = _indices(gen, args["index"], gen.visit(args["index"]), arr.type.ndim, "ldmatrix")
-    op = gen.b.create("warp.ldmatrix", [arr, *idx], [REG] * count,
-                      {"count": count, "trans": bool(trans), **_warp_attrs(gen),
-                       "index_spans": (gen.span(args["index"]),)})
+    op = gen.b.create(Op.WARP_LDMATRIX, [arr, *idx],
+                      attrs={"count": count, "trans": bool(trans), **_warp_attrs(gen),
+                             "index_spans": (gen.span(args["index"]),)})
     return TupleValue(tuple(op.results))
 
 
@@ -124,7 +125,7 @@ def _pack(gen, node, obj):
         raise gen.error(node, "fl.mma.pack() packs two f16 or two bf16 values",
                         help="convert first: fl.mma.pack(fl.f16(x), fl.f16(y))")
     vals = [gen.emit.implicit(v, T.Scalar(dt), "fl.mma.pack()") for v in (lo, hi)]
-    return gen.b.create("mma.pack", vals).result
+    return gen.b.create(Op.MMA_PACK, vals).result
 
 
 def _async_copy(gen, node, obj):
@@ -155,13 +156,13 @@ def _async_copy(gen, node, obj):
     index = _indices(gen, args["index"], gen.visit(args["index"]), src.type.ndim, "the index")
     attrs = {"size": size, "cache": cache, "ndst": dst.type.ndim, **gen.unsafe_attr(),
              "index_spans": (gen.span(args["slot"]), gen.span(args["index"]))}
-    gen.b.create("mem.async_copy", [dst, *slot, src, *index], attrs=attrs)
+    gen.b.create(Op.MEM_ASYNC_COPY, [dst, *slot, src, *index], attrs=attrs)
     return Static(None)
 
 
 def _async_commit(gen, node, obj):
     _arguments(gen, node, "fl.async_commit", (), 0)
-    gen.b.create("mem.async_commit", [])
+    gen.b.create(Op.MEM_ASYNC_COMMIT, [])
     return Static(None)
 
 
@@ -170,7 +171,7 @@ def _async_wait(gen, node, obj):
     n = 0
     if "n" in args:
         n = _const(gen, node, args["n"], "n", tuple(range(8)))
-    gen.b.create("mem.async_wait", [], attrs={"n": n})
+    gen.b.create(Op.MEM_ASYNC_WAIT, [], attrs={"n": n})
     return Static(None)
 
 

@@ -12,6 +12,7 @@ import ast
 from fearless.frontend.emit import describe
 from fearless.frontend.infer import Const, Static
 from fearless.ir import types as T
+from fearless.ir.opdef import Op
 
 
 def _literal(gen, node, what):
@@ -55,5 +56,5 @@ def handle(gen, node, obj):
             merged[-1] += p
         elif p != "":
             merged.append(p)
-    gen.b.create("simt.print", values, attrs={"parts": tuple(merged)})
+    gen.b.create(Op.SIMT_PRINT, values, attrs={"parts": tuple(merged)})
     return Static(None)

@@ -15,6 +15,7 @@ from fearless.frontend.emit import Emitter, constant_value, describe
 from fearless.frontend.infer import Const, TypingError, const_fits, implicit_conversion_error
 from fearless.ir import types as T
 from fearless.ir.core import Value
+from fearless.ir.opdef import REGISTRY, Op
 
 
 def is_tile(fv) -> bool:
@@ -51,9 +52,9 @@ class TileEmitter(Emitter):
                 why = const_fits(fv, dtype) if fv.weak and dtype.is_int else None
                 if why:
                     raise TypingError(why)
-                return self.b.create("arith.constant", [], [T.Tile(dtype, shape)],
+                return self.b.create(Op.CONSTANT, [], [T.Tile(dtype, shape)],
                                      {"value": _pyvalue(fv, dtype)}).result
-            return self.b.create("tile.splat", [self.scalar(fv, dtype)],
+            return self.b.create(Op.TILE_SPLAT, [self.scalar(fv, dtype)],
                                  [T.Tile(dtype, shape)]).result
         v = self.cast(fv, dtype)
         if v.type.shape == shape:
@@ -61,9 +62,9 @@ class TileEmitter(Emitter):
         src = v.type.shape
         if len(src) < len(shape):
             src = (1,) * (len(shape) - len(src)) + src
-            v = self.b.create("tile.reshape", [v], [T.Tile(dtype, src)]).result
+            v = self.b.create(Op.TILE_RESHAPE, [v], [T.Tile(dtype, src)]).result
         if src != shape:
-            v = self.b.create("tile.broadcast", [v], [T.Tile(dtype, shape)]).result
+            v = self.b.create(Op.TILE_BROADCAST, [v], [T.Tile(dtype, shape)]).result
         return v
 
     def cast(self, v: Value, dtype: DType) -> Value:
@@ -74,8 +75,8 @@ class TileEmitter(Emitter):
         shape = v.type.shape
         if dtype.is_bool:
             zero = self.to_tile(Const(0), v.type.dtype, shape)
-            return self.b.create("arith.cmp", [v, zero], attrs={"pred": "ne"}).result
-        return self.b.create("arith.cast", [v], [T.Tile(dtype, shape)]).result
+            return self.b.create(Op.CMP, [v, zero], attrs={"pred": "ne"}).result
+        return self.b.create(Op.CAST, [v], [T.Tile(dtype, shape)]).result
 
     def _shape(self, *fvs):
         tiles = [fv.type.shape for fv in fvs if is_tile(fv)]
@@ -83,53 +84,57 @@ class TileEmitter(Emitter):
 
     # arithmetic ---------------------------------------------------------------------------
 
-    def binary(self, op: str, a, b):
+    def binary(self, op: Op, a, b):
         shape = self._shape(a, b)
         if shape is None:
             return super().binary(op, a, b)
-        if op == "pow":
-            return self.math("pow", [a, b])
+        if op is Op.POW:
+            return self.math(Op.POW, [a, b])
         d = self.common(a, b, op)
-        if op == "div" and not d.is_float:
+        if op is Op.DIV and not d.is_float:
             d = dtypes.f32  # tiles stay 32-bit: int tiles divide in f32, as in Triton
         va, vb = self.to_tile(a, d, shape), self.to_tile(b, d, shape)
-        return self.b.create(f"arith.{op}", [va, vb], [T.Tile(d, shape)]).result
+        return self.b.create(op, [va, vb]).result
 
     def compare(self, pred: str, a, b):
         shape = self._shape(a, b)
         if shape is None:
             return super().compare(pred, a, b)
-        d = self.common(a, b, "cmp")
+        d = self.common(a, b, Op.CMP)
         va, vb = self.to_tile(a, d, shape), self.to_tile(b, d, shape)
-        return self.b.create("arith.cmp", [va, vb], attrs={"pred": pred}).result
+        return self.b.create(Op.CMP, [va, vb], attrs={"pred": pred}).result
 
-    def unary(self, op: str, a):
+    def unary(self, op: Op, a):
         if not is_tile(a):
             return super().unary(op, a)
-        if op in ("neg", "abs") and a.type.dtype.is_bool:
-            raise TypingError(f"{op} needs a number tile, not bool")
-        if op == "not" and a.type.dtype.is_float:
+        if op in (Op.NEG, Op.ABS) and a.type.dtype.is_bool:
+            raise TypingError(f"{op.base} needs a number tile, not bool")
+        if op is Op.NOT and a.type.dtype.is_float:
             raise TypingError(f"~ needs an integer or bool tile, not {a.type.dtype}")
-        return self.b.create(f"arith.{op}", [a], [a.type]).result
+        return self.b.create(op, [a]).result
 
     def select(self, cond, a, b):
         shape = self._shape(cond, a, b)
         if shape is None:
             return super().select(cond, a, b)
-        d = self.common(a, b, "select")
+        d = self.common(a, b, Op.SELECT)
         c = self.to_tile(cond, dtypes.bool_, shape)
         va, vb = self.to_tile(a, d, shape), self.to_tile(b, d, shape)
-        return self.b.create("arith.select", [c, va, vb]).result
+        return self.b.create(Op.SELECT, [c, va, vb]).result
 
-    def math(self, fn: str, args: list):
+    def math(self, fn: Op, args: list):
         shape = self._shape(*args)
         if shape is None:
             return super().math(fn, args)
-        d = self.common(args[0], args[1], fn) if len(args) == 2 else self.dtype_of(args[0])
-        if not d.is_float:
+        kinds = REGISTRY[fn].operand_kinds or ("float",) * len(args)
+        floats = [a for a, k in zip(args, kinds) if k == "float"]
+        d = self.common(*floats, fn) if len(floats) == 2 else self.dtype_of(floats[0])
+        if isinstance(d, str) or not d.is_float:  # an integer or a literal
             d = dtypes.f32
-        values = [self.to_tile(a, d, shape) for a in args]
-        return self.b.create(f"math.{fn}", values).result
+        values = [self.to_tile(a, d, shape) if k == "float" else
+                  self.to_tile(self.saturated_i32(a, fn, i), dtypes.i32, shape)
+                  for i, (a, k) in enumerate(zip(args, kinds))]
+        return self.b.create(fn, values).result
 
     def truth(self, fv):
         if is_tile(fv):

@@ -32,6 +32,7 @@ from fearless.frontend.infer import Const, Static, TupleValue
 from fearless.frontend.tile_emit import is_tile
 from fearless.ir import types as T
 from fearless.ir.core import Region, Value
+from fearless.ir.opdef import Op
 import fearless.tile.lang as lang
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def _view_attribute(gen, view: Value, attr: str, node):
     t: T.TensorView = view.type
     out = t.role is T.Role.OUT
     if attr == "shape":
-        return TupleValue(tuple(gen.b.create("tile.dim", [view], attrs={"axis": k}).result
+        return TupleValue(tuple(gen.b.create(Op.TILE_DIM, [view], attrs={"axis": k}).result
                                 for k in range(t.ndim)))
     if attr == "ndim":
         return Const(t.ndim)
@@ -116,7 +117,7 @@ def _block_index(gen, axis: int) -> Value:
     ctx = gen.ctx
     if axis not in ctx.block_index:
         with gen.b.at(Region()) as region:
-            ctx.block_index[axis] = gen.b.create("tile.block_index", [],
+            ctx.block_index[axis] = gen.b.create(Op.TILE_BLOCK_INDEX, [],
                                                  attrs={"axis": axis}).result
         ctx.entry.extend(region.ops)
     return ctx.block_index[axis]
@@ -264,7 +265,7 @@ def _load(c: _Call):
         attrs["load_spans"] = tuple(c.gen.cap.span(c.arg_node(_LOAD, k))
                                     for k in ("x", "index", "shape"))
     coords = [c.emit.scalar(i, T.INDEX.dtype) for i in items]
-    return c.b.create("tile.load", [x, *coords], attrs=attrs).result
+    return c.b.create(Op.TILE_LOAD, [x, *coords], attrs=attrs).result
 
 
 def _load_like(c: _Call):
@@ -283,7 +284,7 @@ def _load_like(c: _Call):
                                     c.gen.cap.span(c.arg_node(_LOAD_LIKE, "out")),
                                     c.gen.cap.span(c.node))
     coords = [_block_index(c.gen, k) for k in range(out.type.ndim)]
-    return c.b.create("tile.load", [x, *coords], attrs=attrs).result
+    return c.b.create(Op.TILE_LOAD, [x, *coords], attrs=attrs).result
 
 
 def _store(c: _Call):
@@ -301,13 +302,13 @@ def _store(c: _Call):
                       f"{t.tile_shape}")
     stored = c.emit.implicit(value, T.Tile(t.dtype, t.tile_shape), "the partition")
     hints = _memory_hints(c, latency, allow_tma)
-    c.b.create("tile.store", [out, stored], attrs={"hints": hints} if hints else {})
+    c.b.create(Op.TILE_STORE, [out, stored], attrs={"hints": hints} if hints else {})
     return Static(None)
 
 
 def _load_own(c: _Call):
     (out,) = c.take("out")
-    return c.b.create("tile.load_own", [out]).result
+    return c.b.create(Op.TILE_LOAD_OWN, [out]).result
 
 
 # tile construction and shape ----------------------------------------------------------------
@@ -331,7 +332,7 @@ def _full(c: _Call):
 def _arange(c: _Call):
     (n,) = c.take("n")
     (length,) = c.shape(n, "arange's length")
-    return c.b.create("tile.iota", [], [T.Tile(dtypes.i32, (length,))]).result
+    return c.b.create(Op.TILE_IOTA, [], [T.Tile(dtypes.i32, (length,))]).result
 
 
 def _cdiv(c: _Call):
@@ -340,7 +341,7 @@ def _cdiv(c: _Call):
         d = c.emit.dtype_of(v)
         if not isinstance(d, str) and not d.is_int:
             raise c.error(f"cdiv needs integers, got {d}")
-    return c.emit.binary("floordiv", c.emit.binary("sub", c.emit.binary("add", a, b), Const(1)),
+    return c.emit.binary(Op.FLOORDIV, c.emit.binary(Op.SUB, c.emit.binary(Op.ADD, a, b), Const(1)),
                          b)
 
 
@@ -363,7 +364,7 @@ def _reshape(c: _Call):
         raise c.error(f"cannot reshape {t.type.shape} ({n} elements) to {shape} ({m})")
     if shape == t.type.shape:
         return t
-    return c.b.create("tile.reshape", [t], [T.Tile(t.type.dtype, shape)]).result
+    return c.b.create(Op.TILE_RESHAPE, [t], [T.Tile(t.type.dtype, shape)]).result
 
 
 def _permute(gen_or_call, t: Value, perm: tuple, node=None):
@@ -371,7 +372,7 @@ def _permute(gen_or_call, t: Value, perm: tuple, node=None):
     if len(t.type.shape) != len(perm):
         raise gen_or_call.error(node, f"transposing needs a {len(perm)}-d tile, got "
                                       f"{t.type.shape}")
-    return b.create("tile.permute", [t], attrs={"perm": perm}).result
+    return b.create(Op.TILE_PERMUTE, [t], attrs={"perm": perm}).result
 
 
 def _permute_call(c: _Call):
@@ -381,7 +382,7 @@ def _permute_call(c: _Call):
     perm = tuple(a.value for a in items if isinstance(a, Const))
     if sorted(perm) != list(range(len(t.type.shape))):
         raise c.error(f"axes must be a permutation of 0..{len(t.type.shape) - 1}")
-    return c.b.create("tile.permute", [t], attrs={"perm": perm}).result
+    return c.b.create(Op.TILE_PERMUTE, [t], attrs={"perm": perm}).result
 
 
 def _transpose(c: _Call):
@@ -389,7 +390,7 @@ def _transpose(c: _Call):
     t = c.tile(t, "t")
     if len(t.type.shape) != 2:
         raise c.error(f"transpose needs a 2-d tile, got {t.type.shape}")
-    return c.b.create("tile.permute", [t], attrs={"perm": (1, 0)}).result
+    return c.b.create(Op.TILE_PERMUTE, [t], attrs={"perm": (1, 0)}).result
 
 
 def _astype(c: _Call):
@@ -407,12 +408,11 @@ def _where(c: _Call):
     return c.emit.select(cond, a, b)
 
 
-def _math(name):
+def _math(op: Op):
     def handler(c: _Call):
-        args = c.take("a", "b") if name in ("min", "max") else c.take("x")
-        if name in ("min", "max"):
-            return c.emit.binary(name, *args)
-        return c.emit.math(name, args)
+        if op in (Op.MIN, Op.MAX):
+            return c.emit.binary(op, *c.take("a", "b"))
+        return c.emit.math(op, c.take("x"))
     return handler
 
 
@@ -428,7 +428,7 @@ def _reduce(kind):
             # which argmax's index counts in)
             kept, axis = (1,) * len(shape), 0
             if len(shape) != 1:
-                t = c.b.create("tile.reshape", [t], [T.Tile(t.type.dtype, (prod(shape),))]).result
+                t = c.b.create(Op.TILE_RESHAPE, [t], [T.Tile(t.type.dtype, (prod(shape),))]).result
         else:
             axis = c.axis(axis, len(shape))
             kept = shape[:axis] + (1,) + shape[axis + 1:]
@@ -436,10 +436,10 @@ def _reduce(kind):
         if kind == "sum" and (d.is_bool or (d.is_int and d.bits < 32)):
             d = dtypes.i32
         if kind == "argmax":
-            out = c.b.create("tile.argmax", [t], attrs={"axis": axis}).result
+            out = c.b.create(Op.TILE_ARGMAX, [t], attrs={"axis": axis}).result
         elif kind == "sum" and d.is_float:
             work = _sum_dtype(c, d, acc)
-            total = c.b.create("tile.reduce", [c.emit.cast(t, work)],
+            total = c.b.create(Op.TILE_REDUCE, [c.emit.cast(t, work)],
                                attrs={"kind": kind, "axis": axis}).result
             out = c.emit.cast(total, d)  # one rounding of the sum to the tile's dtype
         else:
@@ -447,10 +447,10 @@ def _reduce(kind):
                 raise c.error(f"acc_dtype applies to sums of float tiles, not {t.type.dtype}",
                               help="integer tiles sum exactly, wrapping at the width of the "
                                    "result (i32 for narrower integers)")
-            out = c.b.create("tile.reduce", [c.emit.cast(t, d)],
+            out = c.b.create(Op.TILE_REDUCE, [c.emit.cast(t, d)],
                              attrs={"kind": kind, "axis": axis}).result
         if keep:
-            out = c.b.create("tile.reshape", [out], [T.Tile(out.type.dtype, kept)]).result
+            out = c.b.create(Op.TILE_RESHAPE, [out], [T.Tile(out.type.dtype, kept)]).result
         return out
     return handler
 
@@ -493,13 +493,13 @@ def _mma(c: _Call):
     if acc.type.dtype is not want:
         raise c.error(f"the accumulator of {a.type.dtype} inputs must be {want}, got "
                       f"{acc.type.dtype}", help=f"start it as ft.zeros(shape, {want})")
-    return c.b.create("tile.mma", [a, b, acc]).result
+    return c.b.create(Op.TILE_MMA, [a, b, acc]).result
 
 
 def _len(c: _Call):
     (x,) = c.take("x")
     if _is_view(x):
-        return c.b.create("tile.dim", [x], attrs={"axis": 0}).result
+        return c.b.create(Op.TILE_DIM, [x], attrs={"axis": 0}).result
     if is_tile(x):
         return Const(x.type.shape[0])
     return intrinsics.HANDLERS[builtins.len](c.gen, [x], c.node)
@@ -510,9 +510,9 @@ HANDLERS = {
     lang.load: _load, lang.load_like: _load_like, lang.zeros: _zeros, lang.full: _full,
     lang.arange: _arange, lang.cdiv: _cdiv, lang.mma: _mma, lang.broadcast: _broadcast,
     lang.reshape: _reshape, lang.permute: _permute_call, lang.transpose: _transpose,
-    lang.where: _where, lang.exp: _math("exp"), lang.exp2: _math("exp2"),
-    lang.log: _math("log"), lang.sqrt: _math("sqrt"), lang.rsqrt: _math("rsqrt"),
-    lang.tanh: _math("tanh"), lang.maximum: _math("max"), lang.minimum: _math("min"),
+    lang.where: _where, lang.exp: _math(Op.EXP), lang.exp2: _math(Op.EXP2),
+    lang.log: _math(Op.LOG), lang.sqrt: _math(Op.SQRT), lang.rsqrt: _math(Op.RSQRT),
+    lang.tanh: _math(Op.TANH), lang.maximum: _math(Op.MAX), lang.minimum: _math(Op.MIN),
     lang.sum: _reduce("sum"), lang.max: _reduce("max"), lang.min: _reduce("min"),
     lang.argmax: _reduce("argmax"), lang.gather: M.gather, lang.scatter: M.scatter,
 }

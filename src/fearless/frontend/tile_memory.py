@@ -23,6 +23,7 @@ from fearless.errors import CompileError, SafetyError
 from fearless.frontend.infer import Const, Static, TupleValue, TypingError
 from fearless.frontend.tile_emit import broadcast_shapes, is_tile
 from fearless.ir import types as T
+from fearless.ir.opdef import Op
 
 if TYPE_CHECKING:
     from fearless.frontend.tile_intrinsics import _Call
@@ -128,7 +129,7 @@ def _result(c: _Call, value, scalar: bool):
     by a reduction (the op that turns a tile into a scalar)."""
     if not scalar:
         return value
-    return c.b.create("tile.reduce", [value], attrs={"kind": "max", "axis": 0}).result
+    return c.b.create(Op.TILE_REDUCE, [value], attrs={"kind": "max", "axis": 0}).result
 
 
 def _spans(c: _Call, names: tuple, *args: str) -> tuple:
@@ -157,7 +158,7 @@ def gather(c: _Call):
         raise _error(c, node, str(exc), exc.help) from None
     attrs = {"access_spans": _spans(c, _GATHER, "x", "indices")} \
         if _role(x) is T.Role.OUT else {}
-    out = c.b.create("tile.gather", [x, pad, *coords], attrs=attrs).result
+    out = c.b.create(Op.TILE_GATHER, [x, pad, *coords], attrs=attrs).result
     return _result(c, out, scalar)
 
 
@@ -177,7 +178,7 @@ def scatter(c: _Call):
     coords, shape, _ = coordinates(c, out, indices, _SCATTER)
     v = values(c, vals, out.type.dtype, shape, c.arg_node(_SCATTER, "values"),
                "the scattered values")
-    c.b.create("tile.scatter", [out, v, *coords],
+    c.b.create(Op.TILE_SCATTER, [out, v, *coords],
                attrs={"access_spans": _spans(c, _SCATTER, "out", "indices")})
     return Static(None)
 
@@ -209,7 +210,7 @@ def atomic(method: str):
         _atomic_dtype(c, a, method)
         coords, shape, scalar = coordinates(c, a, indices, names)
         v = values(c, vals, a.type.dtype, shape, c.arg_node(names, "values"), "the values")
-        old = c.b.create("tile.atomic", [a, v, *coords], attrs={"kind": method}).result
+        old = c.b.create(Op.TILE_ATOMIC, [a, v, *coords], attrs={"kind": method}).result
         return _result(c, old, scalar)
     return handler
 
@@ -225,7 +226,7 @@ def compare_exchange(c: _Call):
                  "the expected values")
     new = values(c, desired, a.type.dtype, shape, c.arg_node(_CAS, "desired"),
                  "the desired values")
-    old = c.b.create("tile.atomic_cas", [a, cmp, new, *coords]).result
+    old = c.b.create(Op.TILE_ATOMIC_CAS, [a, cmp, new, *coords]).result
     return _result(c, old, scalar)
 
 

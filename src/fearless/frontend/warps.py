@@ -12,6 +12,7 @@ from fearless.errors import SafetyError
 from fearless.frontend.emit import describe
 from fearless.frontend.infer import WEAK_FLOAT, Const
 from fearless.ir import types as T
+from fearless.ir.opdef import Op
 from fearless.simt import warp
 
 _SHUFFLES = {warp.shuffle: ("idx", "src_lane"), warp.shuffle_down: ("down", "delta"),
@@ -93,7 +94,7 @@ def _shuffle(gen, node, obj):
             raise gen.error(args["width"], "width= must be a constant power of two up to 32")
         width = w.value
     mask, attrs = _mask(gen, node, name, args)
-    return gen.b.create("warp.shuffle", [value, b, mask],
+    return gen.b.create(Op.WARP_SHUFFLE, [value, b, mask],
                         attrs={"mode": mode, "width": width, **attrs}).result
 
 
@@ -104,7 +105,7 @@ def _vote(gen, node, obj):
     if isinstance(pred, Const):
         pred = gen.emit.constant(pred.value, dtypes.bool_)
     mask, attrs = _mask(gen, node, mode, args)
-    return gen.b.create("warp.vote", [pred, mask], attrs={"mode": mode, **attrs}).result
+    return gen.b.create(Op.WARP_VOTE, [pred, mask], attrs={"mode": mode, **attrs}).result
 
 
 def _reduce(gen, node, obj):
@@ -117,14 +118,14 @@ def _reduce(gen, node, obj):
                         help="count true predicates with fl.warp.ballot(p) and a popcount, or "
                              "reduce fl.i32(p)")
     mask, attrs = _mask(gen, node, name, args)
-    return gen.b.create("warp.reduce", [value, mask], attrs={"op": op, **attrs}).result
+    return gen.b.create(Op.WARP_REDUCE, [value, mask], attrs={"op": op, **attrs}).result
 
 
 def _special(reg):
     def handler(gen, node, obj):
         if node.args or node.keywords:
             raise gen.error(node, f"fl.warp.{obj.__name__.split('.')[-1]}() takes no arguments")
-        return gen.b.create("simt.special", [], attrs={"reg": reg, "axis": 0}).result
+        return gen.b.create(Op.SIMT_SPECIAL, [], attrs={"reg": reg, "axis": 0}).result
     return handler
 
 

@@ -106,13 +106,16 @@ class Builder:
         finally:
             self.region = saved
 
-    def create(self, name: str, operands: list[Value], result_types: list[Type] | None = None,
+    def create(self, name: Op | str, operands: list[Value], result_types: list[Type] | None = None,
                attrs: dict[str, Any] | None = None, regions: list[Region] | None = None,
                span: Span | None = None) -> Operation:
-        """Append op ``name``; ``result_types`` only for ops whose OpDef has no result rule."""
-        from fearless.ir.opdef import REGISTRY  # the registry imports ops, which import core
-        if name not in REGISTRY:
-            raise KeyError(f"unknown op {name!r}")
+        """Append op ``name`` (an ``Op``; its string is accepted); ``result_types`` only for ops
+        whose OpDef has no result rule."""
+        from fearless.ir.opdef import REGISTRY, Op  # the registry imports ops, which import core
+        try:
+            name = Op(name)
+        except ValueError:
+            raise KeyError(f"unknown op {name!r}") from None
         if result_types is None:
             rule = REGISTRY[name].result
             if rule is None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Operation, Region
-from fearless.ir.opdef import REGISTRY
+from fearless.ir.opdef import REGISTRY, Op
 
-_LOOPS = ("scf.for", "scf.while")
+_LOOPS = (Op.SCF_FOR, Op.SCF_WHILE)
 
 
 def verify(fn: Function) -> Function:
@@ -47,12 +47,12 @@ def _region(fn: Function, region: Region, scope: set[int], loop_depth: int) -> N
             if [r.type for r in op.results] != want:
                 _fail(fn, op, f"result types {[str(r.type) for r in op.results]} are not the "
                               f"op's rule's {[str(t) for t in want]}")
-        if op.name in ("cf.break", "cf.continue") and loop_depth == 0:
+        if op.name in (Op.CF_BREAK, Op.CF_CONTINUE) and loop_depth == 0:
             _fail(fn, op, "outside a loop")
-        if op.name == "scf.condition" and op is not region.ops[-1]:
+        if op.name == Op.SCF_CONDITION and op is not region.ops[-1]:
             _fail(fn, op, "must end its region")
-        inner_depth = 0 if op.name == "scf.inline" else loop_depth
+        inner_depth = 0 if op.name == Op.SCF_INLINE else loop_depth
         for i, sub in enumerate(op.regions):
-            body_of_loop = op.name == "scf.for" or (op.name == "scf.while" and i == 1)
+            body_of_loop = op.name == Op.SCF_FOR or (op.name == Op.SCF_WHILE and i == 1)
             _region(fn, sub, scope, inner_depth + (1 if body_of_loop else 0))
         scope |= {id(r) for r in op.results}

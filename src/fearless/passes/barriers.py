@@ -13,10 +13,11 @@ from __future__ import annotations
 from fearless.analysis.uniformity import analyse
 from fearless.errors import SafetyError
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op
 
 
 def run(fn: Function, options) -> Function:
-    if not any(op.name == "simt.barrier" for op in fn.walk()):
+    if not any(op.name == Op.SIMT_BARRIER for op in fn.walk()):
         return fn
     for op, reason in analyse(fn, "block"):
         if reason is None or op.attrs.get("unsafe"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fearless.analysis.common import array_name, params_by_value
 from fearless.ir.core import Function
-from fearless.ir.opdef import checked_reads
+from fearless.ir.opdef import Op, checked_reads
 
 
 def run(fn: Function, options) -> Function:
@@ -25,7 +25,7 @@ def run(fn: Function, options) -> Function:
         if options.bounds_checks:
             op.attrs["site"] = len(sites) + 1  # 0 means "no error" in the error word
             # an async copy reads its source (operand 1 + the destination's rank)
-            array = op.operands[1 + op.attrs["ndst"] if op.name == "mem.async_copy" else 0]
+            array = op.operands[1 + op.attrs["ndst"] if op.name == Op.MEM_ASYNC_COPY else 0]
             sites.append((array_name(params, array), op.span))
     fn.attrs["bounds_sites"] = tuple(sites)
     return fn

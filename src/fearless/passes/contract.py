@@ -12,17 +12,20 @@ from __future__ import annotations
 
 from fearless.errors import CompileError
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op, warp_collectives
+
+_COLLECTIVE = warp_collectives()
 
 
 def run(fn: Function, options) -> Function:
     space, first = 0, None
     fn.attrs["block_level"] = any(
-        op.name in ("simt.special", "simt.barrier", "simt.shared_alloc", "mem.async_copy",
-                    "mem.async_commit", "mem.async_wait")
-        or op.name.startswith("warp.") or (op.name == "simt.thread_index" and op.attrs.get("block"))
+        op.name in (Op.SIMT_SPECIAL, Op.SIMT_BARRIER, Op.SIMT_SHARED_ALLOC, Op.MEM_ASYNC_COPY,
+                    Op.MEM_ASYNC_COMMIT, Op.MEM_ASYNC_WAIT)
+        or op.name in _COLLECTIVE or (op.name == Op.SIMT_THREAD_INDEX and op.attrs.get("block"))
         for op in fn.walk())
     for op in fn.walk():
-        if op.name != "simt.thread_index" or op.attrs.get("block"):
+        if op.name != Op.SIMT_THREAD_INDEX or op.attrs.get("block"):
             continue
         s = op.attrs["space"]
         if space and s != space:
@@ -34,7 +37,7 @@ def run(fn: Function, options) -> Function:
     fn.attrs["index_space"] = space
     if space == 3:
         for op in fn.walk():
-            if op.name == "simt.thread_index" and op.attrs.get("block") and op.attrs["space"] == 2:
+            if op.name == Op.SIMT_THREAD_INDEX and op.attrs.get("block") and op.attrs["space"] == 2:
                 raise CompileError("a kernel using index_3d() cannot use index_in_block_2d(): "
                                    "threads of a block that differ only along z share its value",
                                    kernel=fn.name, span=op.span,

@@ -29,6 +29,7 @@ from fearless.analysis.common import params_by_value
 from fearless.analysis.linear import guard_facts
 from fearless.errors import SafetyError
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op
 from fearless.ir.types import Access, ThreadIndex
 
 _AXIS = {2: {0: "row", 1: "column"}, 3: {0: "d0 (z)", 1: "d1 (y)", 2: "d2 (x)"}}
@@ -38,12 +39,12 @@ def run(fn: Function, options) -> Function:
     params = params_by_value(fn)
     by_array: dict[int, list] = {}
     for op in fn.walk():
-        if op.name in ("mem.load", "mem.store") and \
+        if op.name in (Op.MEM_LOAD, Op.MEM_STORE) and \
                 op.operands[0].type.access is Access.DISJOINT:
             by_array.setdefault(id(op.operands[0]), []).append(op)
     prover, coverage = None, {}
     block = getattr(options, "block", None)
-    three_d = any(op.name == "simt.thread_index" and op.attrs["space"] == 3 for op in fn.walk())
+    three_d = any(op.name == Op.SIMT_THREAD_INDEX and op.attrs["space"] == 3 for op in fn.walk())
     for accesses in by_array.values():
         bad = [(op, k) for op in accesses for k in _computed(op)]
         if not bad:
@@ -81,7 +82,7 @@ def _launch_1d(fn: Function, block) -> bool:
     """Whether every launch is 1-d: the contract's exact block has one axis, or the kernel uses
     ``index_1d()`` (``prepare()`` then refuses a 2-d launch)."""
     return bool(block and len(block) == 1) or any(
-        op.name == "simt.thread_index" and op.attrs["space"] == 1 and not op.attrs.get("block")
+        op.name == Op.SIMT_THREAD_INDEX and op.attrs["space"] == 1 and not op.attrs.get("block")
         for op in fn.walk())
 
 
@@ -98,9 +99,9 @@ def _uses_block(prover, value) -> bool:
     def walk(key) -> bool:
         if not isinstance(key, tuple) or not key:
             return False
-        if key[0] == "simt.thread_index" and dict(key[1]).get("block"):
+        if key[0] == Op.SIMT_THREAD_INDEX and dict(key[1]).get("block"):
             return True
-        if key[0] == "simt.special" and dict(key[1]).get("reg") in (
+        if key[0] == Op.SIMT_SPECIAL and dict(key[1]).get("reg") in (
                 "block_index", "lane", "warp_index", "thread_in_block"):
             return True
         return any(walk(part) for part in key[1:] if isinstance(part, tuple))
@@ -132,7 +133,7 @@ def _refuse(fn: Function, name: str, op, k: int, why: str | None, block_level: b
 
 
 def _reason(opname: str, got, want: ThreadIndex, k: int, ndim: int) -> str:
-    verb = "written" if opname == "mem.store" else "read"
+    verb = "written" if opname == Op.MEM_STORE else "read"
     kind = "DisjointSlice" if ndim == 1 else "DisjointArray"
     if not isinstance(got, ThreadIndex):
         return (f"a {kind} may be {verb} only at this thread's own index, and this index is a "

@@ -31,6 +31,7 @@ import math
 from fearless.analysis import owners, strided
 from fearless.analysis.linear import Facts, difference, is_i64
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op
 from fearless.ir.types import Access
 
 
@@ -53,9 +54,9 @@ class _Prover(Facts):
         self.preconditions = set()
 
     def access(self, op, facts) -> None:
-        if op.name == "mem.async_copy":
+        if op.name == Op.MEM_ASYNC_COPY:
             self._prove_copy_destination(op)
-        elif op.name == "mem.store" or op.attrs.get("checked"):
+        elif op.name == Op.MEM_STORE or op.attrs.get("checked"):
             self.try_prove(op, facts)
 
     # the proof -------------------------------------------------------------------------------
@@ -72,7 +73,7 @@ class _Prover(Facts):
             op.attrs["checked"] = False
             op.attrs["proved"] = True
             return
-        if op.name == "warp.ldmatrix":
+        if op.name == Op.WARP_LDMATRIX:
             return
         need = set()
         for axis, idx in enumerate(indices):
@@ -118,7 +119,7 @@ class _Prover(Facts):
         points = self._block_points(op)
         if points is None:
             return False
-        row = 8 if op.name == "warp.ldmatrix" else 1
+        row = 8 if op.name == Op.WARP_LDMATRIX else 1
         strides = [math.prod(shape[k + 1:]) for k in range(len(shape))]
         itemsize = op.operands[0].type.dtype.itemsize
         for _, element in points:
@@ -152,7 +153,7 @@ class _Prover(Facts):
         self._nonneg_keys = self._collect_nonneg_atoms(idx)
         # a clamp: min(..., extent - c) with c >= 1
         op = self.defs.get(id(idx))
-        if op is not None and op.name == "arith.min":
+        if op is not None and op.name == Op.MIN:
             for v in op.operands:
                 c, terms = self.linear(v)
                 if terms == ((extent, 1),) and c <= -1:
@@ -185,7 +186,7 @@ class _Prover(Facts):
         return kind.axis if kind is not None and kind.name == "grid" and not kind.one_d else None
 
     def _fact_atom_nonneg(self, key) -> bool:
-        return key[0] in ("index", "simt.thread_index", "simt.special", "dim")
+        return key[0] in ("index", Op.SIMT_THREAD_INDEX, Op.SIMT_SPECIAL, "dim")
 
 
 THREADS = "<threads>"
@@ -198,7 +199,7 @@ def _global_thread_axis(form):
     if const != 0 or len(terms) != 1 or terms[0][1] != 1 or terms[0][0][0] != "index":
         return None
     inner = terms[0][0][1]
-    if inner[0] != "simt.thread_index":
+    if inner[0] != Op.SIMT_THREAD_INDEX:
         return None
     attrs = dict(inner[1])
     if attrs.get("block"):

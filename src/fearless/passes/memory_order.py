@@ -28,9 +28,10 @@ from __future__ import annotations
 from enum import Enum
 
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op
 
-WRITES = ("tile.store", "tile.scatter", "tile.atomic", "tile.atomic_cas")
-MEMORY = ("tile.load", "tile.load_own", "tile.gather") + WRITES
+WRITES = (Op.TILE_STORE, Op.TILE_SCATTER, Op.TILE_ATOMIC, Op.TILE_ATOMIC_CAS)
+MEMORY = (Op.TILE_LOAD, Op.TILE_LOAD_OWN, Op.TILE_GATHER) + WRITES
 
 
 class Order(Enum):

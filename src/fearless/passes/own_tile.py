@@ -32,9 +32,10 @@ from fearless.analysis.tile_ranges import Ranges
 from fearless.errors import SafetyError
 from fearless.frontend.spans import Span
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op
 from fearless.ir.types import Role, TensorView
 
-_ELEMENTS = ("tile.scatter", "tile.gather")
+_ELEMENTS = (Op.TILE_SCATTER, Op.TILE_GATHER)
 
 
 def run(fn: Function, options) -> Function:
@@ -45,7 +46,7 @@ def run(fn: Function, options) -> Function:
         if op.name in _ELEMENTS and op.operands[0].type.role is Role.OUT:
             ranges = ranges or Ranges(fn)
             _check_elements(fn, op, ranges, params[id(op.operands[0])].name)
-        if op.name == "tile.load" and op.operands[0].type.role is Role.OUT:
+        if op.name == Op.TILE_LOAD and op.operands[0].type.role is Role.OUT:
             name = params[id(op.operands[0])].name
             refused = _not_own(op, producers, name)
             if refused is not None:
@@ -77,7 +78,7 @@ def _not_own(op, producers: dict, name: str) -> tuple[str, str, Span | None] | N
 
 
 def _is_block_index(op, axis: int) -> bool:
-    return op is not None and op.name == "tile.block_index" and op.attrs["axis"] == axis
+    return op is not None and op.name == Op.TILE_BLOCK_INDEX and op.attrs["axis"] == axis
 
 
 def _text(span: Span | None, default: str = "") -> str:
@@ -95,7 +96,7 @@ def _check_elements(fn: Function, op, ranges: Ranges, name: str) -> None:
         form = ranges.form(c)
         if form.terms == ((axis, n),) and 0 <= form.lo and form.hi < n:
             continue
-        verb = "scatter into" if op.name == "tile.scatter" else "gather from"
+        verb = "scatter into" if op.name == Op.TILE_SCATTER else "gather from"
         base = f"{expr}.tile_index[{axis}] * {n}"
         names = {k: f"{expr}.tile_index[{k}]" for k in range(t.ndim)}
         along = f" along axis {axis}" if t.ndim > 1 else ""
@@ -107,5 +108,5 @@ def _check_elements(fn: Function, op, ranges: Ranges, name: str) -> None:
             help=f"build them as {base} + an offset from ft.arange, % {n}, & {n - 1} or a clamp "
                  f"(ft.minimum/ft.maximum)" + (
                      f"; to write anywhere, declare the parameter ft.Atomic[{t.dtype}] and use "
-                     f"its exchange or add" if op.name == "tile.scatter" else
+                     f"its exchange or add" if op.name == Op.TILE_SCATTER else
                      "; other tiles of an output belong to other tile blocks"))

@@ -40,6 +40,8 @@ from fearless.analysis.linear import guard_facts
 from fearless.analysis.uniformity import varying
 from fearless.errors import CompileError, SafetyError
 from fearless.ir.core import Function, Operation, Region
+from fearless.ir.opdef import Op
+from fearless.ir.ops.arith import ARITH
 from fearless.ir.types import Access, Scalar, ThreadIndex
 
 _WRITES, _READS, _ATOMICS, _INFLIGHT = 0, 1, 2, 3
@@ -98,7 +100,7 @@ class _Checker:
         self.owned, self.computed, self.unowned = self.prove_owners(fn, block)
         self.varying = varying(fn)
         self.async_targets = {id(op.operands[0]): op for op in fn.walk()
-                              if op.name == "mem.async_copy"}
+                              if op.name == Op.MEM_ASYNC_COPY}
         self.loops: list[list] = []   # per loop: [break states, continue states]
 
     def prove_owners(self, fn: Function, block):
@@ -107,7 +109,7 @@ class _Checker:
         (``analysis/owners.py``)."""
         stores: dict[int, list] = {}
         for op in fn.walk():
-            if op.name == "mem.store" and op.operands[0].type.access is Access.SHARED and \
+            if op.name == Op.MEM_STORE and op.operands[0].type.access is Access.SHARED and \
                     not op.attrs.get("unsafe"):
                 stores.setdefault(id(op.operands[0]), []).append(op)
         owned, computed, unowned = set(), set(), {}
@@ -126,7 +128,7 @@ class _Checker:
     def fail(self, op: Operation, array, reason: str, help: str):
         spans = op.attrs.get("index_spans")
         raise SafetyError(reason, kernel=self.fn.name, param=array.hint or None,
-                          span=spans[0] if spans and op.name != "mem.store" else op.span,
+                          span=spans[0] if spans and op.name != Op.MEM_STORE else op.span,
                           help=help)
 
     def region(self, region: Region, state):
@@ -138,30 +140,30 @@ class _Checker:
 
     def op(self, op: Operation, state):
         name = op.name
-        if name == "scf.if":
+        if name == Op.SCF_IF:
             return _join(self.region(op.regions[0], state), self.region(op.regions[1], state))
-        if name in ("scf.for", "scf.while"):
+        if name in (Op.SCF_FOR, Op.SCF_WHILE):
             return self.loop(op, state)
-        if name == "scf.inline":
+        if name == Op.SCF_INLINE:
             self.loops.append(None)  # a return inside leaves the inline, not a loop
             try:
                 return self.region(op.regions[0], state)
             finally:
                 self.loops.pop()
-        if name in ("cf.break", "cf.continue"):
+        if name in (Op.CF_BREAK, Op.CF_CONTINUE):
             frame = next(f for f in reversed(self.loops) if f is not None)
-            frame[name == "cf.continue"].append(state)
+            frame[name == Op.CF_CONTINUE].append(state)
             return None
-        if name == "cf.return":
+        if name == Op.CF_RETURN:
             return None
-        if name == "simt.barrier":  # orders plain accesses, not copies still in flight
+        if name == Op.SIMT_BARRIER:  # orders plain accesses, not copies still in flight
             return ({}, {}, {}, state[_INFLIGHT])
-        if name == "local.store":
+        if name == Op.LOCAL_STORE:
             return self.kill(id(op.operands[0]), state)
-        if name == "mem.async_commit":
+        if name == Op.MEM_ASYNC_COMMIT:
             return (*state[:3], {k: (min(age + 1, _MAX_AGE), span)
                                  for k, (age, span) in state[_INFLIGHT].items()})
-        if name == "mem.async_wait":
+        if name == Op.MEM_ASYNC_WAIT:
             n = op.attrs["n"]
             writes = dict(state[_WRITES])
             inflight = {}
@@ -171,7 +173,7 @@ class _Checker:
                 else:
                     inflight[k] = (age, span)
             return (writes, state[_READS], state[_ATOMICS], inflight)
-        if name in ("mem.load", "mem.store", "mem.atomic", "warp.ldmatrix", "mem.async_copy"):
+        if name in (Op.MEM_LOAD, Op.MEM_STORE, Op.MEM_ATOMIC, Op.WARP_LDMATRIX, Op.MEM_ASYNC_COPY):
             array = op.operands[0]
             if array.type.access is Access.SHARED:
                 return self.access(op, array, state)
@@ -183,7 +185,7 @@ class _Checker:
             frame = [[], []]
             self.loops.append(frame)
             try:
-                if op.name == "scf.while":
+                if op.name == Op.SCF_WHILE:
                     after_cond = self.region(op.regions[0], state)
                     end = self.region(op.regions[1], after_cond)
                 else:
@@ -207,9 +209,9 @@ class _Checker:
         key, unsafe = id(array), op.attrs.get("unsafe", False)
         name = array.hint or "shared memory"
         here = op.span
-        if op.name == "mem.async_copy":
+        if op.name == Op.MEM_ASYNC_COPY:
             return self.async_copy(op, array, (writes, reads, atomics, inflight))
-        if key in inflight and not unsafe and op.name in ("mem.load", "warp.ldmatrix"):
+        if key in inflight and not unsafe and op.name in (Op.MEM_LOAD, Op.WARP_LDMATRIX):
             line = inflight[key][1].line if inflight[key][1] else "?"
             self.fail(op, array, f"this reads '{name}', which the async copy on line {line} may "
                                  f"still be writing: no fl.async_wait() completes its group "
@@ -217,13 +219,13 @@ class _Checker:
                       "call fl.async_wait(n) with n smaller than the number of "
                       "fl.async_commit() calls since the copy, then fl.sync_threads() before "
                       "other threads read it")
-        if key in self.async_targets and op.name in ("mem.store", "mem.atomic") and not unsafe:
+        if key in self.async_targets and op.name in (Op.MEM_STORE, Op.MEM_ATOMIC) and not unsafe:
             line = self.async_targets[key].span.line if self.async_targets[key].span else "?"
             self.fail(op, array, f"'{name}' is filled by the async copy on line {line}, so it "
                                  f"may not be written another way (the copies' chunks are not "
                                  f"the threads' own slots of this write)",
                       "use a separate shared array, or wrap the write in `with fl.unsafe():`")
-        if op.name == "warp.ldmatrix":  # reads rows that other lanes name
+        if op.name == Op.WARP_LDMATRIX:  # reads rows that other lanes name
             other = _first(writes.get(key)) or atomics.get(key)
             if other and not unsafe:
                 self.fail(op, array, f"ldmatrix reads other threads' slots of '{name}', written "
@@ -232,7 +234,7 @@ class _Checker:
                           "fl.async_wait() for async copies) and before this read")
             _add(reads, key, (here, None, frozenset()))
             return writes, reads, atomics, inflight
-        if op.name == "mem.atomic":
+        if op.name == Op.MEM_ATOMIC:
             other = _first(writes.get(key)) or _first(reads.get(key))
             if other and not unsafe:
                 self.fail(op, array, f"this atomic on '{name}' and the plain access on line "
@@ -241,7 +243,7 @@ class _Checker:
             atomics.setdefault(key, here)
             return writes, reads, atomics, inflight
         own = own_slot(op, array)
-        if op.name == "mem.store":
+        if op.name == Op.MEM_STORE:
             if not own and not unsafe and id(op) not in self.owned:
                 rmw = op.attrs.get("rmw")
                 why = self.unowned.get(key)
@@ -316,12 +318,12 @@ class _Checker:
         kind = key[0]
         if kind in ("const", "dim", "param"):
             return True
-        if kind == "simt.special":
+        if kind == Op.SIMT_SPECIAL:
             return dict(key[1]).get("reg") in _UNIFORM_SPECIAL
         if kind == "local":
             return key[1] is not None and key[1][0] not in self.varying and \
                 version.get(key[1][0], 0) == key[1][1]
-        if isinstance(kind, str) and kind.startswith("arith."):
+        if kind in ARITH:
             return all(self.uniform(k, version) for k in key[1])
         return False
 
@@ -371,7 +373,7 @@ def _first(records):
 
 
 def run(fn: Function, options) -> Function:
-    allocs = [op for op in fn.walk() if op.name == "simt.shared_alloc"]
+    allocs = [op for op in fn.walk() if op.name == Op.SIMT_SHARED_ALLOC]
     dynamic = [op for op in allocs if op.attrs["shape"] is None]
     if len(dynamic) > 1:
         raise CompileError("the kernel asks for dynamic shared memory twice; both would be the "

@@ -4,23 +4,19 @@ The CPU backend interprets any IR, but a kernel must mean the same on every back
 Tile IR lowering (``backends/tileir/lower.py``) has no rule for is refused here, before any
 backend, with the error the GPU compile path gives: an op of the SIMT language, a math function
 without a Tile IR operation, a ``for`` loop whose step is not a positive constant (Tile IR's
-``for`` counts up). ``UNSUPPORTED`` is the lowering's table of the ops it lacks (a test checks
-that every op has a lowering rule or a reason here); the lowering treats anything else it cannot
-lower as a fearless bug.
+``for`` counts up). ``UNSUPPORTED``, the lowering's table of the ops it lacks, is derived from
+the ops' ``track``: the SIMT-only ops, math functions among them (a test checks that every op
+has a lowering rule or a reason here); the lowering treats anything else it cannot lower as a
+fearless bug.
 """
 from __future__ import annotations
 
 from fearless.errors import CompileError
 from fearless.ir.core import Function
-from fearless.ir.opdef import only
+from fearless.ir.opdef import REGISTRY, Op, only
 
-UNSUPPORTED = {
-    **{name: "SIMT only" for name in only("simt")},
-    **{f"math.{n}": f"math.{n} has no Tile IR operation" for n in (
-        "expm1", "log10", "log1p", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-        "atanh", "erf", "erfc", "trunc", "cbrt", "atan2", "hypot", "copysign", "fmod",
-        "isnan", "isinf", "isfinite")},
-}
+UNSUPPORTED = {name: f"{name} has no Tile IR operation" if REGISTRY[name].eval else "SIMT only"
+               for name in only("simt")}
 
 HELP = ("tile kernels support if, for over range(...), while, break, continue, return, tile "
         "operations and math functions with a Tile IR operation")
@@ -31,7 +27,7 @@ def run(fn: Function, options) -> Function:
         why = UNSUPPORTED.get(op.name)
         if why is not None:
             raise CompileError(why, kernel=fn.name, span=op.span, help=HELP)
-        if op.name == "scf.for" and op.attrs.get("step_sign") != 1:
+        if op.name == Op.SCF_FOR and op.attrs.get("step_sign") != 1:
             raise CompileError("tile-kernel loops need a positive constant step",
                                kernel=fn.name, span=op.span,
                                help="write range(start, stop) or range(start, stop, k) with k > 0")

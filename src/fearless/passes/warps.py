@@ -16,14 +16,16 @@ from __future__ import annotations
 from fearless.analysis.uniformity import analyse
 from fearless.errors import SafetyError
 from fearless.ir.core import Function
+from fearless.ir.opdef import Op, warp_collectives
 
-_CALLS = {"warp.shuffle": "a warp shuffle", "warp.vote": "a warp vote",
-          "warp.reduce": "a warp reduction", "warp.mma": "a tensor-core mma",
-          "warp.ldmatrix": "an ldmatrix"}
+_CALLS = {Op.WARP_SHUFFLE: "a warp shuffle", Op.WARP_VOTE: "a warp vote",
+          Op.WARP_REDUCE: "a warp reduction", Op.WARP_MMA: "a tensor-core mma",
+          Op.WARP_LDMATRIX: "an ldmatrix"}
+_COLLECTIVE = warp_collectives()
 
 
 def run(fn: Function, options) -> Function:
-    ops = [op for op in fn.walk() if op.name.startswith("warp.")]
+    ops = [op for op in fn.walk() if op.name in _COLLECTIVE]
     fn.attrs["warp_full"] = any(op.attrs.get("full") for op in ops)
     if not ops:
         return fn
@@ -36,6 +38,6 @@ def run(fn: Function, options) -> Function:
             kernel=fn.name, span=op.span,
             help="call it where all 32 lanes arrive (compute a neutral value in the lanes that "
                  "should not take part), branch on fl.warp.index() instead" + (
-                     "" if op.name in ("warp.mma", "warp.ldmatrix") else
+                     "" if op.name in (Op.WARP_MMA, Op.WARP_LDMATRIX) else
                      ", or give mask= inside `with fl.unsafe():`"))
     return fn

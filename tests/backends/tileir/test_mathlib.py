@@ -13,61 +13,9 @@ import pytest
 
 from fearless import dtypes
 from fearless.backends.tileir import mathlib
-from fearless.ir.opdef import REGISTRY
+from tests.backends.tileir.numpy_ops import run
 from tests.numerics import reference
 from tests.numerics.reference import ulp
-
-
-class NumpyOps:
-    """``mathlib.Ops`` on NumPy arrays of one float type, by the ops' evals."""
-
-    def __init__(self, d):
-        self.d = d
-
-    def _ev(self, name, *args, attrs=None):
-        return np.asarray(REGISTRY[name].eval(self.d, attrs or {}, *args))
-
-    def c(self, value):
-        return np.asarray(dtypes.cast(value, self.d))
-
-    def add(self, x, y):
-        return self._ev("arith.add", x, y)
-
-    def sub(self, x, y):
-        return self._ev("arith.sub", x, y)
-
-    def mul(self, x, y):
-        return self._ev("arith.mul", x, y)
-
-    def div(self, x, y):
-        return self._ev("arith.div", x, y)
-
-    def neg(self, x):
-        return self._ev("arith.neg", x)
-
-    def abs(self, x):
-        return self._ev("math.fabs", x)
-
-    def floor(self, x):
-        return self._ev("math.floor", x)
-
-    def log(self, x):
-        return self._ev("math.log", x)
-
-    def sin(self, x):
-        return self._ev("math.sin", x)
-
-    def select(self, cond, x, y):
-        return self._ev("arith.select", cond, x, y)
-
-    def cmp(self, pred, x, y):
-        return np.asarray(REGISTRY["arith.cmp"].eval(dtypes.bool_, {"pred": pred}, x, y))
-
-
-def run(recipe, d, x):
-    x = dtypes.convert(np.asarray(x, np.float64), d)
-    with np.errstate(all="ignore"):
-        return recipe(NumpyOps(d), d.bits, x).astype(np.float64)
 
 
 @pytest.mark.parametrize("d", [dtypes.f32, dtypes.f64], ids=str)

@@ -56,7 +56,7 @@ def all_ops(version) -> Module:
     for name in ("addf", "subf", "mulf", "divf"):
         getattr(b, name)(x, y, rounding="nearest_even", flush_to_zero=name == "mulf")
     b.fma(x, y, x)
-    for name in ("remf", "pow"):
+    for name in ("remf", "pow", "atan2"):
         getattr(b, name)(x, y)
     b.maxf(x, y, propagate_nan=True)
     b.minf(x, y)
@@ -182,7 +182,7 @@ def test_tileirdisasm_reads_every_op(toolchain, version):
     for needle in ("join_tokens", "padding_value = zero", "mmaf", "mmai", "scan",
                    "same_elements", "div_by<4, every 4 along 0>", "bounded<?, -3>",
                    "optimization_hints=<default = {}, sm_90 = {num_cta_in_cga = 2, occupancy = 1}>",
-                   "allow_tma = false", "loop iter_values", "break", "unsigned"):
+                   "allow_tma = false", "loop iter_values", "break", "unsigned", "atan2"):
         assert needle in text, f"{needle!r} not in disassembly:\n{text}"
 
 

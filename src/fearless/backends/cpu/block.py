@@ -13,6 +13,7 @@ import numpy as np
 
 from fearless.backends.cpu.races import ATOMIC
 from fearless.errors import BarrierError, InternalError
+from fearless.ir.opdef import Op
 
 WARP = 32
 
@@ -73,7 +74,7 @@ def launch_lanes(space: int, grid: tuple, block: tuple, first_block: int, blocks
 def allocate_shared(st, dynamic_shared: int) -> None:
     """One poison-filled copy of every shared array per block of the group."""
     for op in st.fn.walk():
-        if op.name != "simt.shared_alloc":
+        if op.name != Op.SIMT_SHARED_ALLOC:
             continue
         dtype = op.result.type.dtype
         shape = op.attrs["shape"]
@@ -262,9 +263,9 @@ def _print(st, op, mask):
 
 
 RULES = {
-    "simt.print": _print,
-    "simt.special": _special,
-    "simt.barrier": _barrier,
-    "simt.shared_alloc": _shared_alloc,
-    "mem.atomic": _atomic,
+    Op.SIMT_PRINT: _print,
+    Op.SIMT_SPECIAL: _special,
+    Op.SIMT_BARRIER: _barrier,
+    Op.SIMT_SHARED_ALLOC: _shared_alloc,
+    Op.MEM_ATOMIC: _atomic,
 }

@@ -20,6 +20,7 @@ from fearless.backends.cpu import warp as warpops
 from fearless.backends.cpu.block import WARP
 from fearless.backends.cpu.races import READ, WRITE
 from fearless.errors import BarrierError
+from fearless.ir.opdef import Op
 
 MISALIGNED = 7  # the "axis" of a misalignment in a bounds event (see runtime/dispatch.py)
 
@@ -231,10 +232,10 @@ def _async_wait(st, op, mask):
 
 
 RULES = {
-    "warp.mma": _mma,
-    "warp.ldmatrix": _ldmatrix,
-    "mma.pack": _pack,
-    "mem.async_copy": _async_copy,
-    "mem.async_commit": _async_commit,
-    "mem.async_wait": _async_wait,
+    Op.WARP_MMA: _mma,
+    Op.WARP_LDMATRIX: _ldmatrix,
+    Op.MMA_PACK: _pack,
+    Op.MEM_ASYNC_COPY: _async_copy,
+    Op.MEM_ASYNC_COMMIT: _async_commit,
+    Op.MEM_ASYNC_WAIT: _async_wait,
 }

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from fearless.ir.opdef import REGISTRY
+from fearless.ir.opdef import REGISTRY, Op
 
 # op name -> eval(dtype, attrs, *operand arrays), for every op with one but constants (which
 # the interpreters splat to their own shapes)
 SCALAR = {name: d.eval for name, d in REGISTRY.items()
-          if d.eval is not None and name != "arith.constant"}
+          if d.eval is not None and name != Op.CONSTANT}
 
 
 def evaluate(op, *args):
@@ -24,4 +24,4 @@ def evaluate(op, *args):
 
 def constant(op) -> np.ndarray:
     """The 0-d array of an ``arith.constant``."""
-    return REGISTRY["arith.constant"].eval(op.results[0].type.dtype, op.attrs)
+    return REGISTRY[Op.CONSTANT].eval(op.results[0].type.dtype, op.attrs)

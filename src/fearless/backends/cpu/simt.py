@@ -30,7 +30,8 @@ from fearless.backends.cpu.ops import SCALAR, constant
 from fearless.backends.cpu.races import READ, WRITE, RaceDetector
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Region
-from fearless.ir.opdef import only
+from fearless.ir.opdef import Op, only
+from fearless.ir.ops.control import EXITS
 from fearless.ir.types import Access, ThreadIndex
 
 LANES_PER_BATCH = 1 << 18
@@ -75,7 +76,7 @@ class _Interpreter:
             if rule is None:
                 raise InternalError(f"the cpu backend has no rule for {op.name}")
             rule(self, op, live)
-            if op.regions or op.name.startswith("cf."):
+            if op.regions or op.name in EXITS:
                 live = live & ~self.dead
 
     def value(self, v):
@@ -294,27 +295,27 @@ def _return(st, op, mask):
 
 
 RULES = {
-    "arith.constant": _constant,
+    Op.CONSTANT: _constant,
     **{name: _scalar(ev) for name, ev in SCALAR.items()},
-    "simt.thread_index": _thread_index,
-    "simt.index_value": _index_value,
+    Op.SIMT_THREAD_INDEX: _thread_index,
+    Op.SIMT_INDEX_VALUE: _index_value,
     **blockops.RULES,
     **warpops.RULES,
     **mmaops.RULES,
-    "mem.dim": _dim,
-    "mem.load": _load,
-    "mem.store": _store,
-    "local.alloc": _alloc,
-    "local.load": _local_load,
-    "local.store": _local_store,
-    "scf.if": _if,
-    "scf.for": _for,
-    "scf.while": _while,
-    "scf.condition": _condition,
-    "scf.inline": _inline,
-    "cf.break": _break,
-    "cf.continue": _continue,
-    "cf.return": _return,
+    Op.MEM_DIM: _dim,
+    Op.MEM_LOAD: _load,
+    Op.MEM_STORE: _store,
+    Op.LOCAL_ALLOC: _alloc,
+    Op.LOCAL_LOAD: _local_load,
+    Op.LOCAL_STORE: _local_store,
+    Op.SCF_IF: _if,
+    Op.SCF_FOR: _for,
+    Op.SCF_WHILE: _while,
+    Op.SCF_CONDITION: _condition,
+    Op.SCF_INLINE: _inline,
+    Op.CF_BREAK: _break,
+    Op.CF_CONTINUE: _continue,
+    Op.CF_RETURN: _return,
 }
 
 

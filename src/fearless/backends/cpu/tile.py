@@ -23,7 +23,7 @@ from fearless.backends.cpu import tile_memory
 from fearless.backends.cpu.ops import SCALAR, constant
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Region
-from fearless.ir.opdef import only
+from fearless.ir.opdef import Op, only
 from fearless.ir.types import Tile
 
 
@@ -273,44 +273,45 @@ def _local_store(block, op):
     block.value(op.operands[0])[0] = block.value(op.operands[1])
 
 
+# ops of the SIMT language (threads, element access, shared memory, math functions Tile IR
+# lacks), which tile kernels lack
+UNSUPPORTED = {name: "SIMT only" for name in only("simt")}
+
 RULES = {
-    **{name: _elementwise(ev) for name, ev in SCALAR.items()},
-    "arith.constant": _constant,
-    "tile.block_index": lambda block, op: block.set(op, np.int64(block.coords[op.attrs["axis"]])),
-    "tile.num_blocks": lambda block, op: block.set(op, np.int64(block.grid[op.attrs["axis"]])),
-    "tile.dim": lambda block, op: block.set(
+    **{name: _elementwise(ev) for name, ev in SCALAR.items() if name not in UNSUPPORTED},
+    Op.CONSTANT: _constant,
+    Op.TILE_BLOCK_INDEX: lambda block, op: block.set(op, np.int64(block.coords[op.attrs["axis"]])),
+    Op.TILE_NUM_BLOCKS: lambda block, op: block.set(op, np.int64(block.grid[op.attrs["axis"]])),
+    Op.TILE_DIM: lambda block, op: block.set(
         op, np.int64(block.value(op.operands[0]).shape[op.attrs["axis"]])),
-    "tile.load": _load,
-    "tile.load_own": _load_own,
-    "tile.store": _store,
-    "tile.splat": lambda block, op: block.set(op, np.full(
+    Op.TILE_LOAD: _load,
+    Op.TILE_LOAD_OWN: _load_own,
+    Op.TILE_STORE: _store,
+    Op.TILE_SPLAT: lambda block, op: block.set(op, np.full(
         op.results[0].type.shape, block.value(op.operands[0]), op.results[0].type.dtype.numpy)),
-    "tile.broadcast": lambda block, op: block.set(op, np.broadcast_to(
+    Op.TILE_BROADCAST: lambda block, op: block.set(op, np.broadcast_to(
         block.value(op.operands[0]), op.results[0].type.shape)),
-    "tile.reshape": lambda block, op: block.set(op, np.reshape(
+    Op.TILE_RESHAPE: lambda block, op: block.set(op, np.reshape(
         block.value(op.operands[0]), op.results[0].type.shape)),
-    "tile.permute": lambda block, op: block.set(op, np.transpose(
+    Op.TILE_PERMUTE: lambda block, op: block.set(op, np.transpose(
         block.value(op.operands[0]), op.attrs["perm"])),
-    "tile.reduce": _reduce,
-    "tile.argmax": lambda block, op: block.set(op, argmax(block.value(op.operands[0]),
+    Op.TILE_REDUCE: _reduce,
+    Op.TILE_ARGMAX: lambda block, op: block.set(op, argmax(block.value(op.operands[0]),
                                                           op.attrs["axis"],
                                                           op.operands[0].type.dtype.is_float)),
-    "tile.iota": lambda block, op: block.set(op, np.arange(
+    Op.TILE_IOTA: lambda block, op: block.set(op, np.arange(
         op.results[0].type.shape[0], dtype=np.int32)),
-    "tile.mma": _mma,
+    Op.TILE_MMA: _mma,
     **tile_memory.RULES,
-    "scf.for": _for,
-    "scf.while": _while,
-    "scf.if": _if,
-    "scf.inline": _inline,
-    "scf.condition": _condition,
-    "cf.break": _raise(_Break),
-    "cf.continue": _raise(_Continue),
-    "cf.return": _raise(_Return),
-    "local.alloc": _local_alloc,
-    "local.load": _local_load,
-    "local.store": _local_store,
+    Op.SCF_FOR: _for,
+    Op.SCF_WHILE: _while,
+    Op.SCF_IF: _if,
+    Op.SCF_INLINE: _inline,
+    Op.SCF_CONDITION: _condition,
+    Op.CF_BREAK: _raise(_Break),
+    Op.CF_CONTINUE: _raise(_Continue),
+    Op.CF_RETURN: _raise(_Return),
+    Op.LOCAL_ALLOC: _local_alloc,
+    Op.LOCAL_LOAD: _local_load,
+    Op.LOCAL_STORE: _local_store,
 }
-
-# ops of the SIMT language (threads, element access, shared memory), which tile kernels lack
-UNSUPPORTED = {name: "SIMT only" for name in only("simt")}

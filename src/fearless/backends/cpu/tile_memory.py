@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from fearless.errors import InternalError, RaceError
+from fearless.ir.opdef import Op
 from fearless.ir.types import Role
 
 
@@ -153,5 +154,5 @@ def atomic_cas(block, op):
     _update(block, op, 3, lambda cur, cmp, new: _swap(dtype, cur, cmp, new))
 
 
-RULES = {"tile.gather": gather, "tile.scatter": scatter, "tile.atomic": atomic,
-         "tile.atomic_cas": atomic_cas}
+RULES = {Op.TILE_GATHER: gather, Op.TILE_SCATTER: scatter, Op.TILE_ATOMIC: atomic,
+         Op.TILE_ATOMIC_CAS: atomic_cas}

@@ -16,10 +16,12 @@ import numpy as np
 
 from fearless.backends.cpu.block import WARP
 from fearless.errors import BarrierError
+from fearless.ir.opdef import Op
 from fearless.ir.ops.arith import maximum_number, minimum_number
 
-_CALL = {"warp.shuffle": "warp shuffle", "warp.vote": "warp vote", "warp.reduce": "warp reduction",
-         "warp.mma": "tensor-core mma", "warp.ldmatrix": "ldmatrix"}
+_CALL = {Op.WARP_SHUFFLE: "warp shuffle", Op.WARP_VOTE: "warp vote",
+         Op.WARP_REDUCE: "warp reduction", Op.WARP_MMA: "tensor-core mma",
+         Op.WARP_LDMATRIX: "ldmatrix"}
 
 
 class _Warps:
@@ -172,7 +174,7 @@ def _reduce(st, op, mask):
 
 
 RULES = {
-    "warp.shuffle": _shuffle,
-    "warp.vote": _vote,
-    "warp.reduce": _reduce,
+    Op.WARP_SHUFFLE: _shuffle,
+    Op.WARP_VOTE: _vote,
+    Op.WARP_REDUCE: _reduce,
 }

@@ -15,17 +15,18 @@ from llvmlite import ir
 
 from fearless import dtypes
 from fearless.backends.llvm.nvvm import F32, BFloatType, intrinsic, llvm_type
+from fearless.ir.opdef import Op
+from fearless.ir.ops.math import MATH, PREDICATES
 
 _PRED = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _FMA = ("contract",)  # a*b+c may become one fma, as with nvcc's default -fmad=true
 
-# math op -> LLVM intrinsic (no libdevice needed) or libdevice base name
-_INTRINSIC = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
-              "trunc": "llvm.trunc", "fabs": "llvm.fabs", "copysign": "llvm.copysign",
-              "rint": "llvm.roundeven"}
-_LIBDEVICE = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
-              "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
-              "erfc", "cbrt", "pow", "atan2", "hypot", "fmod", "rsqrt", "lgamma")
+# math op -> LLVM intrinsic (no libdevice needed); the predicates are compares; every other
+# math function is libdevice's __nv_<op.base>[f], which takes the op's operands as they are
+_INTRINSIC = {Op.SQRT: "llvm.sqrt", Op.FLOOR: "llvm.floor", Op.CEIL: "llvm.ceil",
+              Op.TRUNC: "llvm.trunc", Op.FABS: "llvm.fabs", Op.COPYSIGN: "llvm.copysign",
+              Op.RINT: "llvm.roundeven"}
+_LIBDEVICE = [op for op in MATH if op not in _INTRINSIC and op not in PREDICATES]
 
 
 def _d(op, i=0):
@@ -260,10 +261,11 @@ def _call_float(low, name, args, d, keep_type=False):
 
 
 def _libdevice_call(low, name, args):
-    """``__nv_<name>[f]`` of f32 or f64 arguments (libdevice is linked in when used)."""
+    """``__nv_<name>[f]`` of f32 or f64 arguments, and i32 ones where the function takes them
+    (libdevice is linked in when used)."""
     t = args[0].type
     symbol = f"__nv_{name}{'' if str(t) == 'double' else 'f'}"
-    fn = intrinsic(low.b.module, symbol, t, [t] * len(args))
+    fn = intrinsic(low.b.module, symbol, t, [a.type for a in args])
     low.uses_libdevice = True
     return low.b.call(fn, args)
 
@@ -272,8 +274,9 @@ def _libdevice(name):
     def rule(low, op):
         d, b = _d(op), low.b
         args = [low.v(v) for v in op.operands]
-        if d.bits == 16:
-            args = [b.fpext(a, F32) for a in args]
+        if d.bits == 16:  # the float operands
+            args = [b.fpext(a, F32) if v.type.dtype.is_float else a
+                    for a, v in zip(args, op.operands)]
         out = _libdevice_call(low, name, args)
         low.set(op, b.fptrunc(out, llvm_type(d)) if d.bits == 16 else out)
     return rule
@@ -289,12 +292,12 @@ def _intrinsic(name):
 def _predicate(kind):
     def rule(low, op):
         a, d, b = low.v(op.operands[0]), _d(op), low.b
-        if kind == "isnan":
+        if kind is Op.ISNAN:
             low.set(op, b.fcmp_unordered("uno", a, a))
             return
         mag = _call_float(low, "llvm.fabs", [a], d, keep_type=True)
         inf = ir.Constant(a.type, float("inf"))
-        low.set(op, b.fcmp_ordered("==" if kind == "isinf" else "<", mag, inf))
+        low.set(op, b.fcmp_ordered("==" if kind is Op.ISINF else "<", mag, inf))
     return rule
 
 
@@ -314,27 +317,27 @@ def _fdiv(low, op):
 
 
 RULES = {
-    "arith.constant": _constant,
-    "arith.add": _arith("add", "fadd"),
-    "arith.sub": _arith("sub", "fsub"),
-    "arith.mul": _arith("mul", "fmul"),
-    "arith.div": _fdiv,
-    "arith.floordiv": _floordiv,
-    "arith.mod": _mod,
-    "arith.min": _minmax(True),
-    "arith.max": _minmax(False),
-    "arith.and": _bitwise("and_"),
-    "arith.or": _bitwise("or_"),
-    "arith.xor": _bitwise("xor"),
-    "arith.shl": _shift(True),
-    "arith.shr": _shift(False),
-    "arith.neg": _neg,
-    "arith.not": _not,
-    "arith.abs": _abs,
-    "arith.cmp": _cmp,
-    "arith.cast": _cast,
-    "arith.select": _select,
-    **{f"math.{n}": _intrinsic(i) for n, i in _INTRINSIC.items()},
-    **{f"math.{n}": _libdevice(n) for n in _LIBDEVICE},
-    **{f"math.{n}": _predicate(n) for n in ("isnan", "isinf", "isfinite")},
+    Op.CONSTANT: _constant,
+    Op.ADD: _arith("add", "fadd"),
+    Op.SUB: _arith("sub", "fsub"),
+    Op.MUL: _arith("mul", "fmul"),
+    Op.DIV: _fdiv,
+    Op.FLOORDIV: _floordiv,
+    Op.MOD: _mod,
+    Op.MIN: _minmax(True),
+    Op.MAX: _minmax(False),
+    Op.AND: _bitwise("and_"),
+    Op.OR: _bitwise("or_"),
+    Op.XOR: _bitwise("xor"),
+    Op.SHL: _shift(True),
+    Op.SHR: _shift(False),
+    Op.NEG: _neg,
+    Op.NOT: _not,
+    Op.ABS: _abs,
+    Op.CMP: _cmp,
+    Op.CAST: _cast,
+    Op.SELECT: _select,
+    **{op: _intrinsic(i) for op, i in _INTRINSIC.items()},
+    **{op: _libdevice(op.base) for op in _LIBDEVICE},
+    **{op: _predicate(op) for op in (Op.ISNAN, Op.ISINF, Op.ISFINITE)},
 }

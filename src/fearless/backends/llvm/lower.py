@@ -17,7 +17,8 @@ from fearless.compiler.abi import ERROR_WORD, PTR, SCALAR, THREADS, Abi, Slot, a
     scalar_code
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Operation, Region
-from fearless.ir.opdef import checked_reads, only
+from fearless.ir.opdef import Op, checked_reads, only
+from fearless.ir.ops.control import EXITS
 from fearless.ir.types import Array, LocalRef, ThreadIndex
 
 
@@ -130,7 +131,7 @@ class Lowering:
             rule = RULES.get(op.name)
             if rule is None:
                 raise InternalError(f"the llvm backend has no rule for {op.name}")
-            if op.regions or op.name.startswith("cf."):
+            if op.regions or op.name in EXITS:
                 mma.flush_errors(self)  # deferred checks are recorded on every path
             rule(self, op)
         if not self.b.block.is_terminated:
@@ -402,11 +403,11 @@ def _local_store(low: Lowering, op):
 
 
 RULES = {
-    "scf.if": _if, "scf.for": _for, "scf.while": _while, "scf.condition": _condition,
-    "scf.inline": _inline, "cf.break": _break, "cf.continue": _continue, "cf.return": _return,
-    "simt.thread_index": _thread_index, "simt.index_value": _index_value,
-    "mem.dim": _dim, "mem.load": _load, "mem.store": _store,
-    "local.alloc": _alloc, "local.load": _local_load, "local.store": _local_store,
+    Op.SCF_IF: _if, Op.SCF_FOR: _for, Op.SCF_WHILE: _while, Op.SCF_CONDITION: _condition,
+    Op.SCF_INLINE: _inline, Op.CF_BREAK: _break, Op.CF_CONTINUE: _continue, Op.CF_RETURN: _return,
+    Op.SIMT_THREAD_INDEX: _thread_index, Op.SIMT_INDEX_VALUE: _index_value,
+    Op.MEM_DIM: _dim, Op.MEM_LOAD: _load, Op.MEM_STORE: _store,
+    Op.LOCAL_ALLOC: _alloc, Op.LOCAL_LOAD: _local_load, Op.LOCAL_STORE: _local_store,
     **arith.RULES,
     **simt.RULES,
     **warp.RULES,

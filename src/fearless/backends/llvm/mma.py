@@ -19,6 +19,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from fearless.backends.llvm.nvvm import F32, I32, I64
+from fearless.ir.opdef import Op
 
 MISALIGNED = 7
 
@@ -189,10 +190,10 @@ def _async_wait(low, op):
 
 
 RULES = {
-    "warp.mma": _mma,
-    "warp.ldmatrix": _ldmatrix,
-    "mma.pack": _pack,
-    "mem.async_copy": _async_copy,
-    "mem.async_commit": _async_commit,
-    "mem.async_wait": _async_wait,
+    Op.WARP_MMA: _mma,
+    Op.WARP_LDMATRIX: _ldmatrix,
+    Op.MMA_PACK: _pack,
+    Op.MEM_ASYNC_COPY: _async_copy,
+    Op.MEM_ASYNC_COMMIT: _async_commit,
+    Op.MEM_ASYNC_WAIT: _async_wait,
 }

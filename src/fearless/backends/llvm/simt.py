@@ -19,6 +19,7 @@ from llvmlite import ir
 
 from fearless.backends.llvm import nvvm, shared_pool
 from fearless.backends.llvm.nvvm import I16, I32, I64
+from fearless.ir.opdef import Op
 from fearless.ir.types import Access
 
 SHARED = 3  # NVPTX address space of shared memory
@@ -103,7 +104,7 @@ def _shared_pool(low):
     their bytes too (``shared_pool.pooled_bytes``, ``runtime/dispatch.py``)."""
     if low.shared_pool is None:
         allocs = [op for op in low.fn.walk()
-                  if op.name == "simt.shared_alloc" and op.attrs["shape"] is not None]
+                  if op.name == Op.SIMT_SHARED_ALLOC and op.attrs["shape"] is not None]
         starts, total = shared_pool.pool(math.prod(op.attrs["shape"]) *
                                          op.result.type.dtype.itemsize for op in allocs)
         offsets = {id(op): start for op, start in zip(allocs, starts)}
@@ -242,9 +243,9 @@ def _print(low, op):
 
 
 RULES = {
-    "simt.print": _print,
-    "simt.special": _special,
-    "simt.barrier": _barrier,
-    "simt.shared_alloc": _shared_alloc,
-    "mem.atomic": _atomic,
+    Op.SIMT_PRINT: _print,
+    Op.SIMT_SPECIAL: _special,
+    Op.SIMT_BARRIER: _barrier,
+    Op.SIMT_SHARED_ALLOC: _shared_alloc,
+    Op.MEM_ATOMIC: _atomic,
 }

@@ -14,6 +14,7 @@ from llvmlite import ir
 
 from fearless.backends.llvm import nvvm
 from fearless.backends.llvm.nvvm import F32, I1, I16, I32, I64, llvm_type
+from fearless.ir.opdef import Op
 
 _REDUX = {("sum", True): "add", ("sum", False): "add", ("min", True): "min",
           ("min", False): "umin", ("max", True): "max", ("max", False): "umax"}
@@ -107,7 +108,7 @@ def _reduce(low, op):
 
 
 RULES = {
-    "warp.shuffle": _shuffle,
-    "warp.vote": _vote,
-    "warp.reduce": _reduce,
+    Op.WARP_SHUFFLE: _shuffle,
+    Op.WARP_VOTE: _vote,
+    Op.WARP_REDUCE: _reduce,
 }

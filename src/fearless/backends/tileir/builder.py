@@ -372,6 +372,12 @@ class Builder(PointerOps):
     def pow(self, lhs, rhs) -> Value:
         return self._plain("pow", "float", lhs, rhs)
 
+    def atan2(self, x, y) -> Value:
+        """C's ``atan2(x, y)``: the angle of the point (y, x), x the first operand."""
+        t = _same("atan2", x, y)
+        _kind("atan2", t, "float")
+        return self._one("atan2", t, x=x, y=y)
+
     def maxf(self, lhs, rhs, propagate_nan=False, flush_to_zero=False) -> Value:
         return self._plain("maxf", "float", lhs, rhs, propagate_nan=bool(propagate_nan),
                            flush_to_zero=bool(flush_to_zero))

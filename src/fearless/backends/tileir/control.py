@@ -29,8 +29,9 @@ from fearless.backends.tileir.builder import Builder
 from fearless.backends.tileir.ops import TERMINATORS
 from fearless.errors import InternalError
 from fearless.ir.core import Region
+from fearless.ir.opdef import Op
 
-_LOOPS = ("scf.for", "scf.while")
+_LOOPS = (Op.SCF_FOR, Op.SCF_WHILE)
 
 
 @dataclass
@@ -54,7 +55,7 @@ class _Target:
 
 # what a region holds ----------------------------------------------------------------------------
 
-def _walk(region: Region, stop=("scf.inline",)):
+def _walk(region: Region, stop=(Op.SCF_INLINE,)):
     """The ops of ``region`` and, but for those named in ``stop``, of their regions."""
     for op in region.ops:
         yield op
@@ -65,12 +66,12 @@ def _walk(region: Region, stop=("scf.inline",)):
 
 def _returns(region: Region) -> bool:
     """Whether ``region`` may return from the kernel or function being lowered."""
-    return any(op.name == "cf.return" for op in _walk(region))
+    return any(op.name == Op.CF_RETURN for op in _walk(region))
 
 
 def _breaks(region: Region) -> bool:
     """Whether ``region`` (a loop body) may break out of its own loop."""
-    return any(op.name == "cf.break" for op in _walk(region, ("scf.inline", *_LOOPS)))
+    return any(op.name == Op.CF_BREAK for op in _walk(region, (Op.SCF_INLINE, *_LOOPS)))
 
 
 def _returns_in_loop(region: Region) -> bool:
@@ -82,9 +83,9 @@ def _early_return(region: Region, tail: bool = True) -> bool:
     """Whether ``region`` holds a return that is not in tail position (see the docstring)."""
     for k, op in enumerate(region.ops):
         last = tail and k == len(region.ops) - 1
-        if op.name == "cf.return" and not last:
+        if op.name == Op.CF_RETURN and not last:
             return True
-        if op.name == "scf.if" and any(_early_return(r, last) for r in op.regions):
+        if op.name == Op.SCF_IF and any(_early_return(r, last) for r in op.regions):
             return True
         if op.name in _LOOPS and any(_returns(r) for r in op.regions):
             return True
@@ -96,9 +97,9 @@ def _exits(region: Region, tail: bool) -> bool:
     if not region.ops:
         return False
     last = region.ops[-1]
-    if last.name == "scf.if":
+    if last.name == Op.SCF_IF:
         return all(_exits(r, tail) for r in last.regions)
-    return last.name in ("cf.break", "cf.continue") or (last.name == "cf.return" and not tail)
+    return last.name in (Op.CF_BREAK, Op.CF_CONTINUE) or (last.name == Op.CF_RETURN and not tail)
 
 
 # slots ------------------------------------------------------------------------------------------
@@ -321,12 +322,12 @@ def _continue(low, op):
 
 
 RULES = {
-    "scf.for": _for,
-    "scf.while": _while,
-    "scf.condition": _condition,
-    "scf.if": _if,
-    "scf.inline": _inline,
-    "cf.break": _break,
-    "cf.continue": _continue,
-    "cf.return": lambda low, op: _leave_target(low),
+    Op.SCF_FOR: _for,
+    Op.SCF_WHILE: _while,
+    Op.SCF_CONDITION: _condition,
+    Op.SCF_IF: _if,
+    Op.SCF_INLINE: _inline,
+    Op.CF_BREAK: _break,
+    Op.CF_CONTINUE: _continue,
+    Op.CF_RETURN: lambda low, op: _leave_target(low),
 }

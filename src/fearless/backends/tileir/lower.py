@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from fearless.backends.tileir import control, mathlib, memory, tir
+from fearless.backends.tileir import control, mathlib, memory, special, tir
 from fearless.backends.tileir.builder import Builder
 from fearless.compiler.abi import SCALAR, Abi, Slot, array_slots, scalar_code
 from fearless.dtypes import DType, int_range
@@ -33,6 +33,7 @@ from fearless.errors import InternalError
 from fearless.ir import types as T
 from fearless.ir.core import Function, Region
 from fearless.backends.tileir.memory import LAST_OP as _LAST_OP, LAST_STORE as _LAST_STORE
+from fearless.ir.opdef import Op
 from fearless.passes.memory_order import MEMORY as _MEMORY, WRITES as _WRITES, Order
 from fearless.passes.tile_subset import UNSUPPORTED
 
@@ -155,9 +156,9 @@ class Lowering:
                                             t)
         # every partition view the kernel uses, made here so that they dominate every use
         for op in self.fn.walk():
-            if op.name == "tile.load":
+            if op.name == Op.TILE_LOAD:
                 self.partition(op.operands[0], op.attrs["shape"], op.attrs.get("padding"))
-            elif op.name in ("tile.load_own", "tile.store"):
+            elif op.name in (Op.TILE_LOAD_OWN, Op.TILE_STORE):
                 self.partition(op.operands[0], op.operands[0].type.tile_shape)
         self.token = b.make_token()
         ordered = {id(op.operands[0]) for op in self.fn.walk()
@@ -216,7 +217,7 @@ class Lowering:
         ops = region.ops
         for k, op in enumerate(ops):
             self.tail = tail and k == len(ops) - 1  # of this op (an if passes it on)
-            if op.name == "cf.return" and self.tail:
+            if op.name == Op.CF_RETURN and self.tail:
                 return
             rule = RULES.get(op.name)
             if rule is None:  # passes/tile_subset.py refuses these, before any backend
@@ -228,7 +229,7 @@ class Lowering:
     def writes(self, op) -> list:
         """The keys of the slots that ``op`` itself changes: a local slot, or the memory tokens
         of the Out tensor it loads or stores."""
-        if op.name == "local.store":
+        if op.name == Op.LOCAL_STORE:
             return [id(op.operands[0])]
         if op.name in _MEMORY and op.attrs.get("order") is not None:
             tensor = id(op.operands[0])
@@ -461,9 +462,10 @@ def _constant(low: Lowering, op):
     low.set(op, low.b.constant(op.attrs["value"], tile_type(t)))
 
 
-_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt",
-         "rsqrt": "rsqrt", "tanh": "tanh", "sin": "sin", "cos": "cos", "tan": "tan",
-         "floor": "floor", "ceil": "ceil", "fabs": "absf", "pow": "pow"}
+# math op -> the Tile IR operation (the Builder's method) that computes it
+_MATH = {Op.EXP: "exp", Op.EXP2: "exp2", Op.LOG: "log", Op.LOG2: "log2", Op.SQRT: "sqrt",
+         Op.RSQRT: "rsqrt", Op.TANH: "tanh", Op.SIN: "sin", Op.COS: "cos", Op.TAN: "tan",
+         Op.FLOOR: "floor", Op.CEIL: "ceil", Op.FABS: "absf", Op.POW: "pow"}
 
 
 def _math(name):
@@ -651,47 +653,48 @@ def _local_store(low: Lowering, op):
 
 
 RULES = {
-    "arith.add": _elementwise("addf", ("addi", False)),
-    "arith.sub": _elementwise("subf", ("subi", False)),
-    "arith.mul": _elementwise("mulf", ("muli", False)),
-    "arith.div": _elementwise("divf", None),
-    "arith.floordiv": _floordiv,
-    "arith.mod": _mod,
-    "arith.min": _elementwise("minf", ("mini", True)),
-    "arith.max": _elementwise("maxf", ("maxi", True)),
-    "arith.and": _elementwise(None, ("andi", False), "andi"),
-    "arith.or": _elementwise(None, ("ori", False), "ori"),
-    "arith.xor": _elementwise(None, ("xori", False), "xori"),
-    "arith.shl": _shift(True),
-    "arith.shr": _shift(False),
-    "arith.neg": _unary, "arith.abs": _unary, "arith.not": _unary,
-    "arith.cmp": _cmp,
-    "arith.cast": _cast,
-    "arith.constant": _constant,
-    "arith.select": lambda low, op: low.set(op, low.b.select(*(low.v(x) for x in op.operands))),
-    **{f"math.{name}": _math(method) for name, method in _MATH.items()},
+    Op.ADD: _elementwise("addf", ("addi", False)),
+    Op.SUB: _elementwise("subf", ("subi", False)),
+    Op.MUL: _elementwise("mulf", ("muli", False)),
+    Op.DIV: _elementwise("divf", None),
+    Op.FLOORDIV: _floordiv,
+    Op.MOD: _mod,
+    Op.MIN: _elementwise("minf", ("mini", True)),
+    Op.MAX: _elementwise("maxf", ("maxi", True)),
+    Op.AND: _elementwise(None, ("andi", False), "andi"),
+    Op.OR: _elementwise(None, ("ori", False), "ori"),
+    Op.XOR: _elementwise(None, ("xori", False), "xori"),
+    Op.SHL: _shift(True),
+    Op.SHR: _shift(False),
+    Op.NEG: _unary, Op.ABS: _unary, Op.NOT: _unary,
+    Op.CMP: _cmp,
+    Op.CAST: _cast,
+    Op.CONSTANT: _constant,
+    Op.SELECT: lambda low, op: low.set(op, low.b.select(*(low.v(x) for x in op.operands))),
+    **{op: _math(method) for op, method in _MATH.items()},
     **mathlib.RULES,
-    "tile.block_index": _block_index,
-    "tile.num_blocks": _num_blocks,
-    "tile.dim": _dim,
-    "tile.load": _load,
-    "tile.load_own": _load_own,
-    "tile.store": _store,
-    "tile.splat": _splat,
-    "tile.broadcast": lambda low, op: low.set(op, low.b.broadcast(low.v(op.operands[0]),
+    **special.RULES,
+    Op.TILE_BLOCK_INDEX: _block_index,
+    Op.TILE_NUM_BLOCKS: _num_blocks,
+    Op.TILE_DIM: _dim,
+    Op.TILE_LOAD: _load,
+    Op.TILE_LOAD_OWN: _load_own,
+    Op.TILE_STORE: _store,
+    Op.TILE_SPLAT: _splat,
+    Op.TILE_BROADCAST: lambda low, op: low.set(op, low.b.broadcast(low.v(op.operands[0]),
                                                                  op.results[0].type.shape)),
-    "tile.reshape": lambda low, op: low.set(op, low.b.reshape(low.v(op.operands[0]),
+    Op.TILE_RESHAPE: lambda low, op: low.set(op, low.b.reshape(low.v(op.operands[0]),
                                                              op.results[0].type.shape)),
-    "tile.permute": lambda low, op: low.set(op, low.b.permute(low.v(op.operands[0]),
+    Op.TILE_PERMUTE: lambda low, op: low.set(op, low.b.permute(low.v(op.operands[0]),
                                                              op.attrs["perm"])),
-    "tile.reduce": _reduce,
-    "tile.argmax": _argmax,
-    "tile.iota": lambda low, op: low.set(op, low.b.iota(tile_type(op.results[0].type))),
-    "tile.mma": _mma,
+    Op.TILE_REDUCE: _reduce,
+    Op.TILE_ARGMAX: _argmax,
+    Op.TILE_IOTA: lambda low, op: low.set(op, low.b.iota(tile_type(op.results[0].type))),
+    Op.TILE_MMA: _mma,
     **memory.RULES,
-    "local.alloc": _local_alloc,
-    "local.load": _local_load,
-    "local.store": _local_store,
+    Op.LOCAL_ALLOC: _local_alloc,
+    Op.LOCAL_LOAD: _local_load,
+    Op.LOCAL_STORE: _local_store,
     **control.RULES,
 }
 

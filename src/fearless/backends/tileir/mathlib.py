@@ -1,30 +1,98 @@
 """Math functions Tile IR has no operation for, built from the operations it has: ``RULES``.
 
-Each function is a recipe written against ``Ops`` (IEEE adds and multiplies, compares, selects,
-Tile IR's ``log``, ``sin`` and ``floor``) on one float type, so the same recipe runs on NumPy in
-the tests, which measure its error (tests/backends/tileir/test_mathlib.py). f16/bf16 are computed
-in f32 and rounded once, as every math function is. Each recipe's docstring states its
+Each function is a recipe written against ``Ops`` (IEEE adds, multiplies, fma, divisions and
+square roots, compares, selects, integer operations on a float's bits, and Tile IR's ``log``,
+``sin``, ``floor``, ``remf`` and ``atan2``) on one float type, so the same recipe runs on NumPy
+in the tests, which measure its error (tests/backends/tileir/test_mathlib.py). f16/bf16 are
+computed in f32 and rounded once, as every math function is. Each recipe's docstring states its
 precision; docs/semantics.md has the table. ``lower.py`` adds ``RULES`` to its own.
 """
 from __future__ import annotations
 
+import decimal
 import math
 
 from fearless.backends.tileir import tir
+from fearless.ir.opdef import Op
 from fearless.ir.types import Tile
 
 _FLOAT = {"f16": tir.F16, "bf16": tir.BF16, "f32": tir.F32, "f64": tir.F64}
 
 
 class Ops:
-    """The Tile IR operations a recipe uses, on values of one float type and one shape."""
+    """The Tile IR operations a recipe uses, on values of one float type and one shape, and
+    on integers of the float's width (its bits: ``bits``, ``real``)."""
 
     def __init__(self, low, work: tir.ScalarType, shape: tuple):
         self.low, self.b, self.work, self.shape = low, low.b, work, shape
+        self.int = tir.I32 if work.bits == 32 else tir.I64
 
     def c(self, value: float):
         """A constant (rounded once to the work type, as every constant)."""
         return self.low.const(value, self.work, self.shape)
+
+    def ci(self, value: int):
+        """An integer constant of the work type's width (two's complement)."""
+        bits = self.int.bits
+        value &= (1 << bits) - 1
+        return self.low.const(value - (1 << bits) if value >> (bits - 1) else value, self.int,
+                              self.shape)
+
+    def bits(self, x):
+        return self.b.bitcast(x, self.int)
+
+    def real(self, i):
+        return self.b.bitcast(i, self.work)
+
+    def iadd(self, x, y):
+        return self.b.addi(x, y)
+
+    def isub(self, x, y):
+        return self.b.subi(x, y)
+
+    def iand(self, x, y):
+        return self.b.andi(x, y)
+
+    def ior(self, x, y):
+        return self.b.ori(x, y)
+
+    def shl(self, x, k: int):
+        return self.b.shli(x, self.ci(k))
+
+    def shr(self, x, k: int):
+        """``x >> k``, arithmetic."""
+        return self.b.shri(x, self.ci(k))
+
+    def imul(self, x, y):
+        return self.b.muli(x, y)
+
+    def icmp(self, pred: str, x, y):
+        return self.b.cmpi(pred, x, y)
+
+    def widen(self, n):
+        """An i32 operand as an integer of the work type's width."""
+        return n if self.int.bits == 32 else self.b.exti(n, self.int)
+
+    def itof(self, i):
+        return self.b.itof(i, self.work)
+
+    def to_int(self, x):
+        """A float holding an integer of the work width's range (not NaN) as that integer."""
+        return self.b.ftoi(x, self.int)
+
+    def fma(self, x, y, z):
+        """``x * y + z`` rounded once."""
+        return self.b.fma(x, y, z)
+
+    def sqrt(self, x):
+        return self.b.sqrt(x)
+
+    def rem(self, x, y):
+        """C's ``fmod`` (exact)."""
+        return self.b.remf(x, y)
+
+    def atan2(self, x, y):
+        return self.b.atan2(x, y)
 
     def add(self, x, y):
         return self.b.addf(x, y)
@@ -164,17 +232,229 @@ def _lgamma_positive(m: Ops, bits: int, y):
     return m.select(m.cmp("ge", y, m.c(start)), big, middle)
 
 
+def _format(bits: int) -> tuple[int, int]:
+    """The work type's stored significand bits and exponent bias."""
+    return (23, 127) if bits == 32 else (52, 1023)
+
+
+def _pow2(m: Ops, bits: int, k):
+    """2**k for an integer tile ``k`` of the normal exponent range (exact)."""
+    p, bias = _format(bits)
+    return m.real(m.shl(m.iadd(k, m.ci(bias)), p))
+
+
+def copysign(m: Ops, bits: int, x, y):
+    """``x``'s magnitude with ``y``'s sign bit: exact (NaNs too)."""
+    sign = 1 << (bits - 1)
+    return m.real(m.ior(m.iand(m.bits(x), m.ci(sign - 1)), m.iand(m.bits(y), m.ci(sign))))
+
+
+def fmod(m: Ops, bits: int, x, y):
+    """C's ``fmod``: Tile IR's ``remf``, exact."""
+    return m.rem(x, y)
+
+
+def atan2(m: Ops, bits: int, y, x):
+    """C's ``atan2(y, x)``: Tile IR's ``atan2`` (CUDA's math library)."""
+    return m.atan2(y, x)
+
+
+# hypot: arguments above 2**t are scaled by 2**-s and those below 2**-t by 2**s, so that the
+# squares neither overflow nor lose bits to underflow that the result keeps
+_HYPOT = {32: (60, 90), 64: (450, 600)}
+
+
+def hypot(m: Ops, bits: int, x, y):
+    """``sqrt(x*x + y*y)`` without overflow or underflow on the way: with ``a >= b`` the
+    magnitudes scaled by a power of two (exact), ``sqrt(fma(a, a, b * b))`` scaled back. The
+    product ``b * b`` (relative error u, the unit roundoff, on at most half the sum), the fma
+    (u) and the square root (half the sum's error, plus u) keep the result within 1.75 u, under
+    2 ulp; a subnormal result is rounded once more (1 ulp more). An infinite argument gives
+    +inf, NaN or not (C99)."""
+    t, s = _HYPOT[bits]
+    a, b = m.abs(x), m.abs(y)
+    swap = m.cmp("lt", a, b)
+    big, small = m.select(swap, b, a), m.select(swap, a, b)
+    large, tiny = m.cmp("gt", big, m.c(2.0 ** t)), m.cmp("lt", big, m.c(2.0 ** -t))
+    scale = m.select(large, m.c(2.0 ** -s), m.select(tiny, m.c(2.0 ** s), m.c(1.0)))
+    back = m.select(large, m.c(2.0 ** s), m.select(tiny, m.c(2.0 ** -s), m.c(1.0)))
+    big, small = m.mul(big, scale), m.mul(small, scale)
+    h = m.mul(m.sqrt(m.fma(big, big, m.mul(small, small))), back)
+    inf = m.c(math.inf)
+    return m.select(m.cmp("eq", a, inf), inf, m.select(m.cmp("eq", b, inf), inf, h))
+
+
+# cbrt(z) for z in [1, 8) to 7e-3 (a least-squares Chebyshev fit, in powers of z): the start of
+# Newton's method, which squares the relative error each step
+_CBRT_START = (0.656987, 0.411695, -0.0687684, 0.00723442, -0.000306711)
+_CBRT_STEPS = {32: 2, 64: 3}  # 7e-3 -> 5e-5 -> 2e-9 (f32) -> 5e-18 (f64)
+
+
+def cbrt(m: Ops, bits: int, x):
+    """The real cube root. ``|x| = z * 2**(3q)`` with ``z`` in [1, 8) (exact, from the
+    exponent bits; subnormals scaled by 2**(3k) first); ``cbrt(z)`` by Newton's method from a
+    polynomial start, each step's residual ``y**3 - z`` computed with fmas to about u**2, so
+    that the last step's ``y - r / (3 y**2)`` rounds once more than the correct rounding:
+    within 1 ulp (measured: 0.5x). Then scaled by 2**q (exact) and given x's sign; 0, inf and
+    NaN are x."""
+    p, bias = _format(bits)
+    k = 8 if bits == 32 else 18
+    a = m.abs(x)
+    tiny = m.cmp("lt", a, m.c(2.0 ** (1 - bias)))
+    a = m.select(tiny, m.mul(a, m.c(2.0 ** (3 * k))), a)
+    e = m.isub(m.shr(m.bits(a), p), m.ci(bias))  # the exponent (a's sign bit is clear)
+    # q = floor(e / 3): (e + 1200) * 43691 >> 17 is (e + 1200) // 3 below 2**17 (43691 / 2**17
+    # exceeds 1/3 by under 1 / 2**17 / 3), and e + 1200 is in [0, 2223]
+    q = m.isub(m.shr(m.imul(m.iadd(e, m.ci(1200)), m.ci(43691)), 17), m.ci(400))
+    r = m.isub(e, m.imul(q, m.ci(3)))
+    z = m.real(m.ior(m.iand(m.bits(a), m.ci((1 << p) - 1)), m.shl(m.iadd(r, m.ci(bias)), p)))
+    y = _horner(m, _CBRT_START, z)
+    for _ in range(_CBRT_STEPS[bits]):
+        y2 = m.mul(y, y)
+        residual = m.add(m.fma(y, y2, m.neg(z)), m.mul(y, m.fma(y, y, m.neg(y2))))
+        y = m.sub(y, m.div(residual, m.mul(m.c(3.0), y2)))
+    out = copysign(m, bits, m.mul(y, _pow2(m, bits, m.isub(q, m.select(tiny, m.ci(k),
+                                                                        m.ci(0))))), x)
+    keep = m.cmp("lt", m.abs(x), m.c(math.inf))  # finite (NaN: False)
+    return m.select(m.cmp("eq", x, m.c(0.0)), x, m.select(keep, out, x))
+
+
+def ldexp(m: Ops, bits: int, x, n):
+    """``x * 2**n`` rounded once (C's ``ldexp``), exact unless the result leaves the normal
+    range. From the bits: a normal result adds ``n`` to the exponent field; below the normal
+    range one multiplication by a power of two rounds the significand once; above it, +-inf.
+    Subnormal ``x`` is first scaled into the normal range; 0, inf and NaN are ``x``; ``n`` is
+    clamped to +-3 bias (every result past it is 0 or inf) so that the sums fit."""
+    p, bias = _format(bits)
+    n = m.widen(n)
+    limit = 3 * bias
+    n = m.select(m.icmp("gt", n, m.ci(limit)), m.ci(limit),
+                 m.select(m.icmp("lt", n, m.ci(-limit)), m.ci(-limit), n))
+    a = m.abs(x)
+    tiny = m.cmp("lt", a, m.c(2.0 ** (1 - bias)))
+    x1 = m.select(tiny, m.mul(x, m.c(2.0 ** (p + 1))), x)
+    n1 = m.isub(n, m.select(tiny, m.ci(p + 1), m.ci(0)))
+    b1 = m.bits(x1)
+    t = m.iadd(m.iand(m.shr(b1, p), m.ci(2 * bias + 1)), n1)  # the result's biased exponent
+    normal = m.real(m.iadd(b1, m.shl(n1, p)))
+    exponent_field = (2 * bias + 1) << p
+    lowest = m.real(m.ior(m.iand(b1, m.ci(~exponent_field)), m.ci(1 << p)))
+    k = m.isub(t, m.ci(1))
+    k = m.select(m.icmp("lt", k, m.ci(-(p + 2))), m.ci(-(p + 2)), k)
+    below = m.mul(lowest, _pow2(m, bits, k))
+    above = m.real(m.ior(m.iand(b1, m.ci(1 << (bits - 1))), m.ci(exponent_field)))
+    out = m.select(m.icmp("gt", t, m.ci(2 * bias)), above,
+                   m.select(m.icmp("lt", t, m.ci(1)), below, normal))
+    keep = m.cmp("lt", a, m.c(math.inf))  # finite (NaN: False)
+    return m.select(m.cmp("eq", x, m.c(0.0)), x, m.select(keep, out, x))
+
+
+def _ln2_parts(bits: int) -> tuple[float, float]:
+    """ln 2 as hi + lo: hi has its last 11 significand bits zero, so that ``k * hi`` is exact
+    for ``|k| < 2**11``; lo is the rest (from 40 digits), rounded to the work type."""
+    p, _ = _format(bits)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 40
+        ln2 = decimal.Decimal(2).ln()
+        hi = math.ldexp(round(math.ldexp(float(ln2), p + 1 - 11)), -(p + 1 - 11))
+        return hi, float(ln2 - decimal.Decimal(hi))
+
+
+_LN2 = math.log(2.0)
+# expm1: Taylor terms 1/n! of the reduced argument |r| < ln(2) (the rest below 2**-26 and
+# 2**-56 of the result), and the arguments past which the result is -1 (rounded) or +inf
+_EXPM1 = {32: (10, 17.5, 89.5), 64: (17, 38.0, 710.5)}
+
+
+def expm1(m: Ops, bits: int, x):
+    """``exp(x) - 1`` without the cancellation near 0. ``x = k ln2 + r``, ``k`` the nearest
+    integer to ``x / ln2`` but 0 for ``|x| < ln2`` (Cody and Waite's two-part ln 2: ``r`` within
+    0.5 ulp of its exact value), ``expm1(r) = r + r (r Q(r))`` by Taylor's series, then
+    ``2**k (expm1(r) + 1) - 1`` as ``2**k (expm1(r) + (1 - 2**-k))`` for ``k > 0`` (exact
+    ``1 - 2**-k``, and ``r >= 0`` for ``k = 1``, so no cancellation) and as written for
+    ``k < 0`` (a result of magnitude above 1/2), scaled by two exact powers of two. Within 2 ulp
+    (the tests measure 1.4); 0 is x, NaN is NaN, +inf past ln(max), -1 below its rounding
+    point."""
+    terms, low, high = _EXPM1[bits]
+    p, _ = _format(bits)
+    hi, lo = _ln2_parts(bits)
+    nan = m.cmp("ne", x, x)
+    xc = m.select(nan, m.c(0.0), x)
+    xc = m.select(m.cmp("lt", xc, m.c(-low)), m.c(-low),
+                  m.select(m.cmp("gt", xc, m.c(high)), m.c(high), xc))
+    kf = m.select(m.cmp("lt", m.abs(xc), m.c(_LN2)), m.c(0.0),
+                  rint(m, bits, m.mul(xc, m.c(1 / _LN2))))
+    r = m.sub(m.sub(xc, m.mul(kf, m.c(hi))), m.mul(kf, m.c(lo)))
+    q = _horner(m, [1 / math.factorial(n) for n in range(2, terms + 1)], r)
+    y = m.add(r, m.mul(r, m.mul(r, q)))
+    k = m.to_int(kf)
+    up = m.add(y, m.sub(m.c(1.0), _pow2(m, bits, m.isub(m.ci(0), m.select(
+        m.icmp("gt", k, m.ci(p + 2)), m.ci(p + 2), k)))))
+    down = m.add(y, m.c(1.0))
+    half = m.shr(k, 1)  # 2**k = 2**(k >> 1) 2**(k - (k >> 1)): each in the normal range
+    scaled = m.mul(m.mul(m.select(m.icmp("gt", k, m.ci(0)), up, down), _pow2(m, bits, half)),
+                   _pow2(m, bits, m.isub(k, half)))
+    out = m.select(m.icmp("gt", k, m.ci(0)), scaled, m.sub(scaled, m.c(1.0)))
+    out = m.select(m.icmp("eq", k, m.ci(0)), y, out)
+    out = m.select(m.cmp("gt", x, m.c(high)), m.c(math.inf), out)
+    return m.select(m.cmp("eq", x, m.c(0.0)), x, m.select(nan, x, out))
+
+
+_LOG1P_TERMS = {32: 5, 64: 11}  # of 2 atanh(s) - 2 s, |s| <= 0.172: the rest below 2**-26, -56
+
+
+def log1p(m: Ops, bits: int, x):
+    """``log(1 + x)`` without losing x's digits. ``w = 1 + x`` rounded, with its exact error
+    ``c`` (Knuth's TwoSum); ``w = 2**k m``, ``m`` in [sqrt(1/2), sqrt(2)) (exact, from the
+    bits); ``log m = f - s (f - R)`` with ``f = m - 1`` (exact), ``s = f / (2 + f)`` and
+    ``R = 2 s**2 / 3 + 2 s**4 / 5 + ...`` (the series of 2 atanh s = log m), the leading ``f``
+    exact; then ``k ln2 + log m + c / w`` (``log(1 + c / w)`` to first order, ``c / w`` below
+    u). For ``k = 0`` (``x`` in [-0.29, 0.41)) ``m = 1 + x`` exactly: ``f = x``, no ``c``.
+    Within 2 ulp (the tests measure 1.1); -1 gives -inf, below -1 NaN, 0 is x."""
+    p, bias = _format(bits)
+    hi, lo = _ln2_parts(bits)
+    one = m.c(1.0)
+    w = m.add(one, x)
+    back = m.sub(w, x)
+    c = m.add(m.sub(one, back), m.sub(x, m.sub(w, back)))
+    safe = m.select(m.cmp("gt", w, m.c(0.0)), w, one)  # w > 0 for x > -1 (NaN: 1)
+    wb = m.bits(safe)
+    e = m.isub(m.shr(wb, p), m.ci(bias))
+    mant = m.real(m.ior(m.iand(wb, m.ci((1 << p) - 1)), m.ci(bias << p)))  # in [1, 2)
+    big = m.cmp("gt", mant, m.c(math.sqrt(2.0)))
+    mant = m.select(big, m.mul(mant, m.c(0.5)), mant)
+    k = m.iadd(e, m.select(big, m.ci(1), m.ci(0)))
+    near = m.icmp("eq", k, m.ci(0))
+    f = m.select(near, x, m.sub(mant, one))
+    c = m.select(near, m.c(0.0), c)
+    s = m.div(f, m.add(m.c(2.0), f))
+    s2 = m.mul(s, s)
+    series = m.mul(s2, _horner(m, [2 / (2 * j + 1) for j in range(1, _LOG1P_TERMS[bits] + 1)],
+                               s2))
+    log_m = m.sub(f, m.mul(s, m.sub(f, series)))
+    kf = m.itof(k)
+    out = m.add(m.mul(kf, m.c(hi)), m.add(log_m, m.add(m.div(c, safe), m.mul(kf, m.c(lo)))))
+    out = m.select(m.cmp("eq", x, m.c(-1.0)), m.c(-math.inf), out)
+    out = m.select(m.cmp("lt", x, m.c(-1.0)), m.c(math.nan), out)
+    out = m.select(m.cmp("eq", x, m.c(math.inf)), x, out)
+    return m.select(m.cmp("eq", x, m.c(0.0)), x, m.select(m.cmp("ne", x, x), x, out))
+
+
 def _rule(recipe):
     def rule(low, op):
-        d = op.operands[0].type.dtype
+        d = op.results[0].type.dtype
         shape = op.results[0].type.shape if isinstance(op.results[0].type, Tile) else ()
         work = tir.F32 if d.bits == 16 else _FLOAT[d.name]
         args = [low.v(x) for x in op.operands]
         if d.bits == 16:  # computed in f32 and rounded once, as on the SIMT track
-            args = [low.b.ftof(a, work) for a in args]
+            args = [low.b.ftof(a, work) if x.type.dtype.is_float else a
+                    for a, x in zip(args, op.operands)]
         out = recipe(Ops(low, work, shape), max(32, d.bits), *args)
         low.set(op, low.b.ftof(out, _FLOAT[d.name]) if d.bits == 16 else out)
     return rule
 
 
-RULES = {"math.rint": _rule(rint), "math.lgamma": _rule(lgamma)}
+RULES = {Op.RINT: _rule(rint), Op.LGAMMA: _rule(lgamma), Op.COPYSIGN: _rule(copysign),
+         Op.FMOD: _rule(fmod), Op.ATAN2: _rule(atan2), Op.HYPOT: _rule(hypot),
+         Op.CBRT: _rule(cbrt), Op.LDEXP: _rule(ldexp), Op.EXPM1: _rule(expm1),
+         Op.LOG1P: _rule(log1p)}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from fearless.backends.tileir import tir
 from fearless.errors import CompileError, InternalError
+from fearless.ir.opdef import Op
 from fearless.passes.memory_order import Order
 
 LAST_OP, LAST_STORE = "last op", "last store"
@@ -144,5 +145,5 @@ def _atomic_cas(low, op):
     low.set(op, _zero_outside(low, mask, old))
 
 
-RULES = {"tile.gather": _gather, "tile.scatter": _scatter, "tile.atomic": _atomic,
-         "tile.atomic_cas": _atomic_cas}
+RULES = {Op.TILE_GATHER: _gather, Op.TILE_SCATTER: _scatter, Op.TILE_ATOMIC: _atomic,
+         Op.TILE_ATOMIC_CAS: _atomic_cas}

@@ -136,6 +136,7 @@ for _n, _c in (("negf", 79), ("absf", 0), ("absi", 1), ("floor", 39), ("ceil", 1
                ("make_partition_view", 66)):
     _op(_n, _c, _res(), *_SRC)
 _op("negi", 80, _res(), _e("overflow", Overflow, (13, 2), Overflow.NONE), *_SRC)
+_op("atan2", 110, _res(), _o("x"), _o("y"), since=(13, 2))
 _op("exp", 23, _res(), _e("rounding", Rounding, (13, 3), Rounding.FULL), *_SRC)
 _op("tanh", 106, _res(), _e("rounding", Rounding, (13, 2), Rounding.FULL), *_SRC)
 _op("exp2", 24, _res(), _FTZ, *_SRC)

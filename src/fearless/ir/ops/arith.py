@@ -21,16 +21,17 @@ import numpy as np
 
 from fearless import dtypes
 from fearless.dtypes import bool_, cast, int_range
-from fearless.ir.opdef import all_of, define, like_first
+from fearless.ir.opdef import Op, all_of, define, like_first
 from fearless.ir.types import BOOL, Scalar, Tile
 
-BINARY = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max",
-          "and", "or", "xor", "shl", "shr")
-UNARY = ("neg", "not", "abs")
+BINARY = (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.MIN, Op.MAX,
+          Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR)
+UNARY = (Op.NEG, Op.NOT, Op.ABS)
 PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
-_INT_ONLY = {"shl", "shr"}
-_INT_OR_BOOL = {"and", "or", "xor"}
-_NUMERIC = {"add", "sub", "mul", "floordiv", "mod", "min", "max"}
+INT_ONLY = frozenset({Op.SHL, Op.SHR})
+INT_OR_BOOL = frozenset({Op.AND, Op.OR, Op.XOR})
+# the ops that take numbers, not bools (Python: True + True == 2)
+NUMERIC = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.FLOORDIV, Op.MOD, Op.MIN, Op.MAX})
 
 
 def _scalar_operands(op):
@@ -55,13 +56,13 @@ def _binary_types(name):
         if a.type != b.type:  # the result's type is the rule's (_same)
             return f"operand types differ: {a.type}, {b.type}"
         d = a.type.dtype
-        if name in _INT_ONLY and not d.is_int:
+        if name in INT_ONLY and not d.is_int:
             return f"needs integers, got {d}"
-        if name in _INT_OR_BOOL and d.is_float:
+        if name in INT_OR_BOOL and d.is_float:
             return f"needs integers or bools, got {d}"
-        if name == "div" and not d.is_float:
+        if name is Op.DIV and not d.is_float:
             return f"true division needs floats, got {d}"
-        if name in _NUMERIC and d.is_bool:
+        if name in NUMERIC and d.is_bool:
             return f"needs numbers, got {d}"
         return None
     return check
@@ -144,18 +145,18 @@ def _not(d, attrs, a):
 _PRED = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
          "gt": operator.gt, "ge": operator.ge}
 _EVAL = {
-    "add": _operator(operator.add), "sub": _operator(operator.sub),
-    "mul": _operator(operator.mul), "div": _operator(operator.truediv),
-    "floordiv": _floor(operator.floordiv), "mod": _floor(operator.mod),
-    "min": _minmax(minimum_number, np.minimum, min),
-    "max": _minmax(maximum_number, np.maximum, max),
-    "and": _operator(operator.and_), "or": _operator(operator.or_),
-    "xor": _operator(operator.xor), "shl": _shift(True), "shr": _shift(False),
-    "neg": _operator(operator.neg), "abs": _operator(abs), "not": _not,
+    Op.ADD: _operator(operator.add), Op.SUB: _operator(operator.sub),
+    Op.MUL: _operator(operator.mul), Op.DIV: _operator(operator.truediv),
+    Op.FLOORDIV: _floor(operator.floordiv), Op.MOD: _floor(operator.mod),
+    Op.MIN: _minmax(minimum_number, np.minimum, min),
+    Op.MAX: _minmax(maximum_number, np.maximum, max),
+    Op.AND: _operator(operator.and_), Op.OR: _operator(operator.or_),
+    Op.XOR: _operator(operator.xor), Op.SHL: _shift(True), Op.SHR: _shift(False),
+    Op.NEG: _operator(operator.neg), Op.ABS: _operator(abs), Op.NOT: _not,
 }
 
 for _name in BINARY:
-    define(f"arith.{_name}", f"elementwise {_name} of two scalars of one type",
+    define(_name, f"elementwise {_name.base} of two scalars of one type",
            all_of(_scalar_operands, _binary_types(_name)), result=like_first, operands=2, results=1,
            eval=_EVAL[_name])
 
@@ -163,16 +164,16 @@ for _name in BINARY:
 def _unary_types(name):
     def check(op):
         (a,) = op.operands
-        if name in ("neg", "abs") and a.type.dtype.is_bool:
-            return f"{name} needs a number"
-        if name == "not" and a.type.dtype.is_float:
+        if name in (Op.NEG, Op.ABS) and a.type.dtype.is_bool:
+            return f"{name.base} needs a number"
+        if name is Op.NOT and a.type.dtype.is_float:
             return "bitwise/logical not needs an integer or bool"
         return None
     return check
 
 
 for _name in UNARY:
-    define(f"arith.{_name}", f"{_name} of a scalar",
+    define(_name, f"{_name.base} of a scalar",
            all_of(_scalar_operands, _unary_types(_name)), result=like_first, operands=1, results=1,
            eval=_EVAL[_name])
 
@@ -186,7 +187,7 @@ def _cmp(op):
     return None
 
 
-define("arith.cmp", "compare two scalars of one type; attr pred in eq/ne/lt/le/gt/ge",
+define(Op.CMP, "compare two scalars of one type; attr pred in eq/ne/lt/le/gt/ge",
        all_of(_scalar_operands, _cmp), result=lambda ts, attrs: [bool_like(ts[0])],
        operands=2, results=1, eval=lambda d, attrs, a, b: _PRED[attrs["pred"]](a, b))
 
@@ -207,12 +208,12 @@ def _constant(op):
     return None
 
 
-define("arith.constant", "a scalar or splat-tile constant; attr value: the Python bool, int or "
+define(Op.CONSTANT, "a scalar or splat-tile constant; attr value: the Python bool, int or "
        "float of the dtype (in range, exactly representable), which every backend emits as is",
        _constant, operands=0, results=1,
        eval=lambda d, attrs: np.asarray(cast(attrs["value"], d)))
 
-define("arith.cast", "convert a scalar or tile to the result's element type (numeric conversion)",
+define(Op.CAST, "convert a scalar or tile to the result's element type (numeric conversion)",
        all_of(_scalar_operands,
               lambda op: None if type(op.result.type) is type(op.operands[0].type)
               and _same_shape(op.result.type, op.operands[0].type) else "result changes shape"),
@@ -232,6 +233,9 @@ def _select_eval(d, attrs, c, a, b):
     return (a if c else b) if d is None else np.where(c, a, b).astype(d.numpy)
 
 
-define("arith.select", "cond ? a : b, evaluating both",
+define(Op.SELECT, "cond ? a : b, evaluating both",
        all_of(_scalar_operands, _select),
        result=lambda ts, attrs: [ts[1]], operands=3, results=1, eval=_select_eval)
+
+# every op of this module: the arithmetic the analyses look through
+ARITH = frozenset((*BINARY, *UNARY, Op.CMP, Op.CONSTANT, Op.CAST, Op.SELECT))

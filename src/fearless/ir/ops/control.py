@@ -11,7 +11,7 @@ Exits may appear anywhere in a region; the frontend emits nothing after them in 
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import define, no_results
+from fearless.ir.opdef import Op, define, no_results
 from fearless.ir.types import BOOL, INDEX
 
 
@@ -34,7 +34,7 @@ def _for(op):
 
 def _while(op):
     cond = op.regions[0]
-    if not cond.ops or cond.ops[-1].name != "scf.condition":
+    if not cond.ops or cond.ops[-1].name != Op.SCF_CONDITION:
         return "condition region must end with scf.condition"
     return None
 
@@ -45,17 +45,21 @@ def _condition(op):
     return None
 
 
-define("scf.if", "run the then or the else region", _if, regions=2, result=no_results)
-define("scf.for", "counted loop over range(start, stop, step)", _for, regions=1, result=no_results)
-define("scf.while", "loop while the condition region yields true", _while, regions=2,
+define(Op.SCF_IF, "run the then or the else region", _if, regions=2, result=no_results)
+define(Op.SCF_FOR, "counted loop over range(start, stop, step)", _for, regions=1,
        result=no_results)
-define("scf.condition", "ends a while condition region with its bool", _condition, terminator=True,
+define(Op.SCF_WHILE, "loop while the condition region yields true", _while, regions=2,
        result=no_results)
-define("scf.inline", "the body of an inlined device function; cf.return leaves it",
+define(Op.SCF_CONDITION, "ends a while condition region with its bool", _condition,
+       terminator=True, result=no_results)
+define(Op.SCF_INLINE, "the body of an inlined device function; cf.return leaves it",
        None, regions=1, result=no_results, operands=0, results=0)
-define("cf.break", "leave the innermost loop", None, terminator=True, result=no_results,
+define(Op.CF_BREAK, "leave the innermost loop", None, terminator=True, result=no_results,
        operands=0, results=0)
-define("cf.continue", "start the next iteration of the innermost loop", None,
+define(Op.CF_CONTINUE, "start the next iteration of the innermost loop", None,
        terminator=True, result=no_results, operands=0, results=0)
-define("cf.return", "leave the innermost scf.inline, or the kernel", None, terminator=True,
+define(Op.CF_RETURN, "leave the innermost scf.inline, or the kernel", None, terminator=True,
        result=no_results, operands=0, results=0)
+
+# the exits: the ops that leave a region early (a loop's iteration, a loop, a function)
+EXITS = frozenset({Op.CF_BREAK, Op.CF_CONTINUE, Op.CF_RETURN})

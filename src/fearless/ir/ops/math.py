@@ -2,10 +2,12 @@
 
 Operands (scalars, or tiles in tile kernels) and result share one float type (f16/bf16 operands are
 computed in f32 by the backends and rounded back, which gives the correctly rounded result for
-these functions' inputs). ``math.isnan``/``isinf``/``isfinite`` return bool.
+these functions' inputs), but for ``math.ldexp``'s i32 exponent (``OpDef.operand_kinds``).
+``math.isnan``/``isinf``/``isfinite`` return bool.
 
 Each op's ``eval`` (its reference semantics, docs/semantics.md) is its row below: the function's
-f64 value (NumPy's, or C's through Python's math module), rounded once to the operand type.
+f64 value (NumPy's, C's through Python's math module, or for erfinv, which neither has, ours),
+rounded once to the operand type.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import math
 import numpy as np
 
 from fearless import dtypes
-from fearless.ir.opdef import define, like_first
+from fearless.ir.opdef import Op, define, like_first
 from fearless.ir.ops.arith import bool_like
 from fearless.ir.types import Scalar, Tile
 
@@ -43,20 +45,50 @@ def _lgamma(x: float) -> float:
         return math.inf
 
 
+_erf, _erfc = _elementwise(math.erf), _elementwise(math.erfc)
+
+
+def _erfinv(x):
+    """The inverse error function on f64 arrays (NumPy and Python lack it): Winitzki's
+    approximation (S. Winitzki, "A handy approximation for the error function and its
+    inverse", 2008; relative error below 2e-3), then three steps of Halley's method on
+    ``erf(y) = |x|``, each of which cubes the relative error: Python's erf, or for
+    ``|x| > 1/2`` its erfc against the exact ``1 - |x|``, which keeps the digits near 1 (the
+    result is within about 2 f64 ulps). +-1 gives +-inf, ``|x| > 1`` NaN, the sign is x's."""
+    a = np.abs(x)
+    log = np.log1p(-a) + np.log1p(a)  # ln(1 - x^2), accurate near |x| = 1
+    c = 2 / (math.pi * 0.147) + log / 2
+    y = np.sqrt(np.sqrt(c * c - log / 0.147) - c)
+    tail = a > 0.5
+    for _ in range(3):
+        residual = np.where(tail, (1 - a) - _erfc(y), _erf(y) - a)
+        step = residual / (2 / math.sqrt(math.pi) * np.exp(-y * y))
+        y = y - step / (1 + y * step)
+    y = np.where(a == 1, math.inf, np.where(a > 1, math.nan, y))
+    return np.where(a == 0, x, np.copysign(y, x))
+
+
 # the f64 reference of each function: NumPy's ufunc, or Python's math module elementwise
 UNARY_F64 = {
-    "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
-    "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
-    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
-    "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh, "erf": _elementwise(math.erf), "erfc": _elementwise(math.erfc),
-    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "fabs": np.fabs, "cbrt": np.cbrt,
-    "rsqrt": lambda x: 1 / np.sqrt(x), "rint": np.rint, "lgamma": _elementwise(_lgamma),
+    Op.SQRT: np.sqrt, Op.EXP: np.exp, Op.EXP2: np.exp2, Op.EXPM1: np.expm1, Op.LOG: np.log,
+    Op.LOG2: np.log2, Op.LOG10: np.log10, Op.LOG1P: np.log1p, Op.SIN: np.sin, Op.COS: np.cos,
+    Op.TAN: np.tan, Op.ASIN: np.arcsin, Op.ACOS: np.arccos, Op.ATAN: np.arctan,
+    Op.SINH: np.sinh, Op.COSH: np.cosh, Op.TANH: np.tanh, Op.ASINH: np.arcsinh,
+    Op.ACOSH: np.arccosh, Op.ATANH: np.arctanh, Op.ERF: _erf,
+    Op.ERFC: _erfc, Op.ERFINV: _erfinv, Op.FLOOR: np.floor, Op.CEIL: np.ceil, Op.TRUNC: np.trunc,
+    Op.FABS: np.fabs, Op.CBRT: np.cbrt, Op.RSQRT: lambda x: 1 / np.sqrt(x), Op.RINT: np.rint,
+    Op.LGAMMA: _elementwise(_lgamma),
 }
-BINARY_F64 = {"pow": _pow, "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
-              "fmod": np.fmod}
-PREDICATE_F64 = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
+BINARY_F64 = {Op.POW: _pow, Op.ATAN2: np.arctan2, Op.HYPOT: np.hypot,
+              Op.COPYSIGN: np.copysign, Op.FMOD: np.fmod}
+PREDICATE_F64 = {Op.ISNAN: np.isnan, Op.ISINF: np.isinf, Op.ISFINITE: np.isfinite}
 UNARY, BINARY, PREDICATES = tuple(UNARY_F64), tuple(BINARY_F64), tuple(PREDICATE_F64)
+MATH = (*UNARY, *BINARY, *PREDICATES, Op.LDEXP)  # every op of this module
+# the functions the Tile IR lowering has no rule for: SIMT kernels only (track "simt"), so tile
+# kernels refuse them (passes/tile_subset.py) on every backend
+_NO_TILE = frozenset({
+    Op.LOG10, Op.ASIN, Op.ACOS, Op.ATAN, Op.SINH, Op.COSH, Op.ASINH, Op.ACOSH, Op.ATANH,
+    Op.TRUNC, Op.ISNAN, Op.ISINF, Op.ISFINITE})
 
 
 def _rounded(fn):
@@ -96,19 +128,50 @@ _NUMPY = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsin
           "acosh": "arccosh", "atanh": "arctanh", "pow": "power", "atan2": "arctan2"}
 
 
-def _users(fn: str) -> tuple[str, ...]:
-    """What kernels call ``math.<fn>``: the math module's function and NumPy's ufunc (the
-    frontend keeps those that exist; rsqrt is ``ft.rsqrt`` only)."""
-    return () if fn == "rsqrt" else (f"math.{fn}", f"np.{_NUMPY.get(fn, fn)}")
+def _users(op: Op) -> tuple[tuple[str, str], ...]:
+    """What kernels call for ``op``: the math module's function, NumPy's ufunc, and
+    ``fearless.math``'s for those the two lack (the frontend keeps those that exist; rsqrt is
+    ``ft.rsqrt`` only)."""
+    fn = op.base
+    return () if op is Op.RSQRT else (("math", fn), ("np", _NUMPY.get(fn, fn)), ("fl.math", fn))
+
+
+def _track(op: Op) -> str:
+    return "simt" if op in _NO_TILE else "both"
+
+
+def _ldexp_types(op):
+    x, n = op.operands
+    if not (isinstance(x.type, (Scalar, Tile)) and x.type.dtype.is_float):
+        return f"operand of type {x.type} is not a float"
+    return None if n.type == _like(x.type, dtypes.i32) else f"the exponent is {n.type}, not i32"
+
+
+def _like(t, d):
+    return Tile(d, t.shape) if isinstance(t, Tile) else Scalar(d)
+
+
+def _ldexp(d, attrs, x, n):
+    """``x * 2**n`` rounded once (C's ``ldexp``: exact unless it leaves the normal range): in
+    f64, which holds every narrower result exactly but for those that round to 0 anyway."""
+    with np.errstate(all="ignore"):
+        out = np.ldexp(np.asarray(x).astype(np.float64), np.asarray(n).astype(np.int32))
+    return out.item() if d is None else dtypes.convert(out, d)
 
 
 # the result types are the rules' (like_first, _predicate), which the verifier checks
-for _fn, _f64 in UNARY_F64.items():
-    define(f"math.{_fn}", f"{_fn}(x) for a float x", _floats, result=like_first, operands=1,
-           results=1, user_names=_users(_fn), eval=_rounded(_f64))
-for _fn, _f64 in BINARY_F64.items():
-    define(f"math.{_fn}", f"{_fn}(x, y) for floats of one type", _floats, result=like_first,
-           operands=2, results=1, user_names=_users(_fn), eval=_rounded(_f64))
-for _fn, _f64 in PREDICATE_F64.items():
-    define(f"math.{_fn}", f"{_fn}(x) -> bool for a float x", _floats, result=_predicate,
-           operands=1, results=1, user_names=_users(_fn), eval=_predicate_eval(_f64))
+for _op, _f64 in UNARY_F64.items():
+    define(_op, f"{_op.base}(x) for a float x", _floats, result=like_first, operands=1,
+           results=1, track=_track(_op), user_names=_users(_op), eval=_rounded(_f64))
+for _op, _f64 in BINARY_F64.items():
+    define(_op, f"{_op.base}(x, y) for floats of one type", _floats, result=like_first,
+           operands=2, results=1, track=_track(_op), user_names=_users(_op),
+           eval=_rounded(_f64))
+for _op, _f64 in PREDICATE_F64.items():
+    define(_op, f"{_op.base}(x) -> bool for a float x", _floats, result=_predicate,
+           operands=1, results=1, track=_track(_op), user_names=_users(_op),
+           eval=_predicate_eval(_f64))
+define(Op.LDEXP, "ldexp(x, n) = x * 2**n for a float x and an i32 n (the frontend saturates a "
+       "wider integer: the result is the same)", _ldexp_types, result=like_first, operands=2,
+       results=1, operand_kinds=("float", "i32"), track=_track(Op.LDEXP),
+       user_names=_users(Op.LDEXP), eval=_ldexp)

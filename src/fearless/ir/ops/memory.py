@@ -17,7 +17,7 @@ the safety passes, not here.
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import define, no_results
+from fearless.ir.opdef import Op, define, no_results
 from fearless.ir.types import INDEX, Array, LocalRef, Scalar, ThreadIndex
 
 
@@ -96,16 +96,16 @@ def _atomic(op):
     return None
 
 
-define("mem.load", "read one array element", _load, track="simt", checked_read=True,
+define(Op.MEM_LOAD, "read one array element", _load, track="simt", checked_read=True,
        result=lambda ts, attrs: [Scalar(ts[0].dtype)])
-define("mem.store", "write one array element", _store, side_effects=True, track="simt",
+define(Op.MEM_STORE, "write one array element", _store, side_effects=True, track="simt",
        result=no_results)
-define("mem.atomic", "atomic read-modify-write of one element; returns the old value", _atomic,
+define(Op.MEM_ATOMIC, "atomic read-modify-write of one element; returns the old value", _atomic,
        side_effects=True, track="simt", checked_read=True,
        result=lambda ts, attrs: [Scalar(ts[0].dtype)])
-define("mem.dim", "extent of one array axis", _dim, track="simt", result=lambda ts, attrs: [INDEX])
-define("local.alloc", "a zero-initialised local variable slot", _alloc,
+define(Op.MEM_DIM, "extent of one array axis", _dim, track="simt", result=lambda ts, attrs: [INDEX])
+define(Op.LOCAL_ALLOC, "a zero-initialised local variable slot", _alloc,
        side_effects=True, operands=0, results=1)
-define("local.load", "read a local slot", _local_load, result=lambda ts, attrs: [ts[0].elem])
-define("local.store", "write a local slot", _local_store, side_effects=True,
+define(Op.LOCAL_LOAD, "read a local slot", _local_load, result=lambda ts, attrs: [ts[0].elem])
+define(Op.LOCAL_STORE, "write a local slot", _local_store, side_effects=True,
        result=no_results)

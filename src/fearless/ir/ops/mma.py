@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from fearless.dtypes import f32, u32
-from fearless.ir.opdef import define, no_results
+from fearless.ir.opdef import Op, define, no_results
 from fearless.ir.types import INDEX, Access, Array, Scalar, ThreadIndex
 
 REG = Scalar(u32)
@@ -89,16 +89,18 @@ def _async_wait(op):
     return None if isinstance(n, int) and 0 <= n <= 7 else f"bad wait count {n!r}"
 
 
-define("warp.mma", "warp-wide tensor-core matrix multiply-accumulate (mma.sync.aligned)",
-       _mma, side_effects=True, track="simt", operands=10, results=4)
-define("warp.ldmatrix", "warp-wide load of 8x8 16-bit matrices from shared memory (ldmatrix)",
-       _ldmatrix, side_effects=True, track="simt", checked_read=True)
-define("mma.pack", "two 16-bit floats as one u32 fragment register", _pack,
+define(Op.WARP_MMA, "warp-wide tensor-core matrix multiply-accumulate (mma.sync.aligned)",
+       _mma, side_effects=True, track="simt", warp_collective=True, operands=10, results=4,
+       result=lambda ts, attrs: [ACC] * 4)
+define(Op.WARP_LDMATRIX, "warp-wide load of 8x8 16-bit matrices from shared memory (ldmatrix)",
+       _ldmatrix, side_effects=True, track="simt", checked_read=True, warp_collective=True,
+       result=lambda ts, attrs: [REG] * attrs["count"])
+define(Op.MMA_PACK, "two 16-bit floats as one u32 fragment register", _pack,
        track="simt", result=lambda ts, attrs: [Scalar(u32)], operands=2, results=1)
-define("mem.async_copy", "asynchronous global -> shared copy of 4/8/16 bytes (cp.async)",
+define(Op.MEM_ASYNC_COPY, "asynchronous global -> shared copy of 4/8/16 bytes (cp.async)",
        _async_copy, side_effects=True, track="simt", checked_read=True, result=no_results)
-define("mem.async_commit", "close the thread's group of async copies (cp.async.commit_group)",
+define(Op.MEM_ASYNC_COMMIT, "close the thread's group of async copies (cp.async.commit_group)",
        None, side_effects=True, track="simt", result=no_results, operands=0, results=0)
-define("mem.async_wait", "wait for all but the n latest groups (cp.async.wait_group n)",
+define(Op.MEM_ASYNC_WAIT, "wait for all but the n latest groups (cp.async.wait_group n)",
        _async_wait, side_effects=True, track="simt",
        result=no_results, operands=0, results=0)

@@ -21,7 +21,7 @@
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import define, no_results
+from fearless.ir.opdef import Op, define, no_results
 from fearless.ir.types import INDEX, Access, Array, Scalar, ThreadIndex
 
 SPECIAL = ("block_index", "block_dim", "grid_dim", "thread_in_block", "lane", "warp_index")
@@ -70,18 +70,18 @@ def _print(op):
     return None
 
 
-define("simt.print", "print numbers and text from each thread (vprintf)", _print,
+define(Op.SIMT_PRINT, "print numbers and text from each thread (vprintf)", _print,
        side_effects=True, track="simt", result=no_results)
-define("simt.thread_index", "this thread's coordinate in the launch's index space (or block)",
+define(Op.SIMT_THREAD_INDEX, "this thread's coordinate in the launch's index space (or block)",
        _thread_index, track="simt",
        result=lambda ts, attrs: [ThreadIndex(attrs["space"], attrs["axis"],
                                              bool(attrs.get("block", False)))],
        operands=0, results=1)
-define("simt.index_value", "the i64 value of a ThreadIndex", _index_value,
+define(Op.SIMT_INDEX_VALUE, "the i64 value of a ThreadIndex", _index_value,
        track="simt", result=lambda ts, attrs: [INDEX], operands=1, results=1)
-define("simt.special", "a block/grid/lane coordinate as i64", _special,
+define(Op.SIMT_SPECIAL, "a block/grid/lane coordinate as i64", _special,
        track="simt", result=lambda ts, attrs: [INDEX], operands=0, results=1)
-define("simt.barrier", "block-wide barrier (__syncthreads)", None, side_effects=True,
+define(Op.SIMT_BARRIER, "block-wide barrier (__syncthreads)", None, side_effects=True,
        track="simt", result=no_results, operands=0, results=0)
-define("simt.shared_alloc", "a block-shared array (static shape or the launch's dynamic bytes)",
+define(Op.SIMT_SHARED_ALLOC, "a block-shared array (static shape or the launch's dynamic bytes)",
        _shared_alloc, side_effects=True, track="simt", operands=0, results=1)

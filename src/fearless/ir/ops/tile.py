@@ -28,7 +28,7 @@ from __future__ import annotations
 from math import prod
 
 from fearless.dtypes import i32
-from fearless.ir.opdef import all_of, define, no_results
+from fearless.ir.opdef import Op, all_of, define, no_results
 from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
 
 REDUCTIONS = ("sum", "max", "min")
@@ -190,37 +190,37 @@ def _mma(op):
     return None
 
 
-define("tile.block_index", "this tile block's coordinate along attr axis", _axis,
+define(Op.TILE_BLOCK_INDEX, "this tile block's coordinate along attr axis", _axis,
        track="tile", result=lambda ts, attrs: [INDEX])
-define("tile.num_blocks", "number of tile blocks along attr axis", _axis, track="tile",
+define(Op.TILE_NUM_BLOCKS, "number of tile blocks along attr axis", _axis, track="tile",
        result=lambda ts, attrs: [INDEX])
-define("tile.dim", "extent of one axis of a tensor parameter",
+define(Op.TILE_DIM, "extent of one axis of a tensor parameter",
        _dim,
        track="tile", result=lambda ts, attrs: [INDEX], operands=1, results=1)
-define("tile.load", "load the tile at tile coordinates; zero past the edge", _load, track="tile",
+define(Op.TILE_LOAD, "load the tile at tile coordinates; zero past the edge", _load, track="tile",
        result=lambda ts, attrs: [Tile(ts[0].dtype, tuple(attrs["shape"]))])
-define("tile.load_own", "load the block's own tile of an Out partition",
+define(Op.TILE_LOAD_OWN, "load the block's own tile of an Out partition",
        _load_own, track="tile",
        result=lambda ts, attrs: [Tile(ts[0].dtype, ts[0].tile_shape)], operands=1, results=1)
-define("tile.store", "store the block's own tile of an Out partition",
+define(Op.TILE_STORE, "store the block's own tile of an Out partition",
        _store, side_effects=True, track="tile", result=no_results, operands=2, results=0)
-define("tile.splat", "a scalar repeated over the result shape",
+define(Op.TILE_SPLAT, "a scalar repeated over the result shape",
        all_of(_tile_result, _splat), track="tile", operands=1, results=1)
-define("tile.broadcast", "repeat extents of 1",
+define(Op.TILE_BROADCAST, "repeat extents of 1",
        all_of(_tile_result, _same_dtype_tile, _broadcast), track="tile", operands=1, results=1)
-define("tile.reshape", "same elements, another shape",
+define(Op.TILE_RESHAPE, "same elements, another shape",
        all_of(_tile_result, _reshape), track="tile", operands=1, results=1)
-define("tile.permute", "reorder axes", all_of(_tile_result, _same_dtype_tile, _permute),
+define(Op.TILE_PERMUTE, "reorder axes", all_of(_tile_result, _same_dtype_tile, _permute),
        track="tile", operands=1, results=1,
        result=lambda ts, attrs: [Tile(ts[0].dtype, tuple(ts[0].shape[p] for p in attrs["perm"]))])
-define("tile.reduce", "sum/max/min along an axis",
+define(Op.TILE_REDUCE, "sum/max/min along an axis",
        all_of(_reduce, _reduced_result), track="tile", operands=1, results=1,
        result=lambda ts, attrs: [_reduced(ts[0].dtype, _without(ts[0].shape, attrs))])
-define("tile.argmax", "index of the first maximum along an axis",
+define(Op.TILE_ARGMAX, "index of the first maximum along an axis",
        all_of(_argmax, _reduced_result), track="tile",
        result=lambda ts, attrs: [_reduced(i32, _without(ts[0].shape, attrs))], operands=1,
        results=1)
-define("tile.iota", "0, 1, 2, ... as a 1-d i32 tile", all_of(_tile_result, _iota),
+define(Op.TILE_IOTA, "0, 1, 2, ... as a 1-d i32 tile", all_of(_tile_result, _iota),
        track="tile", operands=0, results=1)
-define("tile.mma", "matrix multiply-accumulate acc + a @ b", _mma,
+define(Op.TILE_MMA, "matrix multiply-accumulate acc + a @ b", _mma,
        track="tile", result=lambda ts, attrs: [ts[2]], operands=3, results=1)

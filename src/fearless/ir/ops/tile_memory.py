@@ -20,7 +20,7 @@ float max/min, rounding) is written in docs/semantics.md; the CPU backend
 """
 from __future__ import annotations
 
-from fearless.ir.opdef import define, no_results
+from fearless.ir.opdef import Op, define, no_results
 from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
 
 ATOMIC_KINDS = ("add", "max", "min", "exchange")
@@ -94,13 +94,13 @@ def _like_coords(types, attrs, first: int) -> list:
     return [Tile(types[0].dtype, types[first].shape)]
 
 
-define("tile.gather", "elements at coordinate tiles; padding outside the tensor", _gather,
+define(Op.TILE_GATHER, "elements at coordinate tiles; padding outside the tensor", _gather,
        track="tile", results=1, result=lambda ts, attrs: _like_coords(ts, attrs, 2))
-define("tile.scatter", "write elements at coordinate tiles inside the block's own tile",
+define(Op.TILE_SCATTER, "write elements at coordinate tiles inside the block's own tile",
        _scatter, side_effects=True, track="tile", results=0, result=no_results)
-define("tile.atomic", "atomic add/max/min/exchange per element; the old values", _atomic,
+define(Op.TILE_ATOMIC, "atomic add/max/min/exchange per element; the old values", _atomic,
        side_effects=True, track="tile", results=1,
        result=lambda ts, attrs: _like_coords(ts, attrs, 2))
-define("tile.atomic_cas", "atomic compare-and-swap per element; the old values", _atomic_cas,
+define(Op.TILE_ATOMIC_CAS, "atomic compare-and-swap per element; the old values", _atomic_cas,
        side_effects=True, track="tile", results=1,
        result=lambda ts, attrs: _like_coords(ts, attrs, 3))

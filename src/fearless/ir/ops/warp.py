@@ -12,7 +12,7 @@ must be reached by every lane of its warp; the lowering of a reduction depends o
 from __future__ import annotations
 
 from fearless.dtypes import u32
-from fearless.ir.opdef import all_of, define, like_first
+from fearless.ir.opdef import Op, all_of, define, like_first
 from fearless.ir.types import BOOL, Scalar
 
 MASK = Scalar(u32)
@@ -55,13 +55,13 @@ def _reduce(op):
     return None
 
 
-define("warp.shuffle", "read a value from another lane of the warp (shfl.sync)",
-       all_of(_mask, _shuffle), side_effects=True, track="simt",
+define(Op.WARP_SHUFFLE, "read a value from another lane of the warp (shfl.sync)",
+       all_of(_mask, _shuffle), side_effects=True, track="simt", warp_collective=True,
        result=like_first, operands=3, results=1)
-define("warp.vote", "ballot / any / all over the lanes of a mask (vote.sync)",
-       all_of(_vote, _mask), side_effects=True, track="simt",
+define(Op.WARP_VOTE, "ballot / any / all over the lanes of a mask (vote.sync)",
+       all_of(_vote, _mask), side_effects=True, track="simt", warp_collective=True,
        result=lambda ts, attrs: [MASK if attrs["mode"] == "ballot" else BOOL],
        operands=2, results=1)
-define("warp.reduce", "sum / max / min over the lanes of a mask (redux.sync or shuffles)",
-       all_of(_reduce, _mask), side_effects=True, track="simt",
+define(Op.WARP_REDUCE, "sum / max / min over the lanes of a mask (redux.sync or shuffles)",
+       all_of(_reduce, _mask), side_effects=True, track="simt", warp_collective=True,
        result=like_first, operands=2, results=1)
