@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fearless as fl
-from fearless import bf16, f16, f32, f64, i8, i32, i64, u8, u32
+from fearless import bf16, f16, f32, f64, i8, i32, i64, u8, u32, u64
 from tests.support import import_source
 
 BACKENDS = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
@@ -78,6 +78,25 @@ def test_integer_ops_follow_python_and_wrap(backend, dtype, op):
     a[:3] = [info.min, info.max, 7]
     b[:3] = [1 if op in (0, 1) else 0, 1, 0]
     a, b = a.astype(dtype.numpy), b.astype(dtype.numpy)
+    out = poisoned(n, dtype)
+    launch(int_op, n, op, fl.asarray(a), fl.asarray(b), out)
+    assert out.numpy().tolist() == [_python(op, int(x), int(y), dtype) for x, y in zip(a, b)]
+
+
+@pytest.mark.parametrize("dtype", [i64, u64], ids=str)
+@pytest.mark.parametrize("op", [2, 3], ids=["shl", "shr"])
+def test_a_64_bit_shift_past_32_bits_of_amount_is_past_the_width(backend, dtype, op):
+    """Amounts whose low 32 bits are small (2**32 + 1) shift by the width or more: 0, or the
+    sign for a signed >>. The NVPTX backend truncated them to 32 bits and shifted by the rest
+    (fuzz seed 43933)."""
+    info = np.iinfo(dtype.numpy)
+    amounts = [2 ** 32, 2 ** 32 + 1, 2 ** 33 + 5, 2 ** 40 + 63, 2 ** 63 + 2, 1, 63, 64, 0]
+    if dtype.is_signed:
+        amounts = [a - 2 ** 64 if a >= 2 ** 63 else a for a in amounts] + [-(2 ** 32) + 3, -1]
+    n = len(amounts)
+    a = np.random.default_rng(43933).integers(max(info.min, -10 ** 6), 10 ** 6, n)
+    a[0] = -5 if dtype.is_signed else 5
+    a, b = a.astype(dtype.numpy), np.array(amounts).astype(dtype.numpy)
     out = poisoned(n, dtype)
     launch(int_op, n, op, fl.asarray(a), fl.asarray(b), out)
     assert out.numpy().tolist() == [_python(op, int(x), int(y), dtype) for x, y in zip(a, b)]

@@ -160,6 +160,26 @@ def ptx(kernel, types, arch):
     return kernel.inspect("ptx", types, arch)
 
 
+@fl.kernel
+def shift_by(x: fl.Slice[T_], n: fl.Slice[T_], out: fl.DisjointSlice[T_]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = x[i] << n[i]
+
+
+@pytest.mark.parametrize("d", [dtypes.i64, dtypes.u64], ids=str)
+def test_a_64_bit_shift_amount_is_saturated_before_ptx_truncates_it(d):
+    """PTX's shl.b64 takes a 32-bit amount: the amount is clamped to 63 (min.u64) before the
+    conversion, so 2**32 + 1 is not a shift by 1 (fuzz seed 43933)."""
+    text = ptx(shift_by, _types((d, 1, "r"), (d, 1, "r"), (d, 1, "w")), "sm_90")
+    amounts = re.findall(r"shl\.b64\s+%rd\d+, %rd\d+, (%r\d+);", text)  # unrolled: several
+    clamped = set(re.findall(r"min\.u64\s+(%rd\d+), %rd\d+, 63;", text))
+    assert amounts, text
+    for reg in amounts:
+        (source,) = re.findall(rf"cvt\.u32\.u64\s+{reg}, (%rd\d+);", text)
+        assert source in clamped, text
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("src", [dtypes.i32, dtypes.i64, dtypes.u64], ids=str)
 def test_wide_integers_to_bf16_round_once_in_ptx(src, arch):

@@ -145,11 +145,16 @@ def _shift(left):
         a, n = (low.v(v) for v in op.operands)
         d, b = _d(op), low.b
         big = b.icmp_unsigned(">=", n, ir.Constant(n.type, d.bits))
+        # the amount saturated at width - 1 before the shift, not only the result selected
+        # after it: LLVM drops such a select (a shift by >= width is poison) and NVPTX then
+        # relies on PTX clamping an amount it truncates to 32 bits, so a 64-bit amount of
+        # 2**32 + 1 shifted by 1 (fuzz seed 43933)
+        amount = b.select(big, ir.Constant(n.type, d.bits - 1), n)
         if left or not d.is_signed:
-            shifted = (b.shl if left else b.lshr)(a, b.select(big, _zero(n), n))
+            shifted = (b.shl if left else b.lshr)(a, amount)
             low.set(op, b.select(big, _zero(a), shifted))
         else:  # arithmetic shift by >= width fills with the sign
-            low.set(op, b.ashr(a, b.select(big, ir.Constant(n.type, d.bits - 1), n)))
+            low.set(op, b.ashr(a, amount))
     return rule
 
 

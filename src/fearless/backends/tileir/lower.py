@@ -354,11 +354,12 @@ def _shift(left: bool):
         e = elem(d)
         zero = low.const(0, e, shape)
         big = bb.cmpi("ge", n, low.const(d.bits, e, shape), signedness="unsigned")
+        # the amount saturated, not only the result selected (the SIMT lowering's reason: an
+        # LLVM-based compiler may drop the select and truncate a 64-bit amount; seed 43933)
+        safe = bb.select(big, low.const(d.bits - 1, e, shape), n)
         if not left and d.is_signed:
-            low.set(op, bb.shri(a, bb.select(big, low.const(d.bits - 1, e, shape), n),
-                                signedness="signed"))
+            low.set(op, bb.shri(a, safe, signedness="signed"))
             return
-        safe = bb.select(big, zero, n)
         shifted = bb.shli(a, safe) if left else bb.shri(a, safe, signedness="unsigned")
         low.set(op, bb.select(big, zero, shifted))
     return rule
