@@ -441,6 +441,13 @@ def lgamma_bound(profile: Profile, track: str, d: DType, x: float, r: float) -> 
     return own + rounding + 12 * UNIT[work.name] * terms + ulp(work, abs(r))
 
 
+def pow_jumps(x, y, e):
+    """Whether ``pow(x, y)`` of a negative ``x`` jumps between NaN and a number over the
+    exponent's interval ``y +- e``: it holds an integer, where the power is finite (fuzz seed
+    41536: ``acosh(cosh(-1.0))`` is 1.0 on the GPU and not on the CPU). Works on arrays."""
+    return (e > 0) & (x < 0) & (np.floor(y + e) >= np.ceil(y - e))
+
+
 def _exact_pow(fn: str, xs) -> bool:
     """pow(x, +-0) and pow(1, y) are exactly 1 in every C library (C99 Annex F)."""
     return fn == "pow" and (xs[1] == 0 or xs[0] == 1)
@@ -458,7 +465,8 @@ def _propagated(th: Thread, fn: str, xs, errs, center: float) -> float:
         return 0.0
     if fn in STEPS or (fn in PERIODIC and max(errs) > 0.25) or (
             fn in THROUGH_ZERO and any(e and abs(x) <= e for x, e in zip(xs, errs))) or (
-            fn == "lgamma" and lgamma_turns(xs[0], errs[0])):
+            fn == "lgamma" and lgamma_turns(xs[0], errs[0])) or (
+            fn == "pow" and pow_jumps(xs[0], xs[1], errs[1])):
         th.doubt("math of an inexact value near a pole, jump or turn")
         return math.inf
     worst = 0.0

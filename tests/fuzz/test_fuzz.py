@@ -141,6 +141,19 @@ def test_lgamma_bounds_by_backend_and_track():
         scalar.lgamma_bound(gpu, "simt", dtypes.f32, 3.5, 1.2010)
 
 
+def test_a_negative_base_to_an_inexact_power_near_an_integer_is_unchecked():
+    """pow(x < 0, y) is NaN unless y is an integer: an exponent whose error interval holds one
+    may land on either side (seed 41536); an exact exponent or a positive base is fine."""
+    assert scalar.pow_jumps(-3.0, 1.0 + 2e-16, 4e-16)
+    assert scalar.pow_jumps(-3.0, 0.9999999999999999, 2e-16)
+    assert not scalar.pow_jumps(-3.0, 1.5, 1e-3) and not scalar.pow_jumps(3.0, 1.0, 1e-3)
+    assert not scalar.pow_jumps(-3.0, 1.0, 0.0)
+    x = vector.TV(np.array([-3.0, -3.0, 3.0]))
+    y = vector.TV(np.array([1.0 + 2e-16, 1.5, 1.0]), np.array([4e-16, 1e-3, 1e-3]))
+    assert vector.math_call("pow", dtypes.f64, [x, y], scalar.GPU).bad.tolist() == \
+        [True, False, False]
+
+
 def test_skip_known_generates_none_of_the_known_constructs():
     for seed in range(40):
         _, known = harness.generate(seed, Options(skip_known=True))

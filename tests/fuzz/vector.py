@@ -230,6 +230,8 @@ def math_call(fn: str, d: DType, args: list[TV], profile) -> TV:
                 bad = bad | ((err > 0) & (np.abs(xs[k]) <= err))
             if fn == "lgamma":
                 bad = bad | ((err > 0) & scalar.lgamma_turns(xs[k], err))
+            if fn == "pow" and k == 1:
+                bad = bad | scalar.pow_jumps(xs[0], xs[1], err)
             for sign in (-1, 1):
                 moved = list(xs)
                 moved[k] = xs[k] + sign * err
