@@ -9,8 +9,9 @@ made with as straight-line Python, compiled once per shape of code (as ``pack.py
 parameter packer):
 
 * each argument's type is checked (``type(a) is T``); a fearless Tensor gives its cached view and
-  its ownership state, a contiguous torch tensor is read through five attributes, anything else
-  through its reader (``runtime/args.py``), and the view's key must be the plan's;
+  its ownership state, a contiguous torch tensor is read through its attributes, a CuPy array
+  (or a torch view that is not contiguous) through its reader (``runtime/args.py``), and the
+  view's key must be the plan's; an argument only ``args.of_any`` reads gets no fast function;
 * ``LaunchPlan.admits``'s checks, unrolled: no moved or claimed fearless tensor, no written
   argument that is read-only, overlaps itself or shares bytes with another argument, and the
   shapes the slow path last checked;
@@ -30,7 +31,7 @@ from fearless.errors import ArgumentTypeError
 from fearless.runtime import device, dispatch, ownership, pack
 from fearless.runtime import stream as streams
 from fearless.runtime.args import FLAGS, HI, KEY, LO, SHAPE, _TORCH_DTYPES, _torch_dtypes, \
-    of_tensor, reader
+    of_any, of_tensor, reader
 from fearless.runtime.stream import LEASE_BATCH
 from fearless.runtime.tensor import Tensor
 
@@ -39,7 +40,12 @@ _CODE: dict = {}  # generated source -> its compiled factory
 
 def build(plan, args, views):
     """The fast function of ``plan`` (a LaunchPlan) for arguments of the types of ``args``,
-    whose launch ``views`` (``runtime/args.py``) a launch admitted by the plan read."""
+    whose launch ``views`` (``runtime/args.py``) a launch admitted by the plan read; None when
+    an argument is wrapped in a fresh fearless Tensor per launch (``args.of_any``: DLPack and
+    ``__cuda_array_interface__`` producers), whose ownership only the plan checks."""
+    if any(k in plan.arrays and type(a) is not Tensor and reader(type(a), "cuda") is of_any
+           for k, a in enumerate(args)):
+        return None
     lines, consts = [], {}
     names = [f"a{k}" for k in range(len(args))]
     lines.append(f"    if len(args) != {len(args)} or _device._chosen != 'cuda' or "

@@ -77,13 +77,12 @@ class LaunchPlan:
 
     def fast_for(self, args, views):
         """This plan's steps for arguments of the types of ``args`` as one generated function
-        (``runtime/fastcall.py``), made once per types: fearless and torch tensors of the same
-        dtypes share a plan but not a fast function."""
+        (``runtime/fastcall.py``), made once per types (None: those types get none): fearless
+        and torch tensors of the same dtypes share a plan but not a fast function."""
         kinds = tuple(map(type, args))
-        fast = self.fasts.get(kinds)
-        if fast is None:
-            fast = self.fasts[kinds] = fastcall.build(self, args, views)
-        return fast
+        if kinds not in self.fasts:
+            self.fasts[kinds] = fastcall.build(self, args, views)
+        return self.fasts[kinds]
 
     def run(self, args, views, stream) -> None:
         """Enqueue one launch on ``stream`` (the checks of ``admits`` passed): ordered after
