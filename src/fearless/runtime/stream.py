@@ -68,6 +68,7 @@ class Stream:
         self.seq = 0            # writes of fearless tensors enqueued here (see check_order)
         self.done = 0           # seq as of the last synchronisation
         self.seen: dict = {}    # other stream -> its seq this stream is ordered after
+        self.capture = None     # the fl.capture() recording this stream's work (capture.py)
         _all.add(self)
 
     def defer(self, check: Callable[[], None]) -> None:
@@ -104,7 +105,9 @@ class Stream:
 
     def synchronize(self) -> None:
         """Wait for all enqueued work, release the leases, then run the deferred checks (first
-        error wins)."""
+        error wins). Raises LaunchError on the stream of an ``fl.capture()`` block."""
+        if self.capture is not None:
+            refuse_while_capturing("synchronising the capture's stream")
         if self.core is not None:
             self.core.sync()
         self.done = self.seq
@@ -255,6 +258,23 @@ def check_order(stream: Stream, kernel: str, names, tensors, written) -> None:
                 t._storage.writer = (stream, stream.seq)
 
 
+def capturing() -> bool:
+    """True inside an ``fl.capture()`` block (of this thread)."""
+    chosen = getattr(_local, "chosen", None)
+    return bool(chosen) and chosen[-1].capture is not None
+
+
+def refuse_while_capturing(what: str) -> None:
+    """Raise LaunchError when ``what`` (something that waits for the device or reads results)
+    is attempted inside an ``fl.capture()`` block."""
+    if capturing():
+        raise LaunchError(f"{what} inside fl.capture() is refused: the captured work has not "
+                          "run (it runs at each replay of the graph), so there is nothing to "
+                          "wait for or read yet",
+                          help="end the block first; then g.replay() and read the results "
+                               "(numpy() waits for the replay)")
+
+
 def known_streams() -> list[Stream]:
     """Every live stream: the default ones, the wrapped foreign ones and those users made."""
     return list(_all)
@@ -338,6 +358,10 @@ def as_stream(obj) -> Stream:
 def stream(s):
     """``with fl.stream(s):`` enqueue the body's launches, copies and operations on ``s``
     (see ``as_stream``). Nested blocks stack; the block ends at its ``with``'s end."""
+    if capturing():
+        raise LaunchError("fl.stream() inside fl.capture() is refused: the block's work goes to "
+                          "the capture's stream, and work sent elsewhere would run now, outside "
+                          "the graph", help="capture the work of each stream separately")
     chosen = as_stream(s)
     stack = getattr(_local, "chosen", None)
     if stack is None:
@@ -354,8 +378,10 @@ def synchronize() -> None:
     """Wait for the device and raise any deferred kernel error (``KernelBoundsError``) of any
     stream fearless used.
 
-    Raises LaunchError inside a running DeviceOperation (a ``.then()`` callback)."""
+    Raises LaunchError inside a running DeviceOperation (a ``.then()`` callback) or an
+    ``fl.capture()`` block."""
     ownership.refuse_while_executing("fl.synchronize()")
+    refuse_while_capturing("fl.synchronize()")
     streams = known_streams()
     current = current_stream()
     if current not in streams:

@@ -136,10 +136,11 @@ class Tensor:
         Synchronises the current stream first, so a deferred kernel error (KernelBoundsError)
         raises here. Raises BackendError when a cuda copy fails, MovedError for a partitioned
         tensor, AliasError while a pending operation writes this memory, LaunchError inside a
-        running operation (a ``.then()`` callback).
+        running operation (a ``.then()`` callback) or an ``fl.capture()`` block.
         """
         self._check_use(ownership.READ, "read it with numpy()")
         ownership.refuse_while_executing("Tensor.numpy(), which synchronises,")
+        stream.refuse_while_capturing("Tensor.numpy(), a host read,")
         stream.synchronize()
         if self.backend == "cpu":
             return np.array(self._raw_view(), order="C", copy=True)
@@ -157,12 +158,14 @@ class Tensor:
 
         The array counts as a live view of the memory (``partition()`` refuses while it is
         alive). Raises TypeError on a cuda tensor: use ``numpy()`` to copy it out; MovedError
-        for a partitioned tensor; AliasError while a pending operation writes this memory.
+        for a partitioned tensor; AliasError while a pending operation writes this memory;
+        LaunchError inside an ``fl.capture()`` block.
         """
         if self.backend != "cpu":
             raise TypeError(f"host_view() needs a cpu tensor, this one lives on {self.backend}; "
                             "use numpy() to copy it to the host")
         self._check_use(ownership.READ, "view it with host_view()")
+        stream.refuse_while_capturing("Tensor.host_view(), a host read,")
         view = self._raw_view()
         if ownership.conflict(self._storage, *self.byte_extent(), ownership.WRITE) is not None:
             view.flags.writeable = False  # a pending operation reads it: reading is all we allow
