@@ -17,6 +17,7 @@ from fearless.dtypes import DType
 from fearless.kernel import DeviceFunction, Kernel, func, kernel, unchecked, unsafe
 from fearless.runtime.contract import Contract
 from fearless.runtime.device import current_backend, multiprocessor_count, set_backend
+from fearless.runtime.capture import capture
 from fearless.runtime.graph import Graph, graph
 from fearless.runtime.lazy import DeviceOperation, zip
 from fearless.runtime.launch import PreparedLaunch
@@ -46,7 +47,7 @@ __all__ = [
     "async_wait", "static_range", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
-    "DeviceOperation", "graph", "Graph",
+    "DeviceOperation", "graph", "Graph", "capture",
     "Stream", "Event", "stream", "current_stream", "synchronize", "current_backend", "set_backend",
     "multiprocessor_count",
     "errors", "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",

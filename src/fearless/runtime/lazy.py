@@ -114,6 +114,8 @@ class DeviceOperation:
         # Lazy is the point, but work that was built and never run is almost always a missing
         # .sync(): say so (ownership has already come back: the claims are weak references).
         if getattr(self, "_state", None) == PENDING:
+            for c in self._claims:  # now, not when a later check finds the dead owner
+                ownership.drop(c)
             try:
                 warnings.warn(f"{self.label} was dropped without .sync() or .cancel(): its work "
                               "never ran", RuntimeWarning, stacklevel=2)
