@@ -21,6 +21,10 @@ cuda backend: the work is captured by stream capture on a fresh stream (cuda.cor
 allocated before the capture; each replay reads the same slots back at its sync, so a
 ``KernelBoundsError`` surfaces per replay. A graph holds at most 4096 bounds-checked launches.
 cpu backend: the enqueue functions are recorded and called again, in order, at each replay.
+
+``fl.capture()`` (``capture.py``) makes a Graph from a block of eager launches instead of an
+operation; it has no result and holds no Partition. ``replay()`` checks ownership and stream
+order in time independent of the graph's size in the decode loop's case (see ``_order``).
 """
 from __future__ import annotations
 
@@ -36,7 +40,8 @@ from fearless.runtime.stream import Stream, check_order, current_stream, refuse_
 
 
 class Graph:
-    """A captured DeviceOperation, replayable with ``launch()``. Make one with ``fl.graph(op)``.
+    """Captured work, replayable with ``launch()`` or ``replay()``. Make one with
+    ``fl.graph(op)`` or ``with fl.capture() as g:``.
 
     Attributes: ``replays`` (replays launched so far), ``backend``.
     """
@@ -260,8 +265,8 @@ class Graph:
     @user_facing
     def release(self):
         """End the graph and return the captured operation's result (what its ``.sync()`` would
-        have returned), its Partitions usable again. Raises LaunchError while a replay is
-        pending, MovedError when already released."""
+        have returned; None for an ``fl.capture()`` graph), its Partitions usable again.
+        Raises LaunchError while a replay is pending, MovedError when already released."""
         self._check_live("release it")
         if any(op._state == "pending" for op in self._pending):
             raise LaunchError("cannot release a Graph while a replay is pending",
