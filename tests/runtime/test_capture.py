@@ -286,3 +286,77 @@ def test_the_count_of_held_claims_returns_to_zero():
     g.launch().sync()
     g.release()
     assert ownership._held[0] == base
+
+
+class _Builder:  # cuda.core's GraphBuilder, as graph.begin_cuda uses it
+    def __init__(self, log):
+        from tests.runtime.test_enqueue import _Core
+        self.log, self.stream = log, _Core(0x99)
+
+    def end_building(self):
+        self.log.append("end")
+
+    def complete(self):
+        self.log.append("complete")
+        return self
+
+    def launch(self, core):  # the executable graph's launch
+        self.log.append(("graph launch", core.handle))
+
+    def close(self):
+        self.log.append("close")
+
+
+class _Words:  # dispatch.ErrorWords of the capture stream, with no launch checked
+    owners: list = []
+
+    def check(self):
+        pass
+
+
+def test_the_cuda_capture_flow_over_stand_ins(monkeypatch):
+    """The cuda branch of fl.capture without a GPU: launches inside the block go to the
+    capturing stream at capture (stream capture records them), memory is made on the stream
+    current before the block, a replay launches the executable graph once, and a failed block
+    ends the capture and closes the builder."""
+    from fearless.runtime import capture as capture_, device, dispatch, graph as graph_, \
+        memory, pack
+    from fearless.runtime.stream import Stream
+    from tests.runtime.test_enqueue import _Core, _plan_op
+    log = []
+    monkeypatch.setattr(pack, "launch", lambda *a: log.append(("launch", a[4])))
+    monkeypatch.setattr(graph_, "current_backend", lambda: "cuda")
+
+    def begin():
+        builder = _Builder(log)
+        stream = Stream(builder.stream, _wrap=True, _leases=False)
+        dispatch._words[id(stream)] = _Words()
+        log.append("begin")
+        return builder, stream
+    monkeypatch.setattr(capture_, "begin_cuda", begin)
+    origin = Stream(_Core(0x10), _wrap=True)
+    x = fl.asarray(ints(64, 11))
+    part = fl.zeros(64).partition(16)
+    with fl.stream(origin):
+        with fl.capture() as g:
+            _plan_op(part, x, 2.0).enqueue()
+            _plan_op(part, x, 3.0).enqueue()
+            with monkeypatch.context() as m:
+                m.setattr(device, "current_backend", lambda: "cuda")
+                assert memory.cuda_stream() is origin    # not the capturing stream
+        assert log == ["begin", ("launch", 0x99), ("launch", 0x99), "end", "complete"]
+        del log[:]
+        g.replay()
+        g.replay()
+        assert log == [("graph launch", 0x10)] * 2
+        assert part.unpartition() is not None           # given back at enqueue; memory pinned
+        g.release()
+    assert log[-1] == "close"
+    del log[:]
+    with fl.stream(origin), pytest.raises(RuntimeError, match="inside"):
+        with fl.capture() as bad:
+            _plan_op(fl.zeros(64).partition(16), x, 2.0).enqueue()
+            raise RuntimeError("inside the block")
+    assert log == ["begin", ("launch", 0x99), "end", "close"]  # ended, never completed
+    with pytest.raises(MovedError, match="never made"):
+        bad.replay()

@@ -114,9 +114,9 @@ class DeviceOperation:
         # Lazy is the point, but work that was built and never run is almost always a missing
         # .sync(): say so (ownership has already come back: the claims are weak references).
         if getattr(self, "_state", None) == PENDING:
-            for c in self._claims:  # now, not when a later check finds the dead owner
-                ownership.drop(c)
             try:
+                for c in getattr(self, "_claims", ()):  # now, not when a check finds it dead
+                    ownership.drop(c)
                 warnings.warn(f"{self.label} was dropped without .sync() or .cancel(): its work "
                               "never ran", RuntimeWarning, stacklevel=2)
             except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to tell
