@@ -263,8 +263,16 @@ def test_replays_follow_the_stream_order_rules():
         g.replay()                                   # nothing recorded a write since: O(1)
     with pytest.raises(StreamOrderError):            # ... and still newer than s1's wait
         check_order(s1, "reader", ["out"], [out], [False])
+    with fl.stream(s1), pytest.raises(StreamOrderError):
+        g.launch().enqueue()                         # a replay as an operation: the same rules
+    s1.wait(_point(s2))
+    synced = []
+    s1.core.sync = lambda: synced.append(s1)
+    with fl.stream(s1):
+        g.launch().enqueue()
+    g.release()                                      # waits for the enqueued replay's stream
+    assert s1 in synced
     np.testing.assert_array_equal(out.numpy(), x.numpy() * 2)
-    g.release()
 
 
 def test_the_count_of_held_claims_returns_to_zero():

@@ -179,7 +179,8 @@ class Graph:
     @user_facing
     def launch(self) -> DeviceOperation:
         """A DeviceOperation replaying the captured work; its ``.sync()`` returns None. While
-        pending it claims the graph's tensors (AliasError when they are in use). Raises
+        pending it claims the graph's tensors (AliasError when they are in use); when it runs,
+        the stream-order rules apply as for ``replay()``. Raises
         MovedError after ``release()``, LaunchError inside an ``fl.capture()`` block."""
         refuse_while_capturing("Graph.launch()")
         self._check_live("launch it")
@@ -187,8 +188,11 @@ class Graph:
 
         def enqueue(stream: Stream):
             self._check_live("replay it")
+            if stream._leases:
+                self._order(stream)
             replay(stream)
             self.replays += 1
+            self._eager.add(stream)  # an .enqueue()d replay: release() waits for it
 
         op = DeviceOperation(enqueue, None, reads=self._reads, writes=self._writes,
                              label="a replay of a Graph")
