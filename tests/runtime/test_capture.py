@@ -266,6 +266,18 @@ def test_replays_follow_the_stream_order_rules():
     with fl.stream(s1), pytest.raises(StreamOrderError):
         g.launch().enqueue()                         # a replay as an operation: the same rules
     s1.wait(_point(s2))
+    with fl.stream(s1):
+        g.replay()
+    check_order(s1, "writer", ["out"], [out], [True])  # another write of out on s1 ...
+    with fl.stream(s1):
+        g.replay()                                   # ... so out's record is made again
+    s2.wait(_point(s1))
+    check_order(s2, "reader", ["out"], [out], [False])
+    with fl.stream(s1):
+        g.replay()                                   # O(1) again: newer than s2's wait
+    with pytest.raises(StreamOrderError):
+        check_order(s2, "reader", ["out"], [out], [False])
+    s1.wait(_point(s2))
     synced = []
     s1.core.sync = lambda: synced.append(s1)
     with fl.stream(s1):

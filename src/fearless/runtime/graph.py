@@ -71,7 +71,7 @@ class Graph:
         self._replay = None      # enqueue(stream) of one replay
         self._result, self._partitions, self._pins, self._keep = None, [], [], ()
         self._last = None        # the stream of the last eager replay (in self._eager)
-        self._ordered = None     # (stream, writes_recorded()) after the last replay's order
+        self._ordered = None     # (stream, writes on others, stream.seq) after the last _order
         self._writer = None      # the shared writer record of the written storages (_order)
 
     def __repr__(self) -> str:
@@ -238,20 +238,17 @@ class Graph:
         stream.lease(self)
 
     def _order(self, stream: Stream) -> None:
-        """``check_order`` for a replay on ``stream``, then its writes recorded. The written
-        storages share one mutable writer record, ``[stream, seq]``: when no launch anywhere
-        recorded a write since this graph's last replay on ``stream``, every check passed
-        then still passes and updating that record is all there is to do (O(1), the decode
-        loop's case); otherwise each storage is checked (check_order when one was last written
-        on another stream) and pointed at a fresh record."""
-        total = writes_recorded()
-        if self._ordered == (stream, total):
-            if self._writer is not None:
-                stream.seq += 1
-                self._writer[1] = stream.seq
-                total += 1
-            self._ordered = (stream, total)
-        else:
+        """``check_order`` for a replay on ``stream``, then its writes recorded, in time
+        independent of the graph's size in a decode loop. The written storages share one
+        mutable writer record, ``[stream, seq]``. Since this graph's last replay on ``stream``:
+        when no launch anywhere recorded a write, every check passed then still passes and
+        moving that record on is all there is to do (O(1)); when only launches on ``stream``
+        did, the checks still pass (those writes are ordered here) and only the written
+        storages are pointed at the record again; otherwise each storage is checked
+        (``check_order`` when one was last written on another stream)."""
+        others = writes_recorded() - stream.seq  # writes recorded on the other streams
+        last = self._ordered
+        if last is None or last[0] is not stream or last[1] != others:
             for st in self._stores:
                 w = st.writer
                 if w is not None and w[0] is not stream:
@@ -259,12 +256,16 @@ class Graph:
                     check_order(stream, self.label, self._names, reads + writes,
                                 [False] * len(reads) + [True] * len(writes))
                     break
-            if self._written:
-                stream.seq += 1
+        if self._written:
+            stream.seq += 1
+            if last is not None and last[0] is stream and last[1] == others and \
+                    last[2] == stream.seq - 1:
+                self._writer[1] = stream.seq  # nothing wrote anything since: O(1)
+            else:
                 self._writer = [stream, stream.seq]
                 for st in self._written:
                     st.writer = self._writer
-            self._ordered = (stream, writes_recorded())
+        self._ordered = (stream, others, stream.seq)
 
     @user_facing
     def release(self):
