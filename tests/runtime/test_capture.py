@@ -119,7 +119,8 @@ def test_waits_and_host_reads_are_refused_inside_the_block(backend):
         op = add.op(L, x, x, fl.zeros(N))
         refused = [lambda: out.numpy(), fl.synchronize, fl.current_stream().synchronize,
                    op.sync, other.replay, other.sync, g.replay, lambda: fl.graph(op),
-                   lambda: fl.stream(fl.Stream()).__enter__(), lambda: fl.capture().__enter__()]
+                   lambda: fl.stream(fl.Stream()).__enter__(), lambda: fl.capture().__enter__(),
+                   fl.Event, lambda: fl.current_stream().wait(fl.Stream())]
         if backend == "cpu":
             refused.append(out.host_view)
         for use in refused:

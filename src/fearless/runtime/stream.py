@@ -97,7 +97,9 @@ class Stream:
 
     def wait(self, other) -> None:
         """Order this stream's later work after ``other``: an ``Event`` (its recorded point) or
-        a Stream (everything enqueued on it so far)."""
+        a Stream (everything enqueued on it so far). Raises LaunchError inside an
+        ``fl.capture()`` block (a graph's work is ordered by where it is replayed)."""
+        refuse_while_capturing("Stream.wait()")
         if isinstance(other, Stream):
             other = Event(other)
         if not isinstance(other, Event):
@@ -138,6 +140,7 @@ class Event:
     it. Pass it to ``Stream.wait`` to order another stream after it."""
 
     def __init__(self, stream: Stream | None = None):
+        refuse_while_capturing("fl.Event()")
         self.stream = stream if stream is not None else current_stream()
         self.handle = _events.record(self.stream.handle) if self.stream.handle or \
             self.stream.core is not None else None
