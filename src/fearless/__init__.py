@@ -1,11 +1,12 @@
 """fearless: safe CUDA kernels in plain Python.
 
 Public surface only; see ``fearless.kernel`` (SIMT kernels), ``fearless.runtime.tensor`` (tensors),
-``fearless.runtime.lazy`` (DeviceOperation, ``zip``), ``fearless.runtime.graph`` (CUDA graphs)
-and ``fearless.errors`` (the error hierarchy). ``fl.zip`` combines operations; it keeps the
-builtin's name only as ``fl.zip``: no name in ``__all__`` is a builtin's, so ``from fearless
-import *`` replaces none. To a type checker the dtypes are Python number types (``fl.f32`` is
-``float``; see ``fearless.simt.views``), so annotations such as ``a: fl.f32`` check.
+``fearless.runtime.lazy`` (DeviceOperation, ``zip``), ``fearless.runtime.graph`` (CUDA graphs),
+``fearless.runtime.capture`` (``fl.capture``) and ``fearless.errors`` (the error hierarchy).
+``fl.zip`` combines operations; it keeps the builtin's name only as ``fl.zip``: no name in
+``__all__`` is a builtin's, so ``from fearless import *`` replaces none. To a type checker the
+dtypes are Python number types (``fl.f32`` is ``float``; see ``fearless.simt.views``), so
+annotations such as ``a: fl.f32`` check.
 """
 from typing import TYPE_CHECKING
 

@@ -23,8 +23,9 @@ place and read outputs as for any graph.
 Refused inside the block (LaunchError), since the captured work has not run: host reads
 (``numpy()``, ``host_view()``), ``.sync()``, ``fl.synchronize()``, a replay or ``fl.graph`` of
 a graph, ``fl.stream()`` (work sent to another stream would run now), ``fl.Event()`` and
-``Stream.wait`` (a graph is ordered where it is replayed), a nested ``fl.capture()``. An exception inside the block ends the capture: the graph is never made
-(``g`` refuses every use with MovedError) and nothing stays pinned.
+``Stream.wait`` (a graph is ordered where it is replayed), a nested ``fl.capture()``. An
+exception inside the block ends the capture: the graph is never made (``g`` refuses every use
+with MovedError) and nothing stays pinned.
 
 Limits: work that other libraries enqueue inside the block (torch) is neither captured nor
 ordered with the graph; a graph holds at most 4096 bounds-checked launches.

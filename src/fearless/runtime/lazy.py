@@ -22,9 +22,9 @@ Ownership while an operation is pending (created and not yet synced, cancelled o
   through DLPack/CAI) or partitioning it raises AliasError.
 
 It gives everything back when it is synced (even when the sync raises: the stream is drained
-first), enqueued, cancelled (``op.cancel()``) or garbage-collected; an operation that is kept but never
-synced holds its arguments for as long as it lives. Ownership is tracked per thread, without
-locks: do not share pending operations between threads.
+first), enqueued, cancelled (``op.cancel()``) or garbage-collected; an operation that is kept
+but never synced holds its arguments for as long as it lives. Ownership is tracked per thread,
+without locks: do not share pending operations between threads.
 
 The execution lock: while an operation runs (its enqueue, ``.then()`` callbacks, a graph
 capture) another ``.sync()``, ``Tensor.numpy()``, ``fl.synchronize()`` or an eager
