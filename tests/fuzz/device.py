@@ -80,13 +80,14 @@ def run_on_gpu(o: Outcome, opts: Options) -> Outcome:
         text = harness._text(exc)
         return o.fail("crash", "gpu: " + classify.crash_class(text, o.known), text)
     o.times["gpu-run"] = time.perf_counter() - t0
+    tools = classify.toolchain_bugs()
     bad, _ = data.compare(got, o.gpu_expected)
     if bad:
-        o.fail("mismatch", "gpu: " + classify.mismatch_class(bad[0].tags, o.known),
+        o.fail("mismatch", "gpu: " + classify.mismatch_class(bad[0].tags, o.known, tools),
                "\n".join(map(str, bad)))
     differ = _differ_from_cpu(got, o.outputs, o.gpu_expected)
     if differ:
-        o.fail("mismatch", "gpu != cpu: " + classify.mismatch_class(differ[0][1], o.known),
+        o.fail("mismatch", "gpu != cpu: " + classify.mismatch_class(differ[0][1], o.known, tools),
                "\n".join(d for d, _ in differ))
     o.outputs = o.gpu_expected = None
     return o

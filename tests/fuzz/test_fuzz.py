@@ -19,7 +19,7 @@ import pytest
 from fearless import dtypes
 from fearless.frontend import infer
 from tests.fuzz import __main__ as cli
-from tests.fuzz import harness, rules, scalar, vector
+from tests.fuzz import classify, harness, rules, scalar, vector
 from tests.fuzz import device as fuzz_device
 from tests.fuzz.options import KNOWN, Options
 
@@ -152,6 +152,31 @@ def test_a_negative_base_to_an_inexact_power_near_an_integer_is_unchecked():
     y = vector.TV(np.array([1.0 + 2e-16, 1.5, 1.0]), np.array([4e-16, 1e-3, 1e-3]))
     assert vector.math_call("pow", dtypes.f64, [x, y], scalar.GPU).bad.tolist() == \
         [True, False, False]
+
+
+@pytest.mark.parametrize("op", ["neg", "abs"])
+def test_a_gpu_mismatch_from_a_toolchain_doctor_fails_is_classed_known(monkeypatch, op):
+    """Seed 53488: o0 = -fl.i16(x) of a saturated -32768 gave +32768 on the H200, whose
+    nvJitLink 13.0 drops the sign extension after neg.s16 (and abs.s16) in the SASS; our PTX
+    is right. The reference tags -(-32768) of an i16, and device mode names that known where
+    the GPU's nvJitLink is one ``fearless doctor`` fails, and a new wrong value elsewhere."""
+    from fearless.runtime import module
+    th = scalar.Thread(scalar.GPU)
+    assert scalar.unary(th, op, dtypes.i16, scalar.Val(-32768)).v == -32768
+    scalar.unary(th, op, dtypes.i16, scalar.Val(-32767))
+    scalar.unary(th, op, dtypes.i32, scalar.Val(-32768))
+    tags = frozenset(th.tags)
+    assert tags == {"i16 -(-32768)"}
+    for version, known in (("13.0", True), ("13.5", False)):
+        monkeypatch.setattr(module, "nvjitlink_version", lambda: version)
+        got = classify.mismatch_class(tags | {"float->int out of range"}, (),
+                                      classify.toolchain_bugs())
+        assert got.startswith("known: nvjitlink-neg16") if known else got == "new: wrong value"
+    monkeypatch.setattr(module, "nvjitlink_version", lambda: "13.0")
+    other = scalar.Thread(scalar.GPU)  # a wrong value without the construct stays new
+    scalar.unary(other, op, dtypes.i16, scalar.Val(-32767))
+    assert classify.mismatch_class(frozenset(other.tags), (), classify.toolchain_bugs()) == \
+        "new: wrong value"
 
 
 def test_skip_known_generates_none_of_the_known_constructs():
