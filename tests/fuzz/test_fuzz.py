@@ -228,3 +228,30 @@ def test_a_stuck_worker_is_a_hang_and_cannot_hold_back_the_summary(monkeypatch):
     assert hung == {1} and done == {0, 2, 3, 4, 5}
     (left,) = fuzz_device.leftovers(seeds, done, hung)
     assert (left.seed, left.status) == (1, "hang")
+
+
+def test_a_hang_is_reported_with_its_kernel(tmp_path):
+    """Seed 55660's hang (a tileiras compile still running after the grace period) was reported
+    with no kernel and kind '?': leftovers generates and writes a hung seed's kernel again."""
+    (o,) = fuzz_device.leftovers([55660], set(), {55660}, Options(), tmp_path)
+    assert (o.status, o.kind) == ("hang", "tile")
+    assert "def t55660(" in harness.describe(o)
+
+
+def test_a_slow_tileiras_fails_its_seed_as_a_crash_with_the_kernel(monkeypatch, workdir):
+    """Seed 55660: tileiras 13.4 ran for minutes (13.5 crashed after 270 s), longer than the
+    grace device mode gives a seed after its time limit, so the seed was a hang without its
+    kernel. A tileiras run in the fuzzer gets harness.TILEIRAS_SECONDS (the library's 300 s
+    limit comes back afterwards)."""
+    from fearless.backends.tileir import tileiras
+    tc = tileiras.find()
+    if tc is None:
+        pytest.skip("tileiras is not installed")
+    tc.pick_version(), tc.fingerprint()  # its own queries answered before the limit is cut
+    seed = next(s for s in range(200, 400) if harness.generate(s, Options())[0].kind == "tile")
+    before = tileiras.TIMEOUT_S
+    monkeypatch.setattr(harness, "TILEIRAS_SECONDS", 0.001)
+    o = harness.run_seed(seed, Options(), workdir, archs=("sm_80",))
+    assert o.status == "crash" and o.cls.endswith("tileiras-slow"), harness.describe(o)
+    assert f"def t{seed}(" in harness.describe(o)
+    assert tileiras.TIMEOUT_S == before
