@@ -220,9 +220,17 @@ class _Call:
 
 # tensors ------------------------------------------------------------------------------------
 
+def _constant_none(value) -> bool:
+    return (isinstance(value, Const) and value.value is None
+            or isinstance(value, Static) and value.obj is None)
+
+
 def _memory_hints(c: _Call, latency, allow_tma) -> dict:
-    """The optional scheduling hints of a load: ``latency`` 1..10, ``allow_tma`` a bool."""
+    """The optional scheduling hints of a load: ``latency`` 1..10, ``allow_tma`` a bool; a
+    constant None (a closure variable or default, so one kernel source serves tuned and untuned
+    configurations) gives no hint, as leaving the argument out does."""
     hints = {}
+    latency, allow_tma = (None if _constant_none(h) else h for h in (latency, allow_tma))
     if latency is not None:
         if not (isinstance(latency, Const) and isinstance(latency.value, int)
                 and 1 <= latency.value <= 10):
