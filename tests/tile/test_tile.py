@@ -8,6 +8,7 @@ import pytest
 
 import fearless as fl
 from fearless import bf16, f16, f32, i32
+from fearless import tile as ft
 from fearless.backends.tileir.reader import decode
 from fearless.backends.tileir.tir import dump
 from fearless.compiler import compile_tile
@@ -316,3 +317,20 @@ def test_an_operation_dropped_without_sync_warns():
         del op
         gc.collect()
     p.unpartition()  # ownership came back with the dropped operation
+
+
+def _copy_with_latency(latency):
+    @ft.kernel
+    def copy(out: ft.Out[f32], x: ft.In[f32]):
+        out.store(ft.load_like(x, out, latency=latency))
+    return copy
+
+
+def test_a_constant_none_load_hint_means_no_hint():
+    # a closure None (one kernel source for tuned and untuned configurations) was refused as
+    # "latency must be an integer constant"
+    types = (T.TensorView(f32, 1, T.Role.OUT, (64,)), T.TensorView(f32, 1, T.Role.IN))
+    plain = _copy_with_latency(None).inspect("tileir", types, arch="sm_90")
+    hinted = _copy_with_latency(4).inspect("tileir", types, arch="sm_90")
+    assert "latency" not in plain and "load_view_tko" in plain
+    assert "optimization_hints = <sm_90 = {latency = 4}>" in hinted

@@ -220,23 +220,24 @@ def _check(fn: str, name: str, x, rank: int, dims: str):
 
 
 def _check_heads(fn: str, q, k, v, hq: int, hkv: int, d: int):
+    kn, vn = ("k", "v") if fn == "attention" else ("k_cache", "v_cache")
     if tuple(k.shape) != tuple(v.shape):
-        raise ArgumentTypeError(f"k and v must have one shape, got {tuple(k.shape)} and "
-                                f"{tuple(v.shape)}", kernel=fn, param="v")
+        raise ArgumentTypeError(f"{kn} and {vn} must have one shape, got {tuple(k.shape)} and "
+                                f"{tuple(v.shape)}", kernel=fn, param=vn)
     if k.shape[-1] != d:
-        raise ArgumentTypeError(f"q has head dim {d} but k and v have {k.shape[-1]}",
-                                kernel=fn, param="k")
+        raise ArgumentTypeError(f"q has head dim {d} but {kn} and {vn} have {k.shape[-1]}",
+                                kernel=fn, param=kn)
     if d not in HEAD_DIMS:
         raise ArgumentTypeError(f"head dim {d} is not supported (only {HEAD_DIMS})",
                                 kernel=fn, param="q")
     if hkv == 0 or hq % hkv:
         raise ArgumentTypeError(f"{hkv} kv heads do not divide {hq} query heads",
-                                kernel=fn, param="k")
+                                kernel=fn, param=kn)
     dts = {t.dtype for t in (q, k, v)}
     if len(dts) != 1:
-        raise ArgumentTypeError(f"q, k and v must have one dtype, got "
+        raise ArgumentTypeError(f"q, {kn} and {vn} must have one dtype, got "
                                 f"{', '.join(sorted(str(t) for t in dts))}", kernel=fn,
-                                param="k")
+                                param=kn)
     (dt,) = dts
     if dt not in (fl.f16, fl.bf16, fl.f32):
         raise ArgumentTypeError(f"dtype {dt} is not supported (f16, bf16 or f32)",
@@ -279,7 +280,7 @@ def attention(q, k, v, causal: bool = True, scale: float | None = None):
     return _finish(out, part, (bsz, s, hq, d))
 
 
-def decode_splits(batch: int, kv_heads: int, max_ctx: int, bn: int, waves: int) -> int:
+def decode_chunk(batch: int, kv_heads: int, max_ctx: int, bn: int, waves: int) -> int:
     """The cache chunk length of split-K decode: a multiple of ``bn`` chosen so that about
     ``waves`` tile blocks per SM run (``batch * kv_heads`` times the split count), from the
     shapes alone, never from the lengths (a captured graph serves every length)."""
@@ -324,7 +325,7 @@ def decode_attention(q, k_cache, v_cache, lengths, scale: float | None = None):
     dt = _check_heads(fn, q, k_cache, v_cache, hq, hkv, d)
     tune = DECODE[d]
     qk_scale = (1.0 / math.sqrt(d) if scale is None else float(scale)) * LOG2E
-    chunk = decode_splits(bsz, hkv, max_ctx, tune.bn, tune.waves)
+    chunk = decode_chunk(bsz, hkv, max_ctx, tune.bn, tune.waves)
     splits = -(-max_ctx // chunk)
     gp = max(_pow2(hq // hkv), 16)   # mma rows: at least 16 (tensor core tiles)
     split, merge = _decode_kernels(tune.occupancy, tune.latency)

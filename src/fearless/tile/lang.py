@@ -115,7 +115,7 @@ def load(x: In, index: _Coords, shape: Shape, latency: int | None = None,
     padded with ``-math.inf`` ignores the padding. ``index`` has one coordinate per axis of ``x``
     (run-time integers); ``shape`` one constant int per axis (powers of two on the GPU).
     ``latency`` (an int constant 1-10) and ``allow_tma`` (a bool constant) are Tile IR
-    scheduling hints for tileiras. A rank mismatch is a CompileError. An Out is read only at
+    scheduling hints for tileiras; None, also as a constant (a closure variable), gives none. A rank mismatch is a CompileError. An Out is read only at
     the block's own tile (index ``out.tile_index``, shape ``out.tile_shape``; simpler:
     ``out.load()``); any other read of an Out is a SafetyError.
     """
