@@ -162,6 +162,29 @@ def test_decode_chunks_cover_the_cache(monkeypatch, small_tiles):
     check(got, q[:, None], kc, vc, f16, False, lengths=lengths, merge_terms=10)
 
 
+@pytest.mark.parametrize("where", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_decode_graph_serves_every_length(small_tiles, where):
+    # captured once, replayed after the lengths changed in place (the decode loop of a model)
+    q, kc, vc = rand((2, 4, 64), f16, 16), rand((2, 100, 2, 64), f16, 17), rand(
+        (2, 100, 2, 64), f16, 18)
+    if where == "cpu":
+        lengths = fl.asarray(np.array([3, 50], np.int32))
+        host = lengths.host_view()
+    else:
+        torch = _torch()
+        host = torch.tensor([3, 50], dtype=torch.int32, device="cuda")
+        lengths = fl.asarray(host)
+    out = fl.full((2, 4, 64), np.nan, f16).partition((1, 1, 64))
+    graph = fl.graph(A.decode_attention_op(out, fl.asarray(q), fl.asarray(kc),
+                                           fl.asarray(vc), lengths))
+    for now in ([3, 50], [100, 7], [64, 1]):
+        host[0], host[1] = now
+        graph.sync()
+    out = graph.release()[0].unpartition()
+    check(out.numpy(), q[:, None], kc, vc, f16, False, lengths=np.array([64, 1]),
+          merge_terms=16)
+
+
 def test_decode_split_count_ignores_the_lengths(monkeypatch):
     monkeypatch.setattr(A.fl, "multiprocessor_count", lambda: 132)
     # batch 1, 8 kv heads: 33 splits of a 8192-row cache fill 2 waves of 132 SMs

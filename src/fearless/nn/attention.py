@@ -262,22 +262,41 @@ def attention(q, k, v, causal: bool = True, scale: float | None = None):
     row sum and rounded once to q's dtype. Raises ArgumentTypeError for a wrong rank, head dim
     or dtype, Hkv not dividing Hq, or k and v shapes that differ.
     """
-    fn = "attention"
     first, (q, k, v) = q, (_tensor(t) for t in (q, k, v))
+    dt = _check_prefill(q, k, v)
+    bsz, s, hq, d = q.shape
+    out, part = _output(first, (bsz, s, hq * d), dt, (bsz, s, hq, d), prefill_tile(d))
+    part = _run(attention_op(part, q, k, v, causal, scale))[0]
+    return _finish(out, part, (bsz, s, hq, d))
+
+
+def prefill_tile(d: int) -> tuple:
+    """The tile of the (B, S, Hq * D) output partition ``attention_op`` writes."""
+    return (1, PREFILL[d].bm, d)
+
+
+def attention_op(out, q, k, v, causal: bool = True, scale: float | None = None):
+    """The DeviceOperation of ``attention`` writing ``out``, a partition of a (B, S, Hq * D)
+    tensor of q's dtype with tiles ``prefill_tile(D)``: for graphs and benchmarks. q, k, v
+    fearless Tensors (or what ``fl.asarray`` takes); its result's first element is ``out``."""
+    q, k, v = (_tensor(t) for t in (q, k, v))
+    _check_prefill(q, k, v)
+    d = q.shape[3]
+    tune = PREFILL[d]
+    qk_scale = (1.0 / math.sqrt(d) if scale is None else float(scale)) * LOG2E
+    kern = _prefill_kernel(tune.occupancy, tune.latency)
+    return kern(out, q, k, v, qk_scale, causal=int(bool(causal)), bn=tune.bn)
+
+
+def _check_prefill(q, k, v):
+    fn = "attention"
     _check(fn, "q", q, 4, "(B, S, Hq, D)")
     _check(fn, "k", k, 4, "(B, Skv, Hkv, D)")
     _check(fn, "v", v, 4, "(B, Skv, Hkv, D)")
-    bsz, s, hq, d = q.shape
-    if k.shape[0] != bsz:
-        raise ArgumentTypeError(f"q has batch {bsz} but k has {k.shape[0]}", kernel=fn,
+    if k.shape[0] != q.shape[0]:
+        raise ArgumentTypeError(f"q has batch {q.shape[0]} but k has {k.shape[0]}", kernel=fn,
                                 param="k")
-    dt = _check_heads(fn, q, k, v, hq, k.shape[2], d)
-    tune = PREFILL[d]
-    qk_scale = (1.0 / math.sqrt(d) if scale is None else float(scale)) * LOG2E
-    out, part = _output(first, (bsz, s, hq * d), dt, (bsz, s, hq, d), (1, tune.bm, d))
-    kern = _prefill_kernel(tune.occupancy, tune.latency)
-    part = _run(kern(part, q, k, v, qk_scale, causal=int(bool(causal)), bn=tune.bn))[0]
-    return _finish(out, part, (bsz, s, hq, d))
+    return _check_heads(fn, q, k, v, q.shape[2], k.shape[2], q.shape[3])
 
 
 def decode_chunk(batch: int, kv_heads: int, max_ctx: int, bn: int, waves: int) -> int:
@@ -307,22 +326,23 @@ def decode_attention(q, k_cache, v_cache, lengths, scale: float | None = None):
     out). Raises ArgumentTypeError for wrong ranks, head dims, dtypes, Hkv not dividing Hq, or
     lengths not a (B,) int32 tensor.
     """
-    fn = "decode_attention"
     first = q
     q, k_cache, v_cache, lengths = (_tensor(t) for t in (q, k_cache, v_cache, lengths))
-    _check(fn, "q", q, 3, "(B, Hq, D)")
-    _check(fn, "k_cache", k_cache, 4, "(B, max_ctx, Hkv, D)")
-    _check(fn, "v_cache", v_cache, 4, "(B, max_ctx, Hkv, D)")
+    dt = _check_decode(q, k_cache, v_cache, lengths)
+    out, part = _output(first, tuple(q.shape), dt, tuple(q.shape), (1, 1, q.shape[2]))
+    part = _run(decode_attention_op(part, q, k_cache, v_cache, lengths, scale))[0]
+    return _finish(out, part, tuple(q.shape))
+
+
+def decode_attention_op(out, q, k_cache, v_cache, lengths, scale: float | None = None):
+    """The DeviceOperation of ``decode_attention`` writing ``out``, a partition of a
+    (B, Hq, D) tensor of q's dtype with tiles (1, 1, D): the split kernel, then the merge
+    (its f32 scratch tensors allocated here). For graphs and benchmarks; its result's first
+    element is ``out``."""
+    q, k_cache, v_cache, lengths = (_tensor(t) for t in (q, k_cache, v_cache, lengths))
+    _check_decode(q, k_cache, v_cache, lengths)
     bsz, hq, d = q.shape
     _, max_ctx, hkv, _ = k_cache.shape
-    if k_cache.shape[0] != bsz:
-        raise ArgumentTypeError(f"q has batch {bsz} but k_cache has {k_cache.shape[0]}",
-                                kernel=fn, param="k_cache")
-    if tuple(lengths.shape) != (bsz,) or lengths.dtype != fl.i32:
-        raise ArgumentTypeError(f"lengths must be a ({bsz},) int32 tensor, got shape "
-                                f"{tuple(lengths.shape)} of {lengths.dtype}",
-                                kernel=fn, param="lengths")
-    dt = _check_heads(fn, q, k_cache, v_cache, hq, hkv, d)
     tune = DECODE[d]
     qk_scale = (1.0 / math.sqrt(d) if scale is None else float(scale)) * LOG2E
     chunk = decode_chunk(bsz, hkv, max_ctx, tune.bn, tune.waves)
@@ -331,9 +351,22 @@ def decode_attention(q, k_cache, v_cache, lengths, scale: float | None = None):
     split, merge = _decode_kernels(tune.occupancy, tune.latency)
     po = fl.empty((bsz * hkv, splits, gp * d), f32).partition((1, 1, gp * d))
     pl = fl.empty((bsz * hkv, splits, gp), f32).partition((1, 1, gp))
-    po, pl = _run(split(po, pl, q, k_cache, v_cache, lengths, qk_scale, chunk=chunk,
-                               bn=tune.bn))[:2]
-    out, part = _output(first, (bsz, hq, d), dt, (bsz, hq, d), (1, 1, d))
-    part = _run(merge(part, po.unpartition(), pl.unpartition(),
-                             splits=_pow2(splits)))[0]
-    return _finish(out, part, (bsz, hq, d))
+    first = split(po, pl, q, k_cache, v_cache, lengths, qk_scale, chunk=chunk, bn=tune.bn)
+    return first.then(lambda r: merge(out, r[0].unpartition(), r[1].unpartition(),
+                                      splits=_pow2(splits)))
+
+
+def _check_decode(q, k_cache, v_cache, lengths):
+    fn = "decode_attention"
+    _check(fn, "q", q, 3, "(B, Hq, D)")
+    _check(fn, "k_cache", k_cache, 4, "(B, max_ctx, Hkv, D)")
+    _check(fn, "v_cache", v_cache, 4, "(B, max_ctx, Hkv, D)")
+    bsz, hq, d = q.shape
+    if k_cache.shape[0] != bsz:
+        raise ArgumentTypeError(f"q has batch {bsz} but k_cache has {k_cache.shape[0]}",
+                                kernel=fn, param="k_cache")
+    if tuple(lengths.shape) != (bsz,) or lengths.dtype != fl.i32:
+        raise ArgumentTypeError(f"lengths must be a ({bsz},) int32 tensor, got shape "
+                                f"{tuple(lengths.shape)} of {lengths.dtype}",
+                                kernel=fn, param="lengths")
+    return _check_heads(fn, q, k_cache, v_cache, hq, k_cache.shape[2], d)
