@@ -334,3 +334,26 @@ def test_a_constant_none_load_hint_means_no_hint():
     hinted = _copy_with_latency(4).inspect("tileir", types, arch="sm_90")
     assert "latency" not in plain and "load_view_tko" in plain
     assert "optimization_hints = <sm_90 = {latency = 4}>" in hinted
+
+
+@ft.kernel
+def coordinates3(out: ft.Out[i32], copy: ft.Out[f32], x: ft.In[f32]):
+    i, j, k = out.tile_index
+    a, b, c = out.tile_shape
+    rows = ft.reshape(ft.arange(a), (a, 1, 1)) + i * a
+    cols = ft.reshape(ft.arange(b), (1, b, 1)) + j * b
+    depth = ft.reshape(ft.arange(c), (1, 1, c)) + k * c
+    out.store(rows * 1000000 + cols * 1000 + depth)
+    copy.store(ft.load(x, (i, j, k), (a, b, c)) + 1.0)
+
+
+@pytest.mark.parametrize("backend", BOTH, indirect=True)
+def test_rank3_partitions_give_each_block_its_tile(backend):
+    # a 3-d grid (x, y, z) with partial tiles on every axis: each element's global coordinates
+    shape = (3, 70, 20)
+    xh = rand(shape, 40)
+    out, copy, _ = coordinates3(poisoned(shape, i32).partition((2, 32, 8)),
+                                poisoned(shape).partition((2, 32, 8)), fl.asarray(xh)).sync()
+    r, c, d = np.indices(shape)
+    np.testing.assert_array_equal(out.unpartition().numpy(), r * 1000000 + c * 1000 + d)
+    np.testing.assert_array_equal(copy.unpartition().numpy(), xh + np.float32(1))

@@ -259,8 +259,12 @@ def attention(q, k, v, causal: bool = True, scale: float | None = None):
     the scores q k^T accumulate in f32; the softmax runs in f32 with a running maximum
     (exp2 of the scores times scale * log2 e); the probabilities are rounded to q's dtype
     before their product with v, which accumulates in f32; the output is divided by the f32
-    row sum and rounded once to q's dtype. Raises ArgumentTypeError for a wrong rank, head dim
-    or dtype, Hkv not dividing Hq, or k and v shapes that differ.
+    row sum and rounded once to q's dtype. This is the order of the flash kernel behind
+    torch's ``scaled_dot_product_attention``, which Hugging Face transformers calls by default
+    (``attn_implementation="sdpa"``); its "eager" path differs (it rounds the scaled scores to
+    the activation dtype, then takes an f32 softmax rounded back before the product with v).
+    Raises ArgumentTypeError for a wrong rank, head dim or dtype, Hkv not dividing Hq, or k and
+    v shapes that differ.
     """
     first, (q, k, v) = q, (_tensor(t) for t in (q, k, v))
     dt = _check_prefill(q, k, v)
