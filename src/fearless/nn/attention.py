@@ -2,7 +2,9 @@
 
 Both are tile kernels over token-major tensors (``(B, S, H, D)`` views of the ``(T, H * D)``
 projection outputs, read in place): scores and the softmax in f32 with an online (running
-max) softmax, ``exp2`` with log2(e) folded into the scale, and the probabilities rounded to the
+max) softmax, ``exp2`` with log2(e) folded into the scale (flushing results below 2**-126 to 0,
+which a row's sum of at least 1 does not notice: one GPU instruction instead of four), and the
+probabilities rounded to the
 input dtype for the second product on tensor cores, as flash attention does (Dao et al., 2022,
 "FlashAttention", algorithm 1; the split-K decode is their "Flash-Decoding", 2023).
 
@@ -86,8 +88,8 @@ def _prefill_kernel(occupancy: int | None, latency: int | None):
             vt = ft.load(v, (b, n, hk, 0), (1, bn, 1, d), latency=latency).reshape((bn, d))
             sc = ft.mma(qt, ft.transpose(kt), ft.zeros((bm, bn), f32))
             mn = ft.maximum(m, ft.max(sc, 1, keepdims=True) * qk_scale)
-            p = ft.exp2(sc * qk_scale - mn)
-            alpha = ft.exp2(m - mn)
+            p = ft.exp2(sc * qk_scale - mn, flush_to_zero=True)
+            alpha = ft.exp2(m - mn, flush_to_zero=True)
             l = l * alpha + ft.sum(p, 1, keepdims=True)
             acc = ft.mma(p.astype(q.dtype), vt, acc * alpha)
             m = mn
@@ -101,8 +103,8 @@ def _prefill_kernel(occupancy: int | None, latency: int | None):
             sc = ft.where((cols < skv) & (cols <= rows + (1 - causal) * skv), sc, -math.inf)
             mn = ft.maximum(m, ft.max(sc, 1, keepdims=True))
             ms = ft.where(mn == -math.inf, 0.0, mn)   # a row with no key yet: no NaN
-            p = ft.exp2(sc - ms)
-            alpha = ft.exp2(m - ms)
+            p = ft.exp2(sc - ms, flush_to_zero=True)
+            alpha = ft.exp2(m - ms, flush_to_zero=True)
             l = l * alpha + ft.sum(p, 1, keepdims=True)
             acc = ft.mma(p.astype(q.dtype), vt, acc * alpha)
             m = mn
@@ -144,8 +146,9 @@ def _decode_kernels(occupancy: int | None, latency: int | None):
             cols = ft.reshape(ft.arange(bn), (1, bn)) + n * bn
             sc = ft.where(cols < length, sc, -math.inf)
             mn = ft.maximum(m, ft.max(sc, 1, keepdims=True))
-            p = ft.exp2(sc - mn)        # mn is finite: every block holds a valid row
-            alpha = ft.exp2(m - mn)
+            # mn is finite: every block holds a valid row
+            p = ft.exp2(sc - mn, flush_to_zero=True)
+            alpha = ft.exp2(m - mn, flush_to_zero=True)
             l = l * alpha + ft.sum(p, 1, keepdims=True)
             acc = ft.mma(p.astype(q.dtype), vt, acc * alpha)
             m = mn
@@ -166,7 +169,8 @@ def _decode_kernels(occupancy: int | None, latency: int | None):
         lse = ft.load(pl, (bh, 0, h % group), (1, splits, 1), padding=-math.inf)
         o = ft.load(po, (bh, 0, h % group), (1, splits, d))
         top = ft.max(lse, 1, keepdims=True)
-        w = ft.exp2(lse - ft.where(top == -math.inf, 0.0, top))   # length 0: all weights 0
+        # length 0: every weight 0
+        w = ft.exp2(lse - ft.where(top == -math.inf, 0.0, top), flush_to_zero=True)
         total = ft.sum(w, 1, keepdims=True)
         res = ft.sum(o * w, 1, keepdims=True) * (1.0 / ft.where(total == 0.0, 1.0, total))
         out.store(res.astype(out.dtype))

@@ -229,8 +229,10 @@ def exp(x: TileLike) -> Tile:
 
 
 @_intrinsic
-def exp2(x: TileLike) -> Tile:
-    """``2 ** x``, elementwise (floats)."""
+def exp2(x: TileLike, flush_to_zero: bool = False) -> Tile:
+    """``2 ** x``, elementwise (floats). ``flush_to_zero`` (a bool constant): a result below
+    2**-126 (the smallest normal f32) is 0 on both backends; on the GPU this is one
+    ``ex2.approx.ftz`` instruction instead of four (softmax kernels want it). Not for f64."""
 
 
 @_intrinsic
