@@ -19,8 +19,9 @@ torch reference (decode) before timing.
 
 Tuning: every ``--prefill`` / ``--decode`` option is one configuration (repeat the option to
 sweep several in one run; each runs every case):
-    --prefill bm=128,bn=64,occ=2,lat=none      (PrefillTuning; occ/lat: an int or none)
-    --decode bn=64,waves=2,occ=none,lat=none   (DecodeTuning)
+    --prefill bm=128,bn=64,occ=2,klat=2,vlat=4  (PrefillTuning; occ, klat, vlat: an int or none)
+    --decode bn=64,waves=2,occ=none,klat=none   (DecodeTuning)
+A ``d=64`` or ``d=128`` item applies a configuration to that head dim only.
 Run from the repository root on the GPU machine:
     PYTHONPATH=src:. python3 benchmarks/bench_attention.py [--sections prefill,decode] [--quick]
         [--prefill ...]... [--decode ...]...
@@ -55,8 +56,8 @@ BATCH = 4
 
 
 def parse_config(text: str, base):
-    """``bm=128,bn=64,occ=2,lat=none`` -> a tuning dataclass (fields by their short names)."""
-    names = {"occ": "occupancy", "lat": "latency"}
+    """``bm=128,bn=64,occ=2,klat=2,vlat=4`` -> a tuning dataclass (fields or short names)."""
+    names = {"occ": "occupancy", "klat": "k_latency", "vlat": "v_latency"}
     fields = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         key, _, value = item.partition("=")
@@ -261,9 +262,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sections", default="prefill,decode")
     ap.add_argument("--quick", action="store_true", help="S 4096 16/16 heads; ctx 1024, 8192")
     ap.add_argument("--prefill", action="append", default=[], metavar="CFG",
-                    help="bm=,bn=,occ=,lat=[,d=64|128] (repeat to sweep)")
+                    help="bm=,bn=,occ=,klat=,vlat=[,d=64|128] (repeat to sweep)")
     ap.add_argument("--decode", action="append", default=[], metavar="CFG",
-                    help="bn=,waves=,occ=,lat=[,d=64|128] (repeat to sweep)")
+                    help="bn=,waves=,occ=,klat=,vlat=[,d=64|128] (repeat to sweep)")
     ap.add_argument("--dry-run", action="store_true", help="no GPU: the CPU backend, tiny sizes")
     args = ap.parse_args(argv)
 

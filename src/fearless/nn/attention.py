@@ -30,12 +30,14 @@ HEAD_DIMS = (64, 128)
 class PrefillTuning:
     """Tile sizes and Tile IR hints of the prefill kernel: ``bm`` query rows and ``bn`` keys
     per step (powers of two), ``occupancy`` (tile blocks per SM, a tileiras hint; None: its
-    choice) and ``latency`` (the load hint of the K and V tiles, 1-10; None: no hint)."""
+    choice), ``k_latency`` and ``v_latency`` (the load hints of the K and V tiles, 1-10; None:
+    no hint)."""
 
     bm: int = 128
     bn: int = 64
     occupancy: int | None = 2
-    latency: int | None = None
+    k_latency: int | None = None
+    v_latency: int | None = None
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,8 @@ class DecodeTuning:
     bn: int = 64
     waves: int = 2
     occupancy: int | None = None
-    latency: int | None = None
+    k_latency: int | None = None
+    v_latency: int | None = None
 
 
 # keyed by head dim; benchmarks and tuning sweeps replace entries
@@ -61,7 +64,7 @@ def _hints(occupancy: int | None) -> dict:
 
 
 @lru_cache(maxsize=None)
-def _prefill_kernel(occupancy: int | None, latency: int | None):
+def _prefill_kernel(occupancy: int | None, k_latency: int | None, v_latency: int | None):
     @ft.kernel(hints=_hints(occupancy))
     def flash_prefill(out: ft.Out, q: ft.In, k: ft.In, v: ft.In, qk_scale: f32,
                       causal: ft.Const[int] = 1, bn: ft.Const[int] = 64):
@@ -84,8 +87,8 @@ def _prefill_kernel(occupancy: int | None, latency: int | None):
             full = ft.minimum(full, ft.maximum(i * bm + offset + 1, 0) // bn)
             stop = ft.cdiv(ft.minimum(ft.maximum((i + 1) * bm + offset, 0), skv), bn)
         for n in range(full):
-            kt = ft.load(k, (b, n, hk, 0), (1, bn, 1, d), latency=latency).reshape((bn, d))
-            vt = ft.load(v, (b, n, hk, 0), (1, bn, 1, d), latency=latency).reshape((bn, d))
+            kt = ft.load(k, (b, n, hk, 0), (1, bn, 1, d), latency=k_latency).reshape((bn, d))
+            vt = ft.load(v, (b, n, hk, 0), (1, bn, 1, d), latency=v_latency).reshape((bn, d))
             sc = ft.mma(qt, ft.transpose(kt), ft.zeros((bm, bn), f32))
             mn = ft.maximum(m, ft.max(sc, 1, keepdims=True) * qk_scale)
             p = ft.exp2(sc * qk_scale - mn, flush_to_zero=True)
@@ -95,8 +98,8 @@ def _prefill_kernel(occupancy: int | None, latency: int | None):
             m = mn
         rows = ft.reshape(ft.arange(bm), (bm, 1)) + (i * bm + offset)
         for n in range(full, stop):
-            kt = ft.load(k, (b, n, hk, 0), (1, bn, 1, d), latency=latency).reshape((bn, d))
-            vt = ft.load(v, (b, n, hk, 0), (1, bn, 1, d), latency=latency).reshape((bn, d))
+            kt = ft.load(k, (b, n, hk, 0), (1, bn, 1, d), latency=k_latency).reshape((bn, d))
+            vt = ft.load(v, (b, n, hk, 0), (1, bn, 1, d), latency=v_latency).reshape((bn, d))
             sc = ft.mma(qt, ft.transpose(kt), ft.zeros((bm, bn), f32)) * qk_scale
             cols = ft.reshape(ft.arange(bn), (1, bn)) + n * bn
             # causal: cols <= rows implies cols < skv for every real query row
@@ -115,7 +118,7 @@ def _prefill_kernel(occupancy: int | None, latency: int | None):
 
 
 @lru_cache(maxsize=None)
-def _decode_kernels(occupancy: int | None, latency: int | None):
+def _decode_kernels(occupancy: int | None, k_latency: int | None, v_latency: int | None):
     @ft.kernel(hints=_hints(occupancy))
     def decode_split(po: ft.Out[f32], pl: ft.Out[f32], q: ft.In, k: ft.In, v: ft.In,
                      lengths: ft.In, qk_scale: f32, chunk: ft.Const[int] = 512,
@@ -140,8 +143,8 @@ def _decode_kernels(occupancy: int | None, latency: int | None):
         l = ft.zeros((gp, 1), f32)
         acc = ft.zeros((gp, d), f32)
         for n in range(first, first + blocks):
-            kt = ft.load(k, (b, n, hk, 0), (1, bn, 1, d), latency=latency).reshape((bn, d))
-            vt = ft.load(v, (b, n, hk, 0), (1, bn, 1, d), latency=latency).reshape((bn, d))
+            kt = ft.load(k, (b, n, hk, 0), (1, bn, 1, d), latency=k_latency).reshape((bn, d))
+            vt = ft.load(v, (b, n, hk, 0), (1, bn, 1, d), latency=v_latency).reshape((bn, d))
             sc = ft.mma(qt, ft.transpose(kt), ft.zeros((gp, bn), f32)) * qk_scale
             cols = ft.reshape(ft.arange(bn), (1, bn)) + n * bn
             sc = ft.where(cols < length, sc, -math.inf)
@@ -292,7 +295,7 @@ def attention_op(out, q, k, v, causal: bool = True, scale: float | None = None):
     d = q.shape[3]
     tune = PREFILL[d]
     qk_scale = (1.0 / math.sqrt(d) if scale is None else float(scale)) * LOG2E
-    kern = _prefill_kernel(tune.occupancy, tune.latency)
+    kern = _prefill_kernel(tune.occupancy, tune.k_latency, tune.v_latency)
     return kern(out, q, k, v, qk_scale, causal=int(bool(causal)), bn=tune.bn)
 
 
@@ -356,7 +359,7 @@ def decode_attention_op(out, q, k_cache, v_cache, lengths, scale: float | None =
     chunk = decode_chunk(bsz, hkv, max_ctx, tune.bn, tune.waves)
     splits = -(-max_ctx // chunk)
     gp = max(_pow2(hq // hkv), 16)   # mma rows: at least 16 (tensor core tiles)
-    split, merge = _decode_kernels(tune.occupancy, tune.latency)
+    split, merge = _decode_kernels(tune.occupancy, tune.k_latency, tune.v_latency)
     po = fl.empty((bsz * hkv, splits, gp * d), f32).partition((1, 1, gp * d))
     pl = fl.empty((bsz * hkv, splits, gp), f32).partition((1, 1, gp))
     first = split(po, pl, q, k_cache, v_cache, lengths, qk_scale, chunk=chunk, bn=tune.bn)
