@@ -19,7 +19,8 @@ torch reference (decode) before timing.
 
 Tuning: every ``--prefill`` / ``--decode`` option is one configuration (repeat the option to
 sweep several in one run; each runs every case):
-    --prefill bm=128,bn=64,occ=2,klat=2,vlat=4  (PrefillTuning; occ, klat, vlat: an int or none)
+    --prefill bm=128,bn=64,occ=2,klat=2,vlat=4,ftz=1  (PrefillTuning; occ, klat, vlat: an
+                                                 int or none; ftz 0 or 1)
     --decode bn=64,waves=2,occ=none,klat=none   (DecodeTuning)
 A ``d=64`` or ``d=128`` item applies a configuration to that head dim only.
 Run from the repository root on the GPU machine:
@@ -61,7 +62,9 @@ def parse_config(text: str, base):
     fields = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         key, _, value = item.partition("=")
-        fields[names.get(key, key)] = None if value.lower() == "none" else int(value)
+        key = names.get(key, key)
+        fields[key] = (None if value.lower() == "none" else
+                       bool(int(value)) if key == "ftz" else int(value))
     return replace(base, **fields)
 
 
@@ -262,7 +265,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sections", default="prefill,decode")
     ap.add_argument("--quick", action="store_true", help="S 4096 16/16 heads; ctx 1024, 8192")
     ap.add_argument("--prefill", action="append", default=[], metavar="CFG",
-                    help="bm=,bn=,occ=,klat=,vlat=[,d=64|128] (repeat to sweep)")
+                    help="bm=,bn=,occ=,klat=,vlat=,ftz=[,d=64|128] (repeat to sweep)")
     ap.add_argument("--decode", action="append", default=[], metavar="CFG",
                     help="bn=,waves=,occ=,klat=,vlat=[,d=64|128] (repeat to sweep)")
     ap.add_argument("--dry-run", action="store_true", help="no GPU: the CPU backend, tiny sizes")

@@ -2,11 +2,11 @@
 
 Both are tile kernels over token-major tensors (``(B, S, H, D)`` views of the ``(T, H * D)``
 projection outputs, read in place): scores and the softmax in f32 with an online (running
-max) softmax, ``exp2`` with log2(e) folded into the scale (flushing results below 2**-126 to 0,
-which a row's sum of at least 1 does not notice: one GPU instruction instead of four), and the
-probabilities rounded to the
-input dtype for the second product on tensor cores, as flash attention does (Dao et al., 2022,
-"FlashAttention", algorithm 1; the split-K decode is their "Flash-Decoding", 2023).
+max) softmax, ``exp2`` with log2(e) folded into the scale (where a tuning asks, flushing results
+below 2**-126 to 0, which a row's sum of at least 1 does not notice: one GPU instruction instead
+of four), and the probabilities rounded to the input dtype for the second product on tensor
+cores, as flash attention does (Dao et al., 2022, "FlashAttention", algorithm 1; the split-K
+decode is their "Flash-Decoding", 2023).
 
 Tuning lives in ``PREFILL`` and ``DECODE`` (tile sizes and Tile IR hints per head dim), which
 ``benchmarks/bench_attention.py`` overrides from its command line.
@@ -31,13 +31,15 @@ class PrefillTuning:
     """Tile sizes and Tile IR hints of the prefill kernel: ``bm`` query rows and ``bn`` keys
     per step (powers of two), ``occupancy`` (tile blocks per SM, a tileiras hint; None: its
     choice), ``k_latency`` and ``v_latency`` (the load hints of the K and V tiles, 1-10; None:
-    no hint)."""
+    no hint) and ``ftz`` (the softmax's exp2 flushes results below 2**-126 to 0: fewer
+    instructions per score, but with D 128 at occupancy 2 tileiras then spills registers)."""
 
     bm: int = 128
     bn: int = 64
     occupancy: int | None = 2
     k_latency: int | None = None
     v_latency: int | None = None
+    ftz: bool = True
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class DecodeTuning:
 
 
 # keyed by head dim; benchmarks and tuning sweeps replace entries
-PREFILL: dict[int, PrefillTuning] = {64: PrefillTuning(), 128: PrefillTuning()}
+PREFILL: dict[int, PrefillTuning] = {64: PrefillTuning(), 128: PrefillTuning(ftz=False)}
 DECODE: dict[int, DecodeTuning] = {64: DecodeTuning(), 128: DecodeTuning()}
 
 
@@ -64,7 +66,8 @@ def _hints(occupancy: int | None) -> dict:
 
 
 @lru_cache(maxsize=None)
-def _prefill_kernel(occupancy: int | None, k_latency: int | None, v_latency: int | None):
+def _prefill_kernel(occupancy: int | None, k_latency: int | None, v_latency: int | None,
+                    ftz: bool):
     @ft.kernel(hints=_hints(occupancy))
     def flash_prefill(out: ft.Out, q: ft.In, k: ft.In, v: ft.In, qk_scale: f32,
                       causal: ft.Const[int] = 1, bn: ft.Const[int] = 64):
@@ -91,8 +94,8 @@ def _prefill_kernel(occupancy: int | None, k_latency: int | None, v_latency: int
             vt = ft.load(v, (b, n, hk, 0), (1, bn, 1, d), latency=v_latency).reshape((bn, d))
             sc = ft.mma(qt, ft.transpose(kt), ft.zeros((bm, bn), f32))
             mn = ft.maximum(m, ft.max(sc, 1, keepdims=True) * qk_scale)
-            p = ft.exp2(sc * qk_scale - mn, flush_to_zero=True)
-            alpha = ft.exp2(m - mn, flush_to_zero=True)
+            p = ft.exp2(sc * qk_scale - mn, flush_to_zero=ftz)
+            alpha = ft.exp2(m - mn, flush_to_zero=ftz)
             l = l * alpha + ft.sum(p, 1, keepdims=True)
             acc = ft.mma(p.astype(q.dtype), vt, acc * alpha)
             m = mn
@@ -106,8 +109,8 @@ def _prefill_kernel(occupancy: int | None, k_latency: int | None, v_latency: int
             sc = ft.where((cols < skv) & (cols <= rows + (1 - causal) * skv), sc, -math.inf)
             mn = ft.maximum(m, ft.max(sc, 1, keepdims=True))
             ms = ft.where(mn == -math.inf, 0.0, mn)   # a row with no key yet: no NaN
-            p = ft.exp2(sc - ms, flush_to_zero=True)
-            alpha = ft.exp2(m - ms, flush_to_zero=True)
+            p = ft.exp2(sc - ms, flush_to_zero=ftz)
+            alpha = ft.exp2(m - ms, flush_to_zero=ftz)
             l = l * alpha + ft.sum(p, 1, keepdims=True)
             acc = ft.mma(p.astype(q.dtype), vt, acc * alpha)
             m = mn
@@ -295,7 +298,7 @@ def attention_op(out, q, k, v, causal: bool = True, scale: float | None = None):
     d = q.shape[3]
     tune = PREFILL[d]
     qk_scale = (1.0 / math.sqrt(d) if scale is None else float(scale)) * LOG2E
-    kern = _prefill_kernel(tune.occupancy, tune.k_latency, tune.v_latency)
+    kern = _prefill_kernel(tune.occupancy, tune.k_latency, tune.v_latency, tune.ftz)
     return kern(out, q, k, v, qk_scale, causal=int(bool(causal)), bn=tune.bn)
 
 
