@@ -23,6 +23,7 @@ atomics); they travel through ``for`` and ``if`` like the variables' slots.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from fearless.backends.tileir import control, mathlib, memory, special, tir
@@ -485,6 +486,8 @@ def _math(name):
         args = [low.v(x) for x in op.operands]
         d = op.operands[0].type.dtype
         fn = getattr(low.b, name)
+        if op.attrs.get("flush_to_zero"):   # ft.exp2(x, flush_to_zero=True): computed in f32
+            fn = functools.partial(fn, flush_to_zero=True)
         if d.bits == 16:  # computed in f32 and rounded once, as on the SIMT track
             wide = [low.b.ftof(a, tir.F32) for a in args]
             low.set(op, low.b.ftof(fn(*wide), elem(d)))
