@@ -1,0 +1,7 @@
+"""fearless.nn: the kernels a transformer needs (RMSNorm, RoPE, attention, the KV-cache write,
+SiLU-mul, embedding, linear, argmax) as functions over fearless and torch tensors.
+
+Each function takes fearless Tensors, torch tensors (CUDA) or anything ``fearless.asarray``
+accepts (NumPy on the cpu backend) and returns results of the kind of its first tensor argument.
+Every function runs on both backends; its docstring gives shapes, dtypes and each rounding step.
+"""
