@@ -5,3 +5,5 @@ Each function takes fearless Tensors, torch tensors (CUDA) or anything ``fearles
 accepts (NumPy on the cpu backend) and returns results of the kind of its first tensor argument.
 Every function runs on both backends; its docstring gives shapes, dtypes and each rounding step.
 """
+
+from fearless.nn.norm import rms_norm
