@@ -9,3 +9,4 @@ Every function runs on both backends; its docstring gives shapes, dtypes and eac
 from fearless.nn.norm import rms_norm
 from fearless.nn.act import add, silu_mul
 from fearless.nn.embed import argmax, embedding
+from fearless.nn.rope import rope, rope_tables
