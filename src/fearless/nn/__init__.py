@@ -10,3 +10,4 @@ from fearless.nn.norm import rms_norm
 from fearless.nn.act import add, silu_mul
 from fearless.nn.embed import argmax, embedding
 from fearless.nn.rope import rope, rope_tables
+from fearless.nn.kvcache import kv_cache_write

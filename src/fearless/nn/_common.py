@@ -147,14 +147,14 @@ def view_as(fn: str, name: str, obj, t: Tensor, shape: tuple[int, ...]) -> Tenso
     """A contiguous tensor ``t`` (the conversion of argument ``obj``) as a view of another
     ``shape`` with the same elements, for a kernel that writes it in place.
 
-    A fearless Tensor passed by the caller is moved (later uses raise MovedError, as after
-    ``partition``): the view becomes the only live handle, so it can be partitioned; the nn
-    function returns a new handle. A wrapped foreign tensor (torch) is not tracked that way.
+    ``t`` is moved (later uses raise MovedError, as after ``partition``), so the view is the
+    only live handle and can be partitioned: a fearless Tensor ``obj`` passed by the caller is
+    spent, and the nn function returns a new handle. A wrapped foreign array (torch, NumPy)
+    stays usable: fearless does not track other libraries' views.
     """
     check_contiguous(fn, name, t)
     view = t._view(tuple(shape), c_strides(tuple(shape)), t.offset)
-    if obj is t:
-        t._moved = f"moved into fearless.nn.{fn} (use the tensor it returned)"
+    t._moved = f"moved into fearless.nn.{fn} (use the tensor it returned)"
     return view
 
 
