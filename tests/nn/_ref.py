@@ -19,6 +19,14 @@ CROSS_ARCHS = ("sm_80", "sm_90")
 UNIT = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8, "f32": 2.0 ** -24}
 
 
+def cases(main: list, extra: list) -> list:
+    """Parameter sets ``(dtype, *case)``: every dtype with each ``main`` case, and bf16 (the
+    models' dtype) alone with the ``extra`` ones: each distinct shape is a compile for sm_80 and
+    sm_90, which the suite's time pays for."""
+    out = [pytest.param(p.values[0], *m, id=f"{p.id}-{m}") for p in FLOATS for m in main]
+    return out + [pytest.param(dtypes.bf16, *m, id=f"bf16-{m}") for m in extra]
+
+
 def unit(dt: dtypes.DType) -> float:
     return UNIT[dt.name]
 

@@ -7,7 +7,7 @@ import pytest
 import fearless as fl
 from fearless import nn
 from fearless.errors import ArgumentTypeError, ContractError
-from tests.nn._ref import FLOATS, call, f64, host, rand, rnd, tiny, unit
+from tests.nn._ref import FLOATS, call, cases, f64, host, rand, rnd, tiny, unit
 
 
 def reference(h: np.ndarray, w: np.ndarray, eps: float):
@@ -31,8 +31,7 @@ def check(got, h, w, eps, dt):
     assert (err <= bound).all(), f"max error {err.max()}, bound there {bound.flat[err.argmax()]}"
 
 
-@pytest.mark.parametrize("dt", FLOATS)
-@pytest.mark.parametrize("shape", [(5, 64), (3, 700), (2, 4096)])
+@pytest.mark.parametrize("dt,shape", cases([((3, 700),)], [((5, 64),), ((2, 4096),)]))
 def test_rows(dt, shape):
     x, w = rand(dt, shape, 1, 2.0, 0.5), rand(dt, shape[1:], 2, 1.0, 1.0)
     y = call(nn.rms_norm, x, w, 1e-6)

@@ -10,7 +10,7 @@ import pytest
 from fearless import dtypes, nn
 from fearless.errors import ArgumentTypeError, ContractError
 from fearless.nn.rope import inv_freq
-from tests.nn._ref import FLOATS, call, f64, host, rand, rnd
+from tests.nn._ref import call, cases, f64, host, rand, rnd
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
@@ -32,9 +32,8 @@ def reference(x, cos, sin, pos, dt, interleaved):
     return f64(rnd(f64(rnd(x * c, dt)) + f64(rnd(rot * s, dt)), dt))
 
 
-@pytest.mark.parametrize("dt", FLOATS)
-@pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
-@pytest.mark.parametrize("hq,hkv,d", [(4, 2, 64), (6, 1, 128), (3, 3, 48)])
+@pytest.mark.parametrize("dt,interleaved,hq,hkv,d", cases(
+    [(False, 4, 2, 64), (True, 4, 2, 64)], [(False, 6, 1, 128), (True, 3, 3, 48)]))
 def test_rope_follows_hf_steps(dt, interleaved, hq, hkv, d):
     t, max_pos = 5, 300
     cos, sin = nn.rope_tables(d, max_pos, 10000.0)
