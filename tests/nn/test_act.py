@@ -5,16 +5,18 @@ import numpy as np
 import pytest
 
 from fearless import nn
+from tests.support import BACKENDS
 from fearless import dtypes
 from fearless.errors import ArgumentTypeError, ContractError
-from tests.nn._ref import FLOATS, call, cases, f64, host, rand, rnd, tiny, unit
+from tests.nn._ref import call, cases, f64, host, rand, rnd, tiny, unit
 
 # docs/semantics.md: the tile exp is within 2 ulp of f32 on the GPU (the CPU's is exact)
 EXP_ULPS = 2
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("dt,shape", cases([((3, 200),)], [((1, 6144),), ((2, 3, 40),), ((77,),)]))
-def test_silu_mul(dt, shape):
+def test_silu_mul(backend, dt, shape):
     g, u = rand(dt, shape, 1, 3.0), rand(dt, shape, 2, 2.0)
     got = f64(host(call(nn.silu_mul, g, u)))
     s = f64(g) / (1 + np.exp(-f64(g)))
@@ -40,8 +42,9 @@ def test_silu_mul_strided_views():
     np.testing.assert_allclose(got, want, rtol=3 * unit(dt), atol=1e-30)
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("dt,shape", cases([((5, 300),)], [((2, 2, 1000),), ((33,),)]))
-def test_add_rounds_once(dt, shape):
+def test_add_rounds_once(backend, dt, shape):
     a, b = rand(dt, shape, 4, 100.0), rand(dt, shape, 5, 0.01)
     got = host(call(nn.add, a, b))
     np.testing.assert_array_equal(f64(got), f64(rnd(f64(a) + f64(b), dt)))

@@ -5,14 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fearless import dtypes, nn
+from fearless import nn
+from tests.support import BACKENDS
 from fearless.errors import ArgumentTypeError
 from tests.nn._ref import call, cases, f64, host, rand
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("dt,idt,h", cases([(np.int32, 700)], [(np.int64, 64),
                                                                  (np.int32, 5000)]))
-def test_embedding(dt, idt, h):
+def test_embedding(backend, dt, idt, h):
     v = 37
     table = rand(dt, (v, h), 1, 2.0)
     ids = np.random.default_rng(2).integers(-3, v + 3, size=11).astype(idt)
@@ -34,8 +36,9 @@ def planted(dt, t: int, v: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(x).astype(dt.numpy), first
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("dt,v", cases([(20000,)], [(100,), (8192,), (151936,)]))
-def test_argmax_first_of_ties(dt, v):
+def test_argmax_first_of_ties(backend, dt, v):
     x, first = planted(dt, 3, v, v)
     got = host(call(nn.argmax, x))
     assert got.dtype == np.int32
@@ -43,7 +46,8 @@ def test_argmax_first_of_ties(dt, v):
     np.testing.assert_array_equal(got, np.argmax(f64(x), axis=1))
 
 
-def test_argmax_nan_rule():
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_argmax_nan_rule(backend):
     """NaN ranks below every number, -inf included; an all-NaN row gives 0."""
     v = 20000
     x = np.full((4, v), np.nan, np.float32)

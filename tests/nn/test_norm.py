@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import fearless as fl
+from tests.support import BACKENDS
 from fearless import nn
 from fearless.errors import ArgumentTypeError, ContractError
 from tests.nn._ref import FLOATS, call, cases, f64, host, rand, rnd, tiny, unit
@@ -31,8 +32,9 @@ def check(got, h, w, eps, dt):
     assert (err <= bound).all(), f"max error {err.max()}, bound there {bound.flat[err.argmax()]}"
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("dt,shape", cases([((3, 700),)], [((5, 64),), ((2, 4096),)]))
-def test_rows(dt, shape):
+def test_rows(backend, dt, shape):
     x, w = rand(dt, shape, 1, 2.0, 0.5), rand(dt, shape[1:], 2, 1.0, 1.0)
     y = call(nn.rms_norm, x, w, 1e-6)
     assert y.shape == shape and y.dtype is dt
@@ -52,8 +54,9 @@ def test_rounds_where_hf_rounds(dt):
     assert np.mean(got != want) < 0.02
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("dt", FLOATS)
-def test_residual_is_rounded_before_the_norm(dt):
+def test_residual_is_rounded_before_the_norm(backend, dt):
     shape = (7, 300)
     x, r, w = rand(dt, shape, 3, 3.0), rand(dt, shape, 4, 3.0), rand(dt, (300,), 5)
     y, h = call(nn.rms_norm, x, w, 1e-5, residual=r)
@@ -62,8 +65,9 @@ def test_residual_is_rounded_before_the_norm(dt):
     check(host(y), want_h, w, 1e-5, dt)
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("dt", FLOATS)
-def test_heads_of_a_strided_view(dt):
+def test_heads_of_a_strided_view(backend, dt):
     """Qwen3's q norm: (T, heads, D) of a strided view of the projection output, w (D,)."""
     t, heads, d = 3, 6, 64
     proj = rand(dt, (t, (heads + 2) * d), 6, 2.0)

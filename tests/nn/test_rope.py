@@ -10,7 +10,8 @@ import pytest
 from fearless import dtypes, nn
 from fearless.errors import ArgumentTypeError, ContractError
 from fearless.nn.rope import inv_freq
-from tests.nn._ref import call, cases, f64, host, rand, rnd
+from tests.nn._ref import call, cases, f64, host, rand, rnd, tiny, unit
+from tests.support import BACKENDS
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
@@ -32,9 +33,10 @@ def reference(x, cos, sin, pos, dt, interleaved):
     return f64(rnd(f64(rnd(x * c, dt)) + f64(rnd(rot * s, dt)), dt))
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 @pytest.mark.parametrize("dt,interleaved,hq,hkv,d", cases(
     [(False, 4, 2, 64), (True, 4, 2, 64)], [(False, 6, 1, 128), (True, 3, 3, 48)]))
-def test_rope_follows_hf_steps(dt, interleaved, hq, hkv, d):
+def test_rope_follows_hf_steps(backend, dt, interleaved, hq, hkv, d):
     t, max_pos = 5, 300
     cos, sin = nn.rope_tables(d, max_pos, 10000.0)
     q, k = rand(dt, (t, hq, d), 1, 2.0), rand(dt, (t, hkv, d), 2, 2.0)
@@ -42,8 +44,19 @@ def test_rope_follows_hf_steps(dt, interleaved, hq, hkv, d):
     qo, ko = call(nn.rope, q, k, cos, sin, pos, interleaved=interleaved)
     assert qo.shape == q.shape and ko.shape == k.shape and qo.dtype is dt
     c, s = cos.numpy(), sin.numpy()
-    np.testing.assert_array_equal(f64(host(qo)), reference(q, c, s, pos, dt, interleaved))
-    np.testing.assert_array_equal(f64(host(ko)), reference(k, c, s, pos, dt, interleaved))
+    same(backend, dt, host(qo), reference(q, c, s, pos, dt, interleaved))
+    same(backend, dt, host(ko), reference(k, c, s, pos, dt, interleaved))
+
+
+def same(backend, dt, got, want):
+    """Bit for bit on the cpu backend (the reference semantics); on the GPU tileiras may fuse
+    ``x * c - rot * s`` into one fma, which skips a rounding: within one rounding of the sum
+    (2 u relative), rarely differing."""
+    if backend == "cpu":
+        np.testing.assert_array_equal(f64(got), want)
+    else:
+        np.testing.assert_allclose(f64(got), want, rtol=2 * unit(dt), atol=2 * tiny(dt))
+        assert np.mean(f64(got) != want) < 0.02
 
 
 def test_rope_of_strided_views_and_int64_positions():
