@@ -23,8 +23,17 @@ def cases(main: list, extra: list) -> list:
     """Parameter sets ``(dtype, *case)``: every dtype with each ``main`` case, and bf16 (the
     models' dtype) alone with the ``extra`` ones: each distinct shape is a compile for sm_80 and
     sm_90, which the suite's time pays for."""
-    out = [pytest.param(p.values[0], *m, id=f"{p.id}-{m}") for p in FLOATS for m in main]
-    return out + [pytest.param(dtypes.bf16, *m, id=f"bf16-{m}") for m in extra]
+    out = [pytest.param(p.values[0], *m, id=_id(p.id, m)) for p in FLOATS for m in main]
+    return out + [pytest.param(dtypes.bf16, *m, id=_id("bf16", m)) for m in extra]
+
+
+def _id(dt: str, case: tuple) -> str:
+    """``bf16-3x200-neox``: shapes joined by x, other values as they print."""
+    def one(v):
+        if isinstance(v, tuple):
+            return "x".join(map(str, v))
+        return getattr(v, "__name__", str(v))
+    return "-".join([dt, *map(one, case)])
 
 
 def unit(dt: dtypes.DType) -> float:
