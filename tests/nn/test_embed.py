@@ -37,7 +37,8 @@ def planted(dt, t: int, v: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-@pytest.mark.parametrize("dt,v", cases([(20000,)], [(100,), (8192,), (151936,)]))
+# one kernel (V <= 8192), parts of one chunk (20000, 151936), parts of two chunks (300000)
+@pytest.mark.parametrize("dt,v", cases([(20000,)], [(100,), (8192,), (151936,), (300000,)]))
 def test_argmax_first_of_ties(backend, dt, v):
     x, first = planted(dt, 3, v, v)
     got = host(call(nn.argmax, x))
@@ -47,17 +48,18 @@ def test_argmax_first_of_ties(backend, dt, v):
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-def test_argmax_nan_rule(backend):
-    """NaN ranks below every number, -inf included; an all-NaN row gives 0."""
-    v = 20000
+@pytest.mark.parametrize("v", [8000, 300000], ids=["one-kernel", "parts"])
+def test_argmax_nan_rule(backend, v):
+    """NaN ranks below every number, -inf included; an all-NaN row gives 0 (in one kernel,
+    and across the parts of a long row: 74 chunks of 4096, two per part)."""
     x = np.full((4, v), np.nan, np.float32)
-    x[1, 12345] = 1.0                 # a number in the second chunk, NaN around it
-    x[2, 17000] = -np.inf             # -inf beats NaN: the only number, in the third chunk
+    one, inf = int(v * 0.6), int(v * 0.85)
+    x[1, one] = 1.0                   # a number in a later chunk, NaN around it
+    x[2, inf] = -np.inf               # -inf beats NaN: the only number
     x[3] = np.random.default_rng(3).standard_normal(v)
     x[3, ::7] = np.nan
     got = host(call(nn.argmax, x))
-    want3 = int(np.nanargmax(x[3]))
-    np.testing.assert_array_equal(got, [0, 12345, 17000, want3])
+    np.testing.assert_array_equal(got, [0, one, inf, int(np.nanargmax(x[3]))])
 
 
 def test_bad_input():
