@@ -9,6 +9,11 @@ coordinate ``ft.scatter``'s proof accepts: a write into another sequence's cache
 block's columns, cannot be written. The rows that must not be written (``s >= S``, or
 ``start[b] + s`` outside ``[0, max_ctx)``) are sent to row ``span - 1``, which lies past the
 cache's end because ``span > max_ctx``: a scatter writes nothing there.
+
+What the tile language lacks for a tighter form: a scatter with a mask (the rows to drop need
+a coordinate past the end today, hence ``span > max_ctx``), and a partition whose tiles sit at
+offsets read from device data (``start``), checked disjoint at launch, which would make the
+tile exactly the S new rows.
 """
 from __future__ import annotations
 
@@ -48,7 +53,7 @@ def kv_write_rows(kc: ft.Out[T], vc: ft.Out[T], k: ft.In[T], v: ft.In[T], start:
 def _merge_heads(fn: str, name: str, t):
     """(B, S, H, D) as a (B, S, H * D) view; the heads must be D apart with unit D stride."""
     b, s, h, d = t.shape
-    if t.strides[3] != 1 and d > 1 or h > 1 and t.strides[2] != d * t.strides[3]:
+    if not ((d == 1 or t.strides[3] == 1) and (h == 1 or t.strides[2] == d)):
         raise ArgumentTypeError(f"the heads and head dimension must be contiguous (strides "
                                 f"{t.strides})", kernel=fn, param=name,
                                 help="pass a view of a (B * S, H * D) projection output, or a "
