@@ -32,8 +32,9 @@ _poison: float | None = None
 
 def run(op):
     """Launch a tile operation and return its result tuple: the single launch point of
-    fearless.nn (``op.sync()`` until ``DeviceOperation.enqueue()`` lands, then that)."""
-    return op.sync()
+    fearless.nn. Eager, as a torch op is: enqueued on the current stream without waiting (so a
+    model's launches queue up ahead of the GPU, and ``fl.capture()`` records them)."""
+    return op.enqueue()
 
 
 # -- inputs --------------------------------------------------------------------------------------

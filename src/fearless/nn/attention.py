@@ -216,7 +216,7 @@ def _finish(out, part, final: tuple):
 
 
 def _run(op):
-    return op.sync()
+    return op.enqueue()
 
 
 def _pow2(n: int) -> int:
