@@ -59,7 +59,7 @@ def generate(model, prompt_ids, max_new_tokens: int, max_ctx: int | None = None)
         raise ModelInputError(f"max_new_tokens is {max_new_tokens!r}; expected an integer >= 1")
     need = plen + int(max_new_tokens) - 1
     if max_ctx is None:
-        max_ctx = min(-(-need // _CTX_STEP) * _CTX_STEP, c.max_position_embeddings)
+        max_ctx = default_max_ctx(model, plen, max_new_tokens)
     if need > max_ctx or need > c.max_position_embeddings:
         limit = min(max_ctx, c.max_position_embeddings)
         raise ModelInputError(
@@ -78,6 +78,13 @@ def generate(model, prompt_ids, max_new_tokens: int, max_ctx: int | None = None)
     model.timing = {"prefill_s": prefilled - start, "prefill_tokens": batch * plen,
                     "decode_s": done - prefilled, "decode_tokens": batch * (max_new_tokens - 1)}
     return out
+
+
+def default_max_ctx(model, prompt_len: int, max_new_tokens: int) -> int:
+    """KV-cache rows for a prompt and a number of new tokens: P + N - 1 rounded up to a
+    multiple of 256, at most max_position_embeddings."""
+    need = prompt_len + max_new_tokens - 1
+    return min(-(-need // _CTX_STEP) * _CTX_STEP, model.config.max_position_embeddings)
 
 
 def _decoder(model, batch: int, max_ctx: int) -> Decoder:
