@@ -6,7 +6,8 @@ State in device memory, per (batch, max_ctx), kept by the model between calls:
     ids         (B,) int32   the token each sequence feeds next
     pos         (B,) int32   its position (= the cache row its k, v go to)
     lens        (B,) int32   pos + 1: the rows decode attention reads
-    tokens      (B, max_ctx) int32: each whole sequence, prompt included
+    tokens      (B, max_ctx + 1) int32: each whole sequence, prompt included (the last new
+                token is never fed back, so the sequence is one longer than the cache)
 One decode step (model.decode, argmax, kernels.record_and_advance) reads and advances only this
 state, so it is captured once with ``fl.capture()`` and replayed for every later token; the
 tokens come back to the host once, at the end.
@@ -94,7 +95,7 @@ def _decoder(model, batch: int, max_ctx: int) -> Decoder:
         model._decoders[key] = Decoder(
             cache=model.new_cache(batch, max_ctx), ids=fl.zeros(batch, fl.i32),
             pos=fl.zeros(batch, fl.i32), lens=fl.zeros(batch, fl.i32),
-            tokens=fl.full((batch, max_ctx), -1, fl.i32))
+            tokens=fl.full((batch, max_ctx + 1), -1, fl.i32))
     return model._decoders[key]
 
 
