@@ -26,7 +26,9 @@ DTYPE_NAMES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 def tiny_config(family: str, **over) -> dict:
     """A 2-layer, hidden-64 config of ``family`` ("llama": Llama-3-shaped with llama3 RoPE
-    scaling; "qwen3": q/k norm, explicit head_dim), as config.json holds it."""
+    scaling; "qwen3": q/k norm, tied embeddings), as config.json holds it. 4 query and 2 kv
+    heads of head_dim 64 (fearless.nn's attention takes 64 and 128; transformers 5 writes
+    head_dim for both families, and heads * head_dim need not equal hidden_size)."""
     common = dict(vocab_size=256, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, hidden_act="silu",
                   max_position_embeddings=128, initializer_range=0.02, rms_norm_eps=1e-5,
@@ -34,14 +36,14 @@ def tiny_config(family: str, **over) -> dict:
                   pad_token_id=None, bos_token_id=1, eos_token_id=2, dtype="bfloat16",
                   transformers_version="5.17.0")
     if family == "llama":
-        cfg = dict(architectures=["LlamaForCausalLM"], model_type="llama", head_dim=16,
+        cfg = dict(architectures=["LlamaForCausalLM"], model_type="llama", head_dim=64,
                    mlp_bias=False, pretraining_tp=1, tie_word_embeddings=False,
                    rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0,
                                     "factor": 8.0, "low_freq_factor": 1.0,
                                     "high_freq_factor": 4.0,
                                     "original_max_position_embeddings": 32})
     elif family == "qwen3":
-        cfg = dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=32,
+        cfg = dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=64,
                    tie_word_embeddings=True, use_sliding_window=False, sliding_window=None,
                    max_window_layers=2, layer_types=["full_attention"] * 2,
                    rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})

@@ -8,7 +8,9 @@ bf16 tensors rounds its result): the RMSNorm's normalised value and its product 
 every linear (one rounding of an exact sum), the q/k norms, cos/sin, each product and the sum of
 RoPE, the attention output, silu(gate) and its product with up, each residual add, the logits.
 Comparing the rounded run with the exact one measures how much rounding at those steps moves
-this model's logits; the tests bound fearless's error by that.
+this model's logits; the tests bound fearless's error by that. ``tf32_attention`` rounds the
+attention's operands (q, k, v and the probabilities) to TF32, as fearless.nn.attention
+documents for f32 (its products run on tensor cores).
 """
 from __future__ import annotations
 
@@ -20,12 +22,13 @@ import numpy as np
 class Reference:
     """The model of a config.json dict and name -> array weights (any float dtype)."""
 
-    def __init__(self, config: dict, weights: dict, round_to=None):
+    def __init__(self, config: dict, weights: dict, round_to=None, tf32_attention=False):
         self.c = config
         self.w = {k: np.asarray(v, np.float64) for k, v in weights.items()}
         if config["tie_word_embeddings"]:
             self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
         self.round_to = None if round_to is None else np.dtype(round_to)
+        self.tf32_attention = tf32_attention
         self.heads, self.kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
         self.head_dim = config.get("head_dim") or config["hidden_size"] // self.heads
         self.eps = config["rms_norm_eps"]
@@ -65,12 +68,14 @@ class Reference:
         s, skv = q.shape[0], k.shape[0]
         group = self.heads // self.kv_heads
         k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+        t = tf32 if self.tf32_attention else (lambda x: x)
+        q, k, v = t(q), t(k), t(v)
         scores = np.einsum("shd,thd->hst", q, k) / math.sqrt(self.head_dim)
         mask = np.arange(skv)[None, :] > np.arange(s)[:, None] + (skv - s)
         scores = np.where(mask[None], -np.inf, scores)
         p = np.exp(scores - scores.max(axis=-1, keepdims=True))
         p /= p.sum(axis=-1, keepdims=True)
-        return self.r(np.einsum("hst,thd->shd", p, v))
+        return self.r(np.einsum("hst,thd->shd", t(p), v))
 
     def logits(self, ids) -> np.ndarray:
         """Logits (S, V) of every position of one sequence ``ids`` (S,), float64."""
@@ -96,6 +101,15 @@ class Reference:
             h = self.r(h + m)
         h = self.rms_norm(h, self.w["model.norm.weight"])
         return self.linear(h, "lm_head")
+
+
+def tf32(x):
+    """``x`` rounded to TF32 (f32 with 10 significand bits, nearest even): the precision of
+    f32 products on tensor cores (finite values only)."""
+    bits = np.asarray(x, np.float64).astype(np.float32).view(np.uint32)
+    bits = (bits + np.uint32(0xFFF) + ((bits >> np.uint32(13)) & np.uint32(1))) \
+        & np.uint32(0xFFFFE000)
+    return bits.view(np.float32).astype(np.float64)
 
 
 def silu(x):

@@ -59,6 +59,7 @@ def test_head_dim_defaults_to_hidden_over_heads():
     raw = tiny_config("llama")
     del raw["head_dim"]
     assert parse_config(raw).head_dim == 64 // 4
+    assert parse_config(tiny_config("llama")).head_dim == 64
 
 
 def test_llama3_original_context_defaults_to_max_positions():
@@ -168,7 +169,7 @@ def test_misshapen_tensor_names_both_shapes(tmp_path):
     weights[name] = weights[name][:32]
     write_checkpoint(path, config, weights)
     with pytest.raises(CheckpointError, match=rf"tensor '{name}' has shape \(32, 64\); the "
-                                              r"config expects \(64, 64\)"):
+                                              r"config expects \(128, 64\)"):
         load(path)
 
 
