@@ -94,8 +94,9 @@ def test_generate_again_replays_the_same_tokens(tiny):
     path, config, _ = tiny
     model = load(path)
     prompt = np.random.default_rng(7).integers(0, config["vocab_size"], (3, 4))
-    first = model.generate(prompt, 6)
-    again = model.generate(prompt, 6)  # the same cache and (where captured) the same graph
+    first = model.generate(prompt, 6)  # step 1 eager (compiles), step 2 captured, replays
+    assert model.timing["graph"]
+    again = model.generate(prompt, 6)  # the same cache and the same captured step
     np.testing.assert_array_equal(again, first)
     one = model.generate(prompt[1], 6)  # batch 1: its own cache
     np.testing.assert_array_equal(one, first[1:2])

@@ -49,8 +49,9 @@ def generate(model, prompt_ids, max_new_tokens: int, max_ctx: int | None = None)
     at most the model's max_position_embeddings. Every check runs before anything is
     launched; raises ModelInputError for: ids outside the vocabulary or a ragged batch, a prompt
     longer than the context, ``max_new_tokens`` < 1, and a KV cache that cannot hold the
-    sequence (P + N - 1 rows: the last new token is never fed back). The prefill and decode
-    seconds land in ``model.timing``.
+    sequence (P + N - 1 rows: the last new token is never fed back). ``model.timing`` gets the
+    prefill and decode seconds and token counts, and ``graph``: whether decode steps replayed
+    the captured step (from the third step of the first call with this batch and cache size).
     """
     c = model.config
     prompt = model.check_ids(prompt_ids, "prompt_ids")
@@ -77,7 +78,8 @@ def generate(model, prompt_ids, max_new_tokens: int, max_ctx: int | None = None)
     out = dec.tokens.numpy()[:, plen:plen + max_new_tokens]  # synchronises
     done = time.perf_counter()
     model.timing = {"prefill_s": prefilled - start, "prefill_tokens": batch * plen,
-                    "decode_s": done - prefilled, "decode_tokens": batch * (max_new_tokens - 1)}
+                    "decode_s": done - prefilled, "decode_tokens": batch * (max_new_tokens - 1),
+                    "graph": dec.graph is not None}
     return out
 
 
