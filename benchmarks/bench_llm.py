@@ -169,7 +169,7 @@ def fearless_decode(rep, name, model, reps, rng, hf_tokens=None, limit=None):
                         len(theirs))
             note += f"{'; ' if note else ''}{same}/{NEW + 1} tokens = transformers'"
         rep.row(name, f"fearless decode batch {b}", best, "tokens/s", note)
-    model._decoders.clear()
+    model.free_caches()
 
 
 def hf_parts(rep, name, torch, hf, reps, rng):

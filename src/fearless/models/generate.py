@@ -9,8 +9,10 @@ State in device memory, per (batch, max_ctx), kept by the model between calls:
     tokens      (B, max_ctx + 1) int32: each whole sequence, prompt included (the last new
                 token is never fed back, so the sequence is one longer than the cache)
 One decode step (model.decode, argmax, kernels.record_and_advance) reads and advances only this
-state, so it is captured once with ``fl.capture()`` and replayed for every later token; the
-tokens come back to the host once, at the end.
+state, so it is captured once per call with ``fl.capture()`` and replayed for every later token;
+the tokens come back to the host once, at the end. The graph pins the caches, which the next
+call's prefill writes through a partition, so each call releases the previous call's graph and
+captures its own (a capture costs about one eager step on the host).
 """
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ def generate(model, prompt_ids, max_new_tokens: int, max_ctx: int | None = None)
     longer than the context, ``max_new_tokens`` < 1, and a KV cache that cannot hold the
     sequence (P + N - 1 rows: the last new token is never fed back). ``model.timing`` gets the
     prefill and decode seconds and token counts, and ``graph``: whether decode steps replayed
-    the captured step (from the third step of the first call with this batch and cache size).
+    a captured step (from the second step of a call; the third of the first call, whose first
+    step compiles the kernels eagerly).
     """
     c = model.config
     prompt = model.check_ids(prompt_ids, "prompt_ids")
@@ -69,6 +72,7 @@ def generate(model, prompt_ids, max_new_tokens: int, max_ctx: int | None = None)
             f"{max_new_tokens} new tokens needs {need}",
             help=f"ask for at most {limit - plen + 1} new tokens" if limit >= plen else None)
     dec = _decoder(model, batch, int(max_ctx))
+    _release(dec)
     start = time.perf_counter()
     _prefill(model, dec, prompt)
     fl.synchronize()
@@ -93,12 +97,19 @@ def default_max_ctx(model, prompt_len: int, max_new_tokens: int) -> int:
 def _decoder(model, batch: int, max_ctx: int) -> Decoder:
     key = (batch, max_ctx)
     if key not in model._decoders:
-        model._decoders.clear()  # one set of caches at a time: they are the big allocation
+        free(model)  # one set of caches at a time: they are the big allocation
         model._decoders[key] = Decoder(
             cache=model.new_cache(batch, max_ctx), ids=fl.zeros(batch, fl.i32),
             pos=fl.zeros(batch, fl.i32), lens=fl.zeros(batch, fl.i32),
             tokens=fl.full((batch, max_ctx + 1), -1, fl.i32))
     return model._decoders[key]
+
+
+def free(model) -> None:
+    """Release the model's captured steps and drop its KV caches."""
+    for dec in model._decoders.values():
+        _release(dec)
+    model._decoders.clear()
 
 
 def _prefill(model, dec: Decoder, prompt: np.ndarray) -> None:
@@ -114,9 +125,9 @@ def _prefill(model, dec: Decoder, prompt: np.ndarray) -> None:
 
 
 def _step(model, dec: Decoder) -> None:
-    """One decode token: eager the first time (every kernel compiles), captured with
-    ``fl.capture()`` the second time and replayed from then on (eager throughout where
-    fl.capture is not available)."""
+    """One decode token: eager the first time ever (every kernel compiles), then captured with
+    ``fl.capture()`` at the first step of each call and replayed for the rest (eager
+    throughout where fl.capture is not available)."""
     if dec.graph is not None:
         dec.graph.replay()
         return
@@ -129,6 +140,14 @@ def _step(model, dec: Decoder) -> None:
         dec.held = _decode_step(model, dec)
     dec.graph = graph
     graph.replay()
+
+
+def _release(dec: Decoder) -> None:
+    """End the captured step: the graph pins the caches (no partition while it lives), and the
+    next prefill's KV-cache write partitions them."""
+    if dec.graph is not None:
+        dec.graph.release()
+        dec.graph, dec.held = None, None
 
 
 def _decode_step(model, dec: Decoder):

@@ -247,6 +247,11 @@ class CausalLM:
         return KVCache([fl.zeros(shape, self.dtype) for _ in self.layers],
                        [fl.zeros(shape, self.dtype) for _ in self.layers])
 
+    def free_caches(self) -> None:
+        """Drop the KV caches and captured decode steps ``generate`` keeps between calls."""
+        from fearless.models.generate import free
+        free(self)
+
     def generate(self, prompt_ids, max_new_tokens: int, max_ctx: int | None = None) -> np.ndarray:
         """Greedy decoding: ``max_new_tokens`` tokens after each prompt of ``prompt_ids``
         (B, P) (equal lengths; a (P,) array is one prompt) -> an int32 (B, max_new_tokens) host
