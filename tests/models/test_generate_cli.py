@@ -16,13 +16,13 @@ from tests.models.checkpoint import tiny_checkpoint  # noqa: E402
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_generate_prints_tokens_and_rates(tmp_path, capsys, family):
     path, _, _ = tiny_checkpoint(tmp_path, family, seed=2)
-    assert main(["generate", str(path), "--prompt-ids", "5,17,3", "--max-new-tokens", "6",
+    assert main(["generate", str(path), "--prompt-ids", "5,17,3,9,1", "--max-new-tokens", "6",
                  "--batch", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
-    want = load(path).generate([[5, 17, 3]] * 2, 6)
+    want = load(path).generate([[5, 17, 3, 9, 1]] * 2, 6)
     assert out[0].startswith("<CausalLM ")
     assert out[1:3] == [",".join(str(t) for t in row) for row in want]
-    assert re.fullmatch(r"prefill: 6 tokens in [\d.]+ ms, [\d.]+ tokens/s", out[3])
+    assert re.fullmatch(r"prefill: 10 tokens in [\d.]+ ms, [\d.]+ tokens/s", out[3])
     assert re.fullmatch(r"decode: 10 tokens in [\d.]+ ms, [\d.]+ tokens/s", out[4])
 
 
