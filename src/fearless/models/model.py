@@ -111,22 +111,25 @@ class CausalLM:
 
     def _layer(self, read, p: str) -> Layer:
         c = self.config
-        opt = (lambda name: read(p + name))
-        layer = Layer(input_norm=opt("input_layernorm.weight"),
-                      post_norm=opt("post_attention_layernorm.weight"),
-                      wq=opt("self_attn.q_proj.weight"), wk=opt("self_attn.k_proj.weight"),
-                      wv=opt("self_attn.v_proj.weight"), wo=opt("self_attn.o_proj.weight"),
-                      gate=opt("mlp.gate_proj.weight"), up=opt("mlp.up_proj.weight"),
-                      down=opt("mlp.down_proj.weight"))
+
+        def get(name):
+            return read(p + name)
+
+        layer = Layer(input_norm=get("input_layernorm.weight"),
+                      post_norm=get("post_attention_layernorm.weight"),
+                      wq=get("self_attn.q_proj.weight"), wk=get("self_attn.k_proj.weight"),
+                      wv=get("self_attn.v_proj.weight"), wo=get("self_attn.o_proj.weight"),
+                      gate=get("mlp.gate_proj.weight"), up=get("mlp.up_proj.weight"),
+                      down=get("mlp.down_proj.weight"))
         if c.attention_bias:
-            layer.bq, layer.bk = opt("self_attn.q_proj.bias"), opt("self_attn.k_proj.bias")
-            layer.bv, layer.bo = opt("self_attn.v_proj.bias"), opt("self_attn.o_proj.bias")
+            layer.bq, layer.bk = get("self_attn.q_proj.bias"), get("self_attn.k_proj.bias")
+            layer.bv, layer.bo = get("self_attn.v_proj.bias"), get("self_attn.o_proj.bias")
         if c.mlp_bias:
-            layer.bgate, layer.bup = opt("mlp.gate_proj.bias"), opt("mlp.up_proj.bias")
-            layer.bdown = opt("mlp.down_proj.bias")
+            layer.bgate, layer.bup = get("mlp.gate_proj.bias"), get("mlp.up_proj.bias")
+            layer.bdown = get("mlp.down_proj.bias")
         if c.qk_norm:
-            layer.q_norm, layer.k_norm = opt("self_attn.q_norm.weight"), \
-                opt("self_attn.k_norm.weight")
+            layer.q_norm, layer.k_norm = get("self_attn.q_norm.weight"), \
+                get("self_attn.k_norm.weight")
         return layer
 
     def __repr__(self) -> str:
