@@ -24,6 +24,7 @@ import numpy as np
 import fearless as fl
 from fearless import dtypes, nn
 from fearless.errors import CheckpointError, ModelInputError
+from fearless.models import generate as greedy
 from fearless.models import kernels
 from fearless.models.config import ModelConfig, read_config
 from fearless.models.weights import Checkpoint, check_tensors
@@ -252,16 +253,14 @@ class CausalLM:
 
     def free_caches(self) -> None:
         """Drop the KV caches and captured decode steps ``generate`` keeps between calls."""
-        from fearless.models.generate import free
-        free(self)
+        greedy.free(self)
 
     def generate(self, prompt_ids, max_new_tokens: int, max_ctx: int | None = None) -> np.ndarray:
         """Greedy decoding: ``max_new_tokens`` tokens after each prompt of ``prompt_ids``
         (B, P) (equal lengths; a (P,) array is one prompt) -> an int32 (B, max_new_tokens) host
         array. See ``fearless.models.generate.generate`` for the cache, the captured decode step
         and the errors."""
-        from fearless.models.generate import generate
-        return generate(self, prompt_ids, max_new_tokens, max_ctx)
+        return greedy.generate(self, prompt_ids, max_new_tokens, max_ctx)
 
 
 def _write(cache: KVCache, n: int, k, v, start) -> None:
