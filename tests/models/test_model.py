@@ -50,6 +50,27 @@ def tiny(request, tmp_path_factory):
 
 @pytest.mark.parametrize("dtype", [fl.bf16, fl.f32])
 def test_logits_match_reference(tiny, dtype):
+    check_logits(tiny, dtype)
+
+
+@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32])
+def test_greedy_tokens_match_reference(tiny, dtype):
+    check_greedy(tiny, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32])
+def test_logits_match_reference_gpu(tiny, dtype):
+    check_logits(tiny, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32])
+def test_greedy_tokens_match_reference_gpu(tiny, dtype):
+    check_greedy(tiny, dtype)
+
+
+def check_logits(tiny, dtype):
     path, config, weights = tiny
     model = load(path, dtype=dtype)
     ids = np.random.default_rng(5).integers(0, config["vocab_size"], SHAPE)
@@ -65,8 +86,7 @@ def test_logits_match_reference(tiny, dtype):
     assert err <= tol, f"last_only: max abs error {err:.3g} > bound {tol:.3g}"
 
 
-@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32])
-def test_greedy_tokens_match_reference(tiny, dtype):
+def check_greedy(tiny, dtype):
     path, config, weights = tiny
     model = load(path, dtype=dtype)
     prompt = np.random.default_rng(6).integers(0, config["vocab_size"], SHAPE)
@@ -92,6 +112,15 @@ def test_greedy_tokens_match_reference(tiny, dtype):
 
 
 def test_generate_again_replays_the_same_tokens(tiny):
+    check_replays(tiny)
+
+
+@pytest.mark.gpu
+def test_generate_again_replays_the_same_tokens_gpu(tiny):
+    check_replays(tiny)
+
+
+def check_replays(tiny):
     path, config, _ = tiny
     model = load(path)
     prompt = np.random.default_rng(7).integers(0, config["vocab_size"], SHAPE)
