@@ -48,24 +48,24 @@ def tiny(request, tmp_path_factory):
     return path, config, weights
 
 
-@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32])
+@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32], ids=["bf16", "f32"])
 def test_logits_match_reference(tiny, dtype):
     check_logits(tiny, dtype)
 
 
-@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32])
+@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32], ids=["bf16", "f32"])
 def test_greedy_tokens_match_reference(tiny, dtype):
     check_greedy(tiny, dtype)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32])
+@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32], ids=["bf16", "f32"])
 def test_logits_match_reference_gpu(tiny, dtype):
     check_logits(tiny, dtype)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32])
+@pytest.mark.parametrize("dtype", [fl.bf16, fl.f32], ids=["bf16", "f32"])
 def test_greedy_tokens_match_reference_gpu(tiny, dtype):
     check_greedy(tiny, dtype)
 
