@@ -23,7 +23,7 @@ RANKS = [  # (module prefix, rank); the longest matching prefix wins
     ("fearless.passes", 7), ("fearless.backends", 8), ("fearless.runtime", 9),
     ("fearless.compiler", 10), ("fearless.kernel", 11),
     ("fearless.doctor", 12), ("fearless", 13), ("fearless.tile", 13), ("fearless.examples", 13),
-    ("fearless.demo", 14), ("fearless.cli", 15), ("fearless.__main__", 15),
+    ("fearless.demo", 14), ("fearless.models", 14), ("fearless.cli", 15), ("fearless.__main__", 15),
 ]
 MAX_LINES = 800
 

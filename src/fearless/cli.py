@@ -18,6 +18,9 @@
         no tileiras, and fails on any kernel that does not compile
     fearless sanitize SCRIPT... [--tool T|all ...] [--jobs N] [-- ARGS]
         the scripts under compute-sanitizer; several runs go in parallel, with a summary
+    fearless generate PATH --prompt-ids 1,2,3 [--max-new-tokens 64] [--batch B] [--dtype D]
+        greedy tokens of a Hugging Face Llama/Qwen3 checkpoint directory (fearless.models),
+        then the prefill and decode tokens/s
 
 Exit status: 0, 1 when fearless refuses or fails (the error's message, without a traceback), 2
 for a mistake on the command line (a missing file or kernel, a bad --signature or --const: one
@@ -77,6 +80,13 @@ def main(argv=None) -> int:
                      choices=("memcheck", "racecheck", "initcheck", "synccheck", "all"),
                      help="repeat for several; all: the four (default memcheck)")
     san.add_argument("--jobs", type=int, default=4, help="runs at once, for several")
+    gen = sub.add_parser("generate", help="greedy tokens of a Hugging Face checkpoint "
+                                          "(Llama, Qwen3)")
+    gen.add_argument("path", help="checkpoint directory: config.json + *.safetensors")
+    gen.add_argument("--prompt-ids", required=True, help="token ids, comma-separated")
+    gen.add_argument("--max-new-tokens", type=int, default=64)
+    gen.add_argument("--batch", type=int, default=1, help="copies of the prompt decoded at once")
+    gen.add_argument("--dtype", default=None, help="bf16, f16 or f32 (default: the checkpoint's)")
     argv = list(sys.argv[1:] if argv is None else argv)
     script_args = []
     if argv[:1] == ["sanitize"] and "--" in argv:  # the scripts' own arguments follow `--`
@@ -97,6 +107,10 @@ def main(argv=None) -> int:
         if args.command == "demo":
             from fearless.demo import run as demo_run
             return demo_run(args.png)
+        if args.command == "generate":
+            from fearless.models.cli import run as generate
+            return generate(args.path, _token_ids(args.prompt_ids), args.max_new_tokens,
+                            args.batch, args.dtype)
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
         return inspect(args.target, args.stage, args.signature, args.arch, args.const)
@@ -201,6 +215,18 @@ def _parse_signature(text: str) -> dict:
         out[name] = (dt, int(ndim) if ndim else None,
                      tuple(int(n) for n in extents) if extents else None)
     return out
+
+
+def _token_ids(text: str) -> list[int]:
+    """``1,2,3`` -> [1, 2, 3]. Raises UsageError."""
+    try:
+        ids = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--prompt-ids {text!r}: expected integers joined by commas, such as "
+                         f"1,2,3") from None
+    if not ids:
+        raise UsageError("--prompt-ids: the prompt needs at least one token id")
+    return ids
 
 
 def _parse_consts(text: str) -> dict:

@@ -15,6 +15,10 @@
     +-- RaceError               threads touched one element without synchronisation (cpu backend)
     |   +-- BarrierError        a barrier was reached by only some threads of a block
     +-- BackendError            the GPU, driver or toolchain is missing or failed
+    +-- CheckpointError         a model checkpoint fearless.models cannot load (another
+    |                           architecture, a missing or misshapen tensor, a damaged file)
+    +-- ModelInputError         input a model refuses before running (a prompt longer than the
+    |                           context, a token id past the vocabulary, a full KV cache)
     +-- InternalError           a bug in fearless; keeps its traceback
 CacheWarning (a UserWarning)    a damaged or unwritable JIT cache entry, recompiled instead
 
@@ -143,6 +147,17 @@ class BarrierError(RaceError):
 
 class BackendError(FearlessError):
     """The GPU, driver or compilation toolchain is missing, too old or failed."""
+
+
+class CheckpointError(FearlessError, ValueError):
+    """A checkpoint directory fearless.models cannot load: its architecture, config, tensor
+    names, shapes or dtypes, or a damaged safetensors file. The message names the file and the
+    key or tensor."""
+
+
+class ModelInputError(FearlessError, ValueError):
+    """Input a model refuses before anything runs: token ids out of the vocabulary, a prompt
+    longer than the context, more new tokens than the KV cache holds."""
 
 
 class InternalError(FearlessError):

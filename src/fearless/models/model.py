@@ -1,0 +1,271 @@
+"""CausalLM: the Llama / Qwen3 decoder stack on fearless.nn, with forward and greedy generate.
+
+One layer, in transformers' order (modeling_llama.py, modeling_qwen3.py), hidden states
+token-major (T = batch * seq rows):
+
+    x = rms_norm(h); q, k, v = linear(x, Wq/Wk/Wv)
+    Qwen3: q, k = rms_norm of each head (q_norm, k_norm)
+    q, k = rope(q, k, positions); attention (prefill) or KV-cache write + decode attention
+    h = h + linear(attn, Wo);  x = rms_norm(h)        (one fused rms_norm(.., residual=h))
+    h = h + linear(silu_mul(linear(x, Wgate), linear(x, Wup)), Wdown)
+    logits = linear(rms_norm(h), lm_head)             (lm_head is embed_tokens when tied)
+
+The residual add of each block is fused into the next norm (``rms_norm(x, w, eps, residual)``
+returns the normalised value and the new residual), as fearless.nn's contract provides.
+Generation lives in generate.py; this module holds the weights and the step functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import fearless as fl
+from fearless import dtypes, nn
+from fearless.errors import CheckpointError, ModelInputError
+from fearless.models import generate as greedy
+from fearless.models import kernels
+from fearless.models.config import ModelConfig, read_config
+from fearless.models.weights import Checkpoint, check_tensors
+
+
+@dataclass
+class Layer:
+    """One decoder layer's weights (fearless Tensors; biases and q/k norms may be None)."""
+
+    input_norm: fl.Tensor
+    post_norm: fl.Tensor
+    wq: fl.Tensor
+    wk: fl.Tensor
+    wv: fl.Tensor
+    wo: fl.Tensor
+    gate: fl.Tensor
+    up: fl.Tensor
+    down: fl.Tensor
+    bq: fl.Tensor | None = None
+    bk: fl.Tensor | None = None
+    bv: fl.Tensor | None = None
+    bo: fl.Tensor | None = None
+    bgate: fl.Tensor | None = None
+    bup: fl.Tensor | None = None
+    bdown: fl.Tensor | None = None
+    q_norm: fl.Tensor | None = None
+    k_norm: fl.Tensor | None = None
+
+
+@dataclass
+class KVCache:
+    """Per layer (k, v) caches (batch, max_ctx, kv_heads, head_dim) of the model dtype."""
+
+    k: list
+    v: list
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.k[0].shape)
+
+
+def load(path, dtype=None) -> "CausalLM":
+    """A CausalLM from a Hugging Face checkpoint directory (config.json + *.safetensors).
+
+    ``dtype``: the activation and weight dtype (``fl.bf16``, ``"f16"``, ``fl.f32``, ...);
+    default the dtype of the stored embedding table. Weights stored in another float dtype are
+    converted (one rounding). The weights go to the current backend's memory.
+    Raises CheckpointError: another architecture (naming its ``architectures`` entry), a
+    missing or misshapen tensor (naming it and both shapes), a damaged safetensors file, an
+    unsupported config; ImportError without the ``safetensors`` package.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: not a checkpoint directory")
+    config = read_config(path)
+    with Checkpoint(path) as ckpt:
+        check_tensors(ckpt, config)
+        dt = dtypes.coerce(dtype) if dtype is not None else \
+            ckpt.stored_dtype("model.embed_tokens.weight")
+        if not dt.is_float or dt is dtypes.f64:
+            raise CheckpointError(f"{path}: dtype {dt.name} is not supported (bf16, f16, f32)")
+        return CausalLM(config, lambda name: fl.asarray(ckpt.read(name, dt)), dt)
+
+
+class CausalLM:
+    """A loaded causal LM (make one with ``fearless.models.load``).
+
+    Attributes: ``config`` (ModelConfig), ``dtype`` (fearless DType of weights and activations).
+    ``forward(ids)`` gives logits; ``generate(prompt_ids, max_new_tokens)`` greedy tokens
+    (generate.py).
+    """
+
+    def __init__(self, config: ModelConfig, read, dtype: dtypes.DType):
+        """``read(name)`` returns the named weight as a fearless Tensor of ``dtype``."""
+        self.config, self.dtype = config, dtype
+        c = config
+        self.embed = read("model.embed_tokens.weight")
+        self.norm = read("model.norm.weight")
+        self.lm_head = self.embed if c.tie_word_embeddings else read("lm_head.weight")
+        self.layers = [self._layer(read, f"model.layers.{n}.") for n in range(c.num_layers)]
+        self.cos, self.sin = nn.rope_tables(c.head_dim, c.max_position_embeddings, c.rope_theta,
+                                            c.rope_scaling)
+        self._decoders: dict = {}   # (batch, max_ctx) -> generate.Decoder
+        self.timing: dict = {}      # the last generate's prefill/decode seconds and counts
+
+    def _layer(self, read, p: str) -> Layer:
+        c = self.config
+
+        def get(name):
+            return read(p + name)
+
+        layer = Layer(input_norm=get("input_layernorm.weight"),
+                      post_norm=get("post_attention_layernorm.weight"),
+                      wq=get("self_attn.q_proj.weight"), wk=get("self_attn.k_proj.weight"),
+                      wv=get("self_attn.v_proj.weight"), wo=get("self_attn.o_proj.weight"),
+                      gate=get("mlp.gate_proj.weight"), up=get("mlp.up_proj.weight"),
+                      down=get("mlp.down_proj.weight"))
+        if c.attention_bias:
+            layer.bq, layer.bk = get("self_attn.q_proj.bias"), get("self_attn.k_proj.bias")
+            layer.bv, layer.bo = get("self_attn.v_proj.bias"), get("self_attn.o_proj.bias")
+        if c.mlp_bias:
+            layer.bgate, layer.bup = get("mlp.gate_proj.bias"), get("mlp.up_proj.bias")
+            layer.bdown = get("mlp.down_proj.bias")
+        if c.qk_norm:
+            layer.q_norm, layer.k_norm = get("self_attn.q_norm.weight"), \
+                get("self_attn.k_norm.weight")
+        return layer
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"<CausalLM {c.architecture} {c.num_layers} layers, hidden {c.hidden_size}, "
+                f"heads {c.num_heads}/{c.num_kv_heads}x{c.head_dim}, vocab {c.vocab_size}, "
+                f"{self.dtype.name}>")
+
+    # -- input checks -------------------------------------------------------------------------
+    def check_ids(self, ids, what: str = "ids") -> np.ndarray:
+        """``ids`` (B, S) or (S,) token ids as an int32 (B, S) host array. Raises
+        ModelInputError for an empty or ragged batch, a non-integer array, or an id outside
+        [0, vocab_size)."""
+        if isinstance(ids, fl.Tensor):
+            ids = ids.numpy()
+        try:
+            a = np.asarray(ids)
+        except ValueError:
+            raise ModelInputError(f"{what}: sequences of different lengths; pass a "
+                                  "rectangular (batch, seq) array") from None
+        if a.ndim == 1:
+            a = a[None, :]
+        if a.ndim != 2 or a.size == 0 or a.dtype.kind not in "iu":
+            raise ModelInputError(f"{what}: expected a non-empty (batch, seq) array of integer "
+                                  f"token ids, got shape {a.shape} of {a.dtype}")
+        bad = (a < 0) | (a >= self.config.vocab_size)
+        if bad.any():
+            b, s = (int(i) for i in np.argwhere(bad)[0])
+            raise ModelInputError(f"{what}[{b}, {s}] = {int(a[b, s])} is outside the "
+                                  f"vocabulary [0, {self.config.vocab_size})")
+        if a.shape[1] > self.config.max_position_embeddings:
+            raise ModelInputError(f"{what}: {a.shape[1]} tokens are longer than the context "
+                                  f"(max_position_embeddings {self.config.max_position_embeddings})")
+        return a.astype(np.int32)
+
+    # -- the network ----------------------------------------------------------------------------
+    def forward(self, ids, last_only: bool = False) -> fl.Tensor:
+        """Logits of token ids ``ids`` (B, S) (a (S,) array is one sequence): a (B, S, vocab)
+        tensor of the model dtype, or (B, vocab) with ``last_only`` (the last position).
+        Positions start at 0; no cache is kept. Raises ModelInputError (ids outside the
+        vocabulary, a sequence longer than the context)."""
+        a = self.check_ids(ids)
+        b, s = a.shape
+        logits = self.prefill(fl.asarray(a.reshape(-1)), b, s, None, last_only)
+        return logits if last_only else logits.reshape((b, s, self.config.vocab_size))
+
+    def prefill(self, ids: fl.Tensor, batch: int, seq: int, cache: KVCache | None,
+                last_only: bool) -> fl.Tensor:
+        """Run ``ids`` (batch * seq,) int32 at positions 0..seq-1; write k, v to ``cache`` rows
+        0..seq-1 when given. Returns logits (batch * seq, V) or, ``last_only``, (batch, V)."""
+        positions = fl.asarray(np.tile(np.arange(seq, dtype=np.int32), batch))
+        start = fl.zeros(batch, fl.i32) if cache is not None else None
+
+        def attend(n, q, k, v):
+            c = self.config
+            q4 = q.reshape((batch, seq, c.num_heads, c.head_dim))
+            k4 = k.reshape((batch, seq, c.num_kv_heads, c.head_dim))
+            v4 = v.reshape((batch, seq, c.num_kv_heads, c.head_dim))
+            if cache is not None:
+                _write(cache, n, k4, v4, start)
+            return nn.attention(q4, k4, v4, causal=True)
+
+        x = self.stack(ids, positions, attend)
+        if last_only:
+            x = kernels.take_last(x, batch, seq)
+        return nn.linear(x, self.lm_head)
+
+    def decode(self, ids: fl.Tensor, positions: fl.Tensor, lengths: fl.Tensor,
+               cache: KVCache) -> fl.Tensor:
+        """One token per sequence: ``ids`` (B,) int32 at ``positions`` (B,); k, v go to cache
+        row ``positions[b]``; attention over the first ``lengths[b]`` rows (= positions + 1).
+        All three are device data, so the step can be captured once and replayed. -> (B, V)."""
+        c = self.config
+        batch = ids.shape[0]
+
+        def attend(n, q, k, v):
+            _write(cache, n, k.reshape((batch, 1, c.num_kv_heads, c.head_dim)),
+                   v.reshape((batch, 1, c.num_kv_heads, c.head_dim)), positions)
+            return nn.decode_attention(q.reshape((batch, c.num_heads, c.head_dim)),
+                                       cache.k[n], cache.v[n], lengths)
+
+        return nn.linear(self.stack(ids, positions, attend), self.lm_head)
+
+    def stack(self, ids: fl.Tensor, positions: fl.Tensor, attend) -> fl.Tensor:
+        """Embedding, every layer and the final norm: (T,) ids -> (T, hidden) normalised
+        hidden states. ``attend(layer index, q (T, Hq, D), k (T, Hkv, D), v (T, Hkv * D))``
+        returns the attention output, any shape of T * Hq * D elements."""
+        c = self.config
+        t = ids.shape[0]
+        h = nn.embedding(ids, self.embed)
+        x, residual = nn.rms_norm(h, self.layers[0].input_norm, c.rms_norm_eps), h
+        for n, layer in enumerate(self.layers):
+            q = nn.linear(x, layer.wq, layer.bq)
+            k = nn.linear(x, layer.wk, layer.bk)
+            v = nn.linear(x, layer.wv, layer.bv)
+            if c.qk_norm:  # per head: rows of head_dim
+                q = nn.rms_norm(q.reshape((t * c.num_heads, c.head_dim)), layer.q_norm,
+                                c.rms_norm_eps)
+                k = nn.rms_norm(k.reshape((t * c.num_kv_heads, c.head_dim)), layer.k_norm,
+                                c.rms_norm_eps)
+            q, k = nn.rope(q.reshape((t, c.num_heads, c.head_dim)),
+                           k.reshape((t, c.num_kv_heads, c.head_dim)), self.cos, self.sin,
+                           positions)
+            a = attend(n, q, k, v)
+            o = nn.linear(a.reshape((t, c.q_size)), layer.wo, layer.bo)
+            x, residual = nn.rms_norm(o, layer.post_norm, c.rms_norm_eps, residual=residual)
+            m = nn.silu_mul(nn.linear(x, layer.gate, layer.bgate),
+                            nn.linear(x, layer.up, layer.bup))
+            m = nn.linear(m, layer.down, layer.bdown)
+            w = self.layers[n + 1].input_norm if n + 1 < len(self.layers) else self.norm
+            x, residual = nn.rms_norm(m, w, c.rms_norm_eps, residual=residual)
+        return x
+
+    def new_cache(self, batch: int, max_ctx: int) -> KVCache:
+        """Zeroed per-layer caches (batch, max_ctx, kv_heads, head_dim)."""
+        c = self.config
+        shape = (batch, max_ctx, c.num_kv_heads, c.head_dim)
+        return KVCache([fl.zeros(shape, self.dtype) for _ in self.layers],
+                       [fl.zeros(shape, self.dtype) for _ in self.layers])
+
+    def free_caches(self) -> None:
+        """Drop the KV caches and captured decode steps ``generate`` keeps between calls."""
+        greedy.free(self)
+
+    def generate(self, prompt_ids, max_new_tokens: int, max_ctx: int | None = None) -> np.ndarray:
+        """Greedy decoding: ``max_new_tokens`` tokens after each prompt of ``prompt_ids``
+        (B, P) (equal lengths; a (P,) array is one prompt) -> an int32 (B, max_new_tokens) host
+        array. See ``fearless.models.generate.generate`` for the cache, the captured decode step
+        and the errors."""
+        return greedy.generate(self, prompt_ids, max_new_tokens, max_ctx)
+
+
+def _write(cache: KVCache, n: int, k, v, start) -> None:
+    """Write k, v (B, S, Hkv, D) into layer n's cache at rows start[b].. (nn.kv_cache_write).
+    Keeps the handles it returns when it gives the caches back as new handles."""
+    out = nn.kv_cache_write(cache.k[n], cache.v[n], k, v, start)
+    if isinstance(out, tuple) and len(out) == 2 and all(isinstance(o, fl.Tensor) for o in out):
+        cache.k[n], cache.v[n] = out
