@@ -116,4 +116,7 @@ def test_torch_in_torch_out(dt):
     hf = h.float()
     want = w * (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(tdt)
     check(host(y), host(h), host(w), 1e-6, dt)
-    assert (y != want).float().mean() < 0.01     # HF's own computation: a rare 1-ulp flip
+    if dt.name == "f32":   # one row's scale 1 ulp off (rsqrt's rounding) moves every element of it
+        torch.testing.assert_close(y, want, rtol=2.0 ** -21, atol=0)
+    else:           # HF's own computation: a rare 1-ulp flip of the rounding to f16/bf16
+        assert (y != want).float().mean() < 0.01
