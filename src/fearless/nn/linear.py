@@ -1,0 +1,285 @@
+"""``linear(x, w, bias=None)``: the projections of a transformer, ``y = x @ w.T + bias``.
+
+Two schedules of one tile kernel family, chosen from the token count T:
+
+* prefill (T > 16): a tile GEMM. Each tile block owns a (bm, bn) tile of y and walks K in
+  steps of bk, loading x at (i, k) and w at (j, k) in its stored (N, K) layout; the transposed
+  w tile feeds ``ft.mma`` directly (K-major is Hopper's native B operand: tileiras keeps TMA
+  loads and SM90 tensor cores, and the cubin is the size of the pre-transposed kernel's).
+* decode (T <= 16): bandwidth-bound on w. The block's tile is (16, bn) (x padded with zero rows
+  past T), and when N / bn gives too few blocks to keep every SM streaming, K is split: each
+  block writes f32 partial sums of its K range into a (splits, T, N) buffer it owns a tile of,
+  and a second kernel adds them, adds the bias and rounds once.
+
+Rounding (every path, every dtype): products are exact (f16 and bf16 products fit f32; f32
+inputs are split into TF32 parts, see ``exact`` below), sums are f32 in an unspecified order,
+the bias is added to the f32 sum, and the total is rounded once to x's dtype. This is what
+Hugging Face's ``nn.Linear`` does in bf16: ``F.linear`` on a 2-D or contiguous 3-D input calls
+``addmm(bias, x, w.t())`` (aten/native/Linear.cpp), and cuBLAS adds the bias (the Lt epilogue or
+``beta * C``) to the f32 accumulator before its single rounding. (Only a non-contiguous input
+takes torch's ``matmul`` then ``add_`` route, which rounds twice; Llama and Qwen3 have no bias.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fearless import dtypes
+from fearless.dtypes import f32
+from fearless.errors import ArgumentTypeError, ContractError
+from fearless.runtime import device
+from fearless.runtime.tensor import Tensor, as_tensor, asarray, empty
+from fearless import tile as ft
+from fearless.tracebacks import user_facing
+
+DECODE_MAX_T = 16          # tokens up to which the decode schedule runs
+_FORMS = {"mma": 0, "mma_t": 1, "sum": 2}
+_FLOATS = (dtypes.f16, dtypes.bf16, dtypes.f32)
+_H200_SMS = 132            # the cpu backend plans as for the test GPU, so CI runs those plans
+
+
+@ft.kernel
+def _linear_tiles(y: ft.Out, x: ft.In, w: ft.In, bias: ft.In, bk: ft.Const[int] = 64,
+                  form: ft.Const[int] = 0, exact: ft.Const[bool] = False,
+                  has_bias: ft.Const[bool] = False, latency: ft.Const[int] = 0,
+                  split: ft.Const[bool] = False):
+    """y (T, N) tile (bm, bn), or f32 partial sums (S, T, N) tile (1, bm, bn) where split s
+    covers K chunks [s * per, s * per + per): both through one body, so both schedules round
+    alike. Chunks past K read zeros (the last split's tail). ``form`` 0: mma of x by w.T;
+    1: mma of w by x.T (the (bn, bm) accumulator puts N on the tensor cores' M side, for
+    small T); 2: products and ft.sum on the CUDA cores. ``exact``: f32 inputs split into a
+    TF32 high part (Veltkamp: c = v * 8193; hi = c - (c - v) keeps 11 significand bits) and
+    the rest, three mma (hi.hi + hi.lo + lo.hi) instead of one TF32 mma."""
+    bm, bn = y.tile_shape[-2], y.tile_shape[-1]
+    if split:
+        s, i, j = y.tile_index
+        per = ft.cdiv(ft.cdiv(x.shape[1], bk), y.shape[0])
+        first = s * per
+    else:
+        i, j = y.tile_index
+        per = ft.cdiv(x.shape[1], bk)
+        first = 0
+    if form == 0:
+        acc = ft.zeros((bm, bn), f32)
+    elif form == 1:
+        acc = ft.zeros((bn, bm), f32)
+    else:
+        acc = ft.zeros((bm, bn, bk), f32)
+    for k in range(first, first + per):
+        a = ft.load(x, (i, k), (bm, bk))
+        if latency > 0:
+            b = ft.load(w, (j, k), (bn, bk), latency=latency)
+        else:
+            b = ft.load(w, (j, k), (bn, bk))
+        if form == 2:
+            acc = acc + a.astype(f32).reshape((bm, 1, bk)) * b.astype(f32).reshape((1, bn, bk))
+        elif exact:
+            ca = a * 8193.0
+            a_hi = ca - (ca - a)
+            cb = b * 8193.0
+            b_hi = cb - (cb - b)
+            if form == 0:
+                acc = ft.mma(a - a_hi, b_hi.T, ft.mma(a_hi, (b - b_hi).T, ft.mma(a_hi, b_hi.T, acc)))
+            else:
+                acc = ft.mma(b - b_hi, a_hi.T, ft.mma(b_hi, (a - a_hi).T, ft.mma(b_hi, a_hi.T, acc)))
+        elif form == 0:
+            acc = ft.mma(a, b.T, acc)
+        else:
+            acc = ft.mma(b, a.T, acc)
+    if form == 1:
+        tot = acc.T
+    elif form == 2:
+        tot = ft.sum(acc, axis=2)
+    else:
+        tot = acc
+    if has_bias:
+        tot = tot + ft.load(bias, (j,), (bn,)).astype(f32).reshape((1, bn))
+    if split:
+        y.store(tot.reshape((1, bm, bn)))
+    else:
+        y.store(tot.astype(y.dtype))
+
+
+@ft.kernel
+def _linear_reduce(y: ft.Out, part: ft.In, bias: ft.In, splits: ft.Const[int] = 2,
+                   has_bias: ft.Const[bool] = False):
+    """y (T, N) tile (bm, bn) = the sum over the split axis of ``part`` (S, T, N) f32 (S <=
+    ``splits``, a power of two: rows past S read zeros), plus the bias, rounded once."""
+    bm, bn = y.tile_shape
+    i, j = y.tile_index
+    tot = ft.sum(ft.load(part, (0, i, j), (splits, bm, bn)), axis=0)
+    if has_bias:
+        tot = tot + ft.load(bias, (j,), (bn,)).astype(f32).reshape((1, bn))
+    y.store(tot.astype(y.dtype))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one call runs: ``form`` ("mma", "mma_t", "sum"), the tile (bm, bn) of y, the K step
+    bk, ``splits`` of K (1: no split, else a power of two and a second, reducing kernel),
+    ``latency`` (0: no hint; 1-10: tileiras's latency hint on the loads of w)."""
+
+    form: str
+    bm: int
+    bn: int
+    bk: int
+    splits: int = 1
+    latency: int = 0
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _pow2_at_most(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> Plan:
+    """The default schedule for x (t, k) by w (n, k) in ``dtype`` on a GPU with ``sms`` SMs.
+
+    Prefill: the largest of the tiles 128x128, 128x64, 64x128, 64x64 (bm no larger than t's
+    power of two) that still gives a block per SM; failing that, 64x64. Decode: (16, 64) tiles of
+    y, K split into a power of two of parts until there are about four blocks per SM, each part
+    keeping at least two K steps. bk: 64 (f32: 32) for prefill, 256 (f32: 128) for decode.
+    """
+    wide = dtype.itemsize == 4
+    if t <= DECODE_MAX_T:
+        bm, bn, bk = 16, 64, 128 if wide else 256
+        tiles = -(-n // bn)
+        chunks = -(-k // bk)
+        splits = min(_pow2_at_most(max(1, 4 * sms // tiles)), _pow2_at_most(max(1, chunks // 2)))
+        return Plan("mma", bm, bn, bk, splits)
+    cap = min(128, _pow2_at_least(t))
+    for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64)):
+        bm = min(bm, cap)
+        if -(-t // bm) * -(-n // bn) >= sms:
+            break
+    return Plan("mma", bm, bn, 32 if wide else 64)
+
+
+def _check(x: Tensor, w: Tensor, bias: Tensor | None) -> None:
+    def bad_type(param, msg, help=None):
+        raise ArgumentTypeError(msg, kernel="linear", param=param, help=help)
+
+    for name, t, rank in (("x", x, 2), ("w", w, 2), ("bias", bias, 1)):
+        if t is None:
+            continue
+        if t.ndim != rank:
+            bad_type(name, f"expects a {rank}-d tensor, got shape {t.shape}",
+                     help="flatten the tokens first: x.reshape(-1, hidden)" if name == "x"
+                     else None)
+        if t.dtype not in _FLOATS:
+            bad_type(name, f"expects f16, bf16 or f32, got {t.dtype}")
+        if t.dtype is not x.dtype:
+            bad_type(name, f"has dtype {t.dtype}, but x has {x.dtype}",
+                     help="convert the weights to the activations' dtype once, at load time")
+    if w.shape[1] != x.shape[1]:
+        raise ContractError(f"w has shape {w.shape} (N, K) but x has {x.shape} (T, K): "
+                            f"K = {w.shape[1]} != {x.shape[1]}", kernel="linear", param="w",
+                            help="w is in torch.nn.Linear's layout (out_features, in_features)")
+    if bias is not None and bias.shape[0] != w.shape[0]:
+        raise ContractError(f"bias has shape {bias.shape}, but w gives N = {w.shape[0]}",
+                            kernel="linear", param="bias")
+
+
+# The output-allocation helper and run() that fearless.nn._common will hold (nn-rowwise);
+# a private stand-in until that lands.
+def _is_torch(obj) -> bool:
+    return type(obj).__module__.split(".")[0] == "torch"
+
+
+def _output(like, shape: tuple, dtype: dtypes.DType):
+    """(a torch tensor on ``like``'s device when ``like`` is one, else None; the fearless
+    Tensor to partition as the output)."""
+    if _is_torch(like):
+        import torch
+        out = torch.empty(shape, dtype=getattr(torch, {"f16": "float16", "bf16": "bfloat16",
+                                                       "f32": "float32"}[dtype.name]),
+                          device=like.device)
+        return out, as_tensor(out)
+    return None, empty(shape, dtype)
+
+
+def _run(op):
+    return op.sync()
+
+
+def _tensor(obj, name: str) -> Tensor:
+    try:
+        return asarray(obj)
+    except TypeError as exc:
+        raise ArgumentTypeError(str(exc), kernel="linear", param=name) from None
+
+
+@user_facing
+def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = None,
+           bk: int | None = None, splits: int | None = None, latency: int | None = None):
+    """``y = x @ w.T + bias``: x (T, K), w (N, K) in torch.nn.Linear's (out, in) layout, bias
+    (N,) or None -> y (T, N) in x's dtype (f16, bf16 or f32; w and bias the same dtype).
+
+    x, w, bias: fearless Tensors, torch CUDA tensors, or anything ``fl.asarray`` takes (NumPy
+    on the cpu backend). y is a torch tensor when x is one, else a fearless Tensor.
+    Rounding: exact products, f32 sums (unspecified order), bias added in f32, one rounding to
+    the dtype; so |y - x @ w.T - bias| <= (k + 1) * 2**-24 * (|x| @ |w|.T + |bias|) + half an
+    ulp of y, plus 2**-20 * (|x| @ |w|.T) for f32 inputs (their TF32 split drops lo * lo).
+    f32 inputs must stay below 2**114 in magnitude (the split multiplies by 8193).
+
+    Tuning (keywords, for benchmarks; the defaults come from ``plan``): ``variant`` "mma",
+    "mma_t" (w @ x.T on the tensor cores, then transposed: for T <= 16) or "sum" (CUDA-core
+    products and a sum); ``tile`` (bm, bn) of y, powers of two; ``bk`` the K step; ``splits``
+    of K (a power of two; 1: one kernel); ``latency`` 1-10, tileiras's hint on w's loads.
+
+    Raises ArgumentTypeError (rank, dtype), ContractError (K or N mismatch) before anything
+    runs; ValueError for a bad tuning keyword.
+    """
+    xt, wt = _tensor(x, "x"), _tensor(w, "w")
+    bt = None if bias is None else _tensor(bias, "bias")
+    _check(xt, wt, bt)
+    (t, k), n = xt.shape, wt.shape[0]
+    sms = device.multiprocessor_count() if device.current_backend() == "cuda" else _H200_SMS
+    p = _tuned(plan(t, n, k, xt.dtype, sms), t, variant, tile, bk, splits, latency)
+    consts = dict(bk=p.bk, form=_FORMS[p.form], exact=xt.dtype is f32 and p.form != "sum",
+                  latency=p.latency)
+    theirs, y = _output(x, (t, n), xt.dtype)
+    if t == 0 or n == 0:
+        return y if theirs is None else theirs
+    if p.splits == 1:
+        has_bias = bt is not None
+        done = _run(_linear_tiles(y.partition((p.bm, p.bn)), xt, wt, bt if has_bias else wt,
+                                  has_bias=has_bias, **consts))
+        return done[0].unpartition() if theirs is None else theirs
+    part = _run(_linear_tiles(empty((p.splits, t, n), f32).partition((1, p.bm, p.bn)), xt, wt,
+                              wt, split=True, **consts))[0].unpartition()
+    # the reducing block sums a (splits, rm, rn) tile: about 8192 f32 values
+    rm = min(_pow2_at_least(t), _pow2_at_most(8192 // (p.splits * 64)))
+    rn = _pow2_at_most(8192 // (p.splits * rm))
+    done = _run(_linear_reduce(y.partition((rm, rn)), part, part if bt is None else bt,
+                               splits=p.splits, has_bias=bt is not None))
+    return done[0].unpartition() if theirs is None else theirs
+
+
+def _tuned(p: Plan, t: int, variant, tile, bk, splits, latency) -> Plan:
+    """``p`` with the caller's tuning keywords (ValueError for a bad one). "sum" keeps a
+    (bm, bn, bk) f32 accumulator: its default tile is (pow2(t) <= 16, 32) by 8192 / (bm * 32)."""
+    if variant is not None:
+        if variant not in _FORMS:
+            raise ValueError(f"linear: variant {variant!r} is not one of {sorted(_FORMS)}")
+        p = replace(p, form=variant)
+        if variant == "sum":
+            bm = min(_pow2_at_least(t), 16)
+            p = replace(p, bm=bm, bn=32, bk=max(1, 8192 // (bm * 32)))
+    if tile is not None:
+        p = replace(p, bm=tile[0], bn=tile[1])
+    for name, v in (("bk", bk), ("splits", splits), ("latency", latency)):
+        if v is not None:
+            p = replace(p, **{name: v})
+    for name in ("bm", "bn", "bk", "splits"):
+        v = getattr(p, name)
+        if v < 1 or v & (v - 1):
+            raise ValueError(f"linear: {name} = {v} is not a power of two")
+    if p.form != "sum" and min(p.bm, p.bn, p.bk) < 16:
+        raise ValueError(f"linear: the mma variants need tiles of at least 16, got "
+                         f"({p.bm}, {p.bn}) x {p.bk}")
+    if not 0 <= p.latency <= 10:
+        raise ValueError(f"linear: latency {p.latency} is not in 0..10")
+    return p
