@@ -238,23 +238,24 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
     (t, k), n = xt.shape, wt.shape[0]
     sms = device.multiprocessor_count() if device.current_backend() == "cuda" else _H200_SMS
     p = _tuned(plan(t, n, k, xt.dtype, sms), t, variant, tile, bk, splits, latency)
-    consts = dict(bk=p.bk, form=_FORMS[p.form], exact=xt.dtype is f32 and p.form != "sum",
-                  latency=p.latency)
+    # Consts passed by position: a call without keywords takes the kernel's cached fast path
+    consts = (p.bk, _FORMS[p.form], xt.dtype is f32 and p.form != "sum")
     theirs, y = _output(x, (t, n), xt.dtype)
     if t == 0 or n == 0:
         return y if theirs is None else theirs
     if p.splits == 1:
         has_bias = bt is not None
         done = _run(_linear_tiles(y.partition((p.bm, p.bn)), xt, wt, bt if has_bias else wt,
-                                  has_bias=has_bias, **consts))
+                                  *consts, has_bias, p.latency, False))
         return done[0].unpartition() if theirs is None else theirs
-    part = _run(_linear_tiles(empty((p.splits, t, n), f32).partition((1, p.bm, p.bn)), xt, wt,
-                              wt, split=True, **consts))[0].unpartition()
     # the reducing block sums a (splits, rm, rn) tile: about 8192 f32 values
     rm = min(_pow2_at_least(t), _pow2_at_most(8192 // (p.splits * 64)))
     rn = _pow2_at_most(8192 // (p.splits * rm))
-    done = _run(_linear_reduce(y.partition((rm, rn)), part, part if bt is None else bt,
-                               splits=p.splits, has_bias=bt is not None))
+    reduce = lambda r: _linear_reduce(  # noqa: E731 - the second kernel of one operation
+        y.partition((rm, rn)), r[0].unpartition(), wt if bt is None else bt, p.splits,
+        bt is not None)
+    done = _run(_linear_tiles(empty((p.splits, t, n), f32).partition((1, p.bm, p.bn)), xt, wt,
+                              wt, *consts, False, p.latency, True).then(reduce))
     return done[0].unpartition() if theirs is None else theirs
 
 
