@@ -74,7 +74,7 @@ def test_split_prefill_tile_and_latency_hint(poisoned):
 
 
 def test_f32_split_is_not_tf32(poisoned):
-    """The 3xTF32 split: one TF32 mma would err by about 2**-11 relative; the bound allows 2**-20."""
+    """The 3xTF32 split: one TF32 mma errs by up to 2**-11 relative; the bound allows 2**-20."""
     x, w, b = _inputs(3, K, N, f32, seed=3)
     _check(linear(x, w, b, variant="mma_t").numpy(), x, w, b, f32)
     x1 = np.full((1, 16), 1 + 2.0 ** -20, np.float32)   # not a TF32 value: 1 + 2**-20 is lost

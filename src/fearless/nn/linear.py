@@ -78,9 +78,11 @@ def _linear_tiles(y: ft.Out, x: ft.In, w: ft.In, bias: ft.In, bk: ft.Const[int] 
             cb = b * 8193.0
             b_hi = cb - (cb - b)
             if form == 0:
-                acc = ft.mma(a - a_hi, b_hi.T, ft.mma(a_hi, (b - b_hi).T, ft.mma(a_hi, b_hi.T, acc)))
+                acc = ft.mma(a_hi, b_hi.T, acc)
+                acc = ft.mma(a - a_hi, b_hi.T, ft.mma(a_hi, (b - b_hi).T, acc))
             else:
-                acc = ft.mma(b - b_hi, a_hi.T, ft.mma(b_hi, (a - a_hi).T, ft.mma(b_hi, a_hi.T, acc)))
+                acc = ft.mma(b_hi, a_hi.T, acc)
+                acc = ft.mma(b - b_hi, a_hi.T, ft.mma(b_hi, (a - a_hi).T, acc))
         elif form == 0:
             acc = ft.mma(a, b.T, acc)
         else:
