@@ -88,8 +88,9 @@ def test_plan_chooses_from_t_and_n():
     assert linear_module.plan(1, 128256, 4096, bf16).splits == 1
     assert (linear_module.plan(2048, 4096, 4096, bf16).bm,
             linear_module.plan(2048, 4096, 4096, bf16).bn) == (128, 128)
-    small = linear_module.plan(128, 1024, 4096, bf16)
-    assert (small.bm, small.bn) == (64, 64)
+    small = linear_module.plan(128, 1024, 4096, bf16)  # 32 blocks of 64x64: K split in 8
+    assert (small.bm, small.bn, small.splits) == (64, 64, 8)
+    assert linear_module.plan(128, 1024, 64, bf16).splits == 1  # one K step: nothing to split
 
 
 def test_empty_tokens_and_zero_k():

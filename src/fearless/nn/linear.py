@@ -139,24 +139,36 @@ def _pow2_at_most(n: int) -> int:
 def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> Plan:
     """The default schedule for x (t, k) by w (n, k) in ``dtype`` on a GPU with ``sms`` SMs.
 
+    Decode (t <= 16): (16, 64) tiles of y, bk 256 (f32: 128); with fewer than four blocks per
+    SM, K is split into a power of two of parts until there are about four (a wave's tail costs
+    the weight stream), each part keeping at least two K steps.
     Prefill: the largest of the tiles 128x128, 128x64, 64x128, 64x64 (bm no larger than t's
-    power of two) that still gives a block per SM; failing that, 64x64. Decode: (16, 64) tiles of
-    y, K split into a power of two of parts until there are about four blocks per SM, each part
-    keeping at least two K steps. bk: 64 (f32: 32) for prefill, 256 (f32: 128) for decode.
+    power of two) that gives a block per SM, bk 64 (f32: 32); when even 64x64 leaves SMs idle,
+    K is split until there are about two blocks per SM, each part keeping four K steps.
     """
     wide = dtype.itemsize == 4
     if t <= DECODE_MAX_T:
-        bm, bn, bk = 16, 64, 128 if wide else 256
-        tiles = -(-n // bn)
-        chunks = -(-k // bk)
-        splits = min(_pow2_at_most(max(1, 4 * sms // tiles)), _pow2_at_most(max(1, chunks // 2)))
-        return Plan("mma", bm, bn, bk, splits)
-    cap = min(128, _pow2_at_least(t))
-    for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64)):
-        bm = min(bm, cap)
-        if -(-t // bm) * -(-n // bn) >= sms:
-            break
-    return Plan("mma", bm, bn, 32 if wide else 64)
+        bm, bn, bk, per_sm, least, want = 16, 64, 128 if wide else 256, 4, 2, 4 * sms
+    else:
+        cap = min(128, _pow2_at_least(t))
+        for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64)):
+            bm = min(bm, cap)
+            if -(-t // bm) * -(-n // bn) >= sms:
+                break
+        bk, per_sm, least, want = 32 if wide else 64, 2, 4, sms
+    blocks = max(1, -(-t // bm) * -(-n // bn))
+    splits = 1
+    if blocks < want:
+        splits = min(_pow2_at_most(per_sm * sms // blocks), _pow2_at_most(-(-k // bk) // least))
+    return Plan("mma", bm, bn, bk, max(1, splits))
+
+
+def _reduce_tile(t: int, n: int, splits: int, sms: int) -> tuple[int, int]:
+    """The reducing kernel's tile of y: a block sums (splits, rm, rn) f32 values, at most about
+    8192, and the blocks number about one per SM or more (the work is tiny: latency counts)."""
+    rm = min(_pow2_at_least(t), 16)
+    budget = max(1, 8192 // (splits * rm))
+    return rm, _pow2_at_most(min(budget, max(16, n * rm // (max(t, 1) * sms))))
 
 
 def _check(x: Tensor, w: Tensor, bias: Tensor | None) -> None:
@@ -250,9 +262,7 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
         done = _run(_linear_tiles(y.partition((p.bm, p.bn)), xt, wt, bt if has_bias else wt,
                                   *consts, has_bias, p.latency, False))
         return done[0].unpartition() if theirs is None else theirs
-    # the reducing block sums a (splits, rm, rn) tile: about 8192 f32 values
-    rm = min(_pow2_at_least(t), _pow2_at_most(8192 // (p.splits * 64)))
-    rn = _pow2_at_most(8192 // (p.splits * rm))
+    rm, rn = _reduce_tile(t, n, p.splits, sms)
     reduce = lambda r: _linear_reduce(  # noqa: E731 - the second kernel of one operation
         y.partition((rm, rn)), r[0].unpartition(), wt if bt is None else bt, p.splits,
         bt is not None)
