@@ -26,22 +26,26 @@ def _inputs(t, k, n, dtype, seed=0):
 
 
 def _check(got, x, w, b, dtype, splits: int = 1):
-    """|got - exact| <= atol + rtol * |exact|, the bound of linear's docstring: exact products
-    (f32 inputs: the TF32 split's 3 * 2**-22, rounded up to 2**-20, relative), at most
-    3k + splits + 1 f32 additions (3k: the split's three products) at up to 2**-23 each, and
-    one rounding to the dtype (half an ulp: 2**-11 f16, 2**-8 bf16, 2**-24 f32)."""
+    """|got - exact| <= atol + rtol * (|exact| + atol), linear's documented bound: with
+    M = |x| @ |w|.T + |b|, atol = (k + splits) * 2**-23 * M for f16/bf16 (exact products, at
+    most k + splits f32 additions at up to 2**-23 each), (3k + splits) * 2**-23 * M + 2**-20 * M
+    for f32 (three TF32 products per term, the split's lost low parts); rtol: the one rounding
+    to the dtype (half an ulp: 2**-11 f16, 2**-8 bf16, 2**-24 f32)."""
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     b64 = np.zeros(w.shape[0]) if b is None else b.astype(np.float64)
     want = x64 @ w64.T + b64
     mag = np.abs(x64) @ np.abs(w64).T + np.abs(b64)
     k = x.shape[1]
-    atol = mag * ((3 * k + splits + 1) * 2.0 ** -23 + (2.0 ** -20 if dtype is f32 else 0.0))
+    if dtype is f32:
+        atol = mag * ((3 * k + splits) * 2.0 ** -23 + 2.0 ** -20)
+    else:
+        atol = mag * (k + splits) * 2.0 ** -23
     rtol = {f16: 2.0 ** -11, bf16: 2.0 ** -8, f32: 2.0 ** -24}[dtype]
     got = np.asarray(got, np.float64)
     assert got.shape == want.shape
     assert not np.isnan(got).any(), "an output element was never written"
     err = np.abs(got - want)
-    bad = err > atol + rtol * np.abs(want)
+    bad = err > atol + rtol * (np.abs(want) + atol)
     assert not bad.any(), f"{bad.sum()} elements out of bounds; worst error {err.max():.3g}"
 
 
@@ -71,6 +75,13 @@ def test_variants_and_split_k(poisoned, variant, splits):
 def test_split_prefill_tile_and_latency_hint(poisoned):
     x, w, _ = _inputs(40, K, N, f16, seed=7)
     _check(linear(x, w, tile=(32, 32), bk=16, splits=8, latency=3).numpy(), x, w, None, f16, 8)
+
+
+def test_strided_views(poisoned):
+    """x a column slice of a wider matrix (a fused projection's output), w a row slice."""
+    xs, ws, b = _inputs(20, 3 * K, N + 8, bf16, seed=5)
+    x, w = fl.asarray(xs)[:, K:2 * K], fl.asarray(ws)[4:N + 4, :K]
+    _check(linear(x, w, b[:N]).numpy(), xs[:, K:2 * K], ws[4:N + 4, :K], b[:N], bf16)
 
 
 def test_f32_split_is_not_tf32(poisoned):

@@ -18,6 +18,9 @@ Hugging Face's ``nn.Linear`` does in bf16: ``F.linear`` on a 2-D or contiguous 3
 ``addmm(bias, x, w.t())`` (aten/native/Linear.cpp), and cuBLAS adds the bias (the Lt epilogue or
 ``beta * C``) to the f32 accumulator before its single rounding. (Only a non-contiguous input
 takes torch's ``matmul`` then ``add_`` route, which rounds twice; Llama and Qwen3 have no bias.)
+Where HF can differ by more than that rounding: torch lets cuBLAS reduce split-K partial sums
+in f16/bf16 by default (``torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction``);
+fearless's partial sums are always f32.
 """
 from __future__ import annotations
 
@@ -234,9 +237,12 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
     x, w, bias: fearless Tensors, torch CUDA tensors, or anything ``fl.asarray`` takes (NumPy
     on the cpu backend). y is a torch tensor when x is one, else a fearless Tensor.
     Rounding: exact products, f32 sums (unspecified order), bias added in f32, one rounding to
-    the dtype; so |y - x @ w.T - bias| <= (k + 1) * 2**-24 * (|x| @ |w|.T + |bias|) + half an
-    ulp of y, plus 2**-20 * (|x| @ |w|.T) for f32 inputs (their TF32 split drops lo * lo).
-    f32 inputs must stay below 2**114 in magnitude (the split multiplies by 8193).
+    the dtype. With M = |x| @ |w|.T + |bias| and S the K splits (1 unless split): at most
+    k + S additions, each off by up to 2**-23 relative (tensor cores need not round to
+    nearest), so |y - (x @ w.T + bias)| <= (k + S) * 2**-23 * M, plus half an ulp of y. f32
+    inputs: three TF32 products per term ((3k + S) additions) and 2**-20 * M more (the split
+    rounds lo to TF32 and drops lo * lo: 3 * 2**-22 relative per product); they must stay below
+    2**114 in magnitude (the split multiplies by 8193).
 
     Tuning (keywords, for benchmarks; the defaults come from ``plan``): ``variant`` "mma",
     "mma_t" (w @ x.T on the tensor cores, then transposed: for T <= 16) or "sum" (CUDA-core
