@@ -84,13 +84,24 @@ def test_strided_views(poisoned):
     _check(linear(x, w, b[:N]).numpy(), xs[:, K:2 * K], ws[4:N + 4, :K], b[:N], bf16)
 
 
-def test_f32_split_is_not_tf32(poisoned):
-    """The 3xTF32 split: one TF32 mma errs by up to 2**-11 relative; the bound allows 2**-20."""
+def _f32_split_is_not_tf32():
     x, w, b = _inputs(3, K, N, f32, seed=3)
     _check(linear(x, w, b, variant="mma_t").numpy(), x, w, b, f32)
     x1 = np.full((1, 16), 1 + 2.0 ** -20, np.float32)   # not a TF32 value: 1 + 2**-20 is lost
-    got = linear(x1, np.ones((16, 16), np.float32)).numpy()
-    assert np.all(got == np.float32(16 * (1 + 2.0 ** -20)))
+    for t in (1, 40):  # the decode and the prefill schedule
+        got = linear(np.repeat(x1, t, axis=0), np.ones((16, 16), np.float32)).numpy()
+        assert np.all(got == np.float32(16 * (1 + 2.0 ** -20)))
+
+
+def test_f32_split_is_not_tf32(poisoned):
+    """The 3xTF32 split: one TF32 mma errs by up to 2**-11 relative; the bound allows 2**-20."""
+    _f32_split_is_not_tf32()
+
+
+@pytest.mark.gpu
+def test_gpu_f32_split_is_not_tf32(poisoned):
+    """As on the cpu: tileiras must keep c - (c - v) (no reassociation) and the three mma."""
+    _f32_split_is_not_tf32()
 
 
 def test_plan_chooses_from_t_and_n():
