@@ -1,3 +1,14 @@
-"""``fearless.nn``: the kernels a transformer needs, as functions over fearless and torch
-tensors (see each module)."""
-from fearless.nn.linear import linear  # noqa: F401
+"""fearless.nn: the kernels a transformer needs (RMSNorm, RoPE, attention, the KV-cache write,
+SiLU-mul, embedding, linear, argmax) as functions over fearless and torch tensors.
+
+Each function takes fearless Tensors, torch tensors (CUDA) or anything ``fearless.asarray``
+accepts (NumPy on the cpu backend) and returns results of the kind of its first tensor argument.
+Every function runs on both backends; its docstring gives shapes, dtypes and each rounding step.
+"""
+
+from fearless.nn.norm import rms_norm
+from fearless.nn.act import add, silu_mul
+from fearless.nn.embed import argmax, embedding
+from fearless.nn.rope import rope, rope_tables
+from fearless.nn.kvcache import kv_cache_write
+from fearless.nn.linear import linear

@@ -1,0 +1,111 @@
+"""The KV-cache write: the new keys and values of each sequence copied into its cache rows
+``start[b] ..``, where ``start`` is device data (a captured decode step serves every position).
+
+Ownership, proved at compile time: the caches are viewed as (B, max_ctx, Hkv * D) and
+partitioned into tiles of (1, span, w) with ``span`` a power of two above ``max_ctx``, so tile
+block (b, 0, j) owns exactly the columns ``j * w ..`` of sequence b's cache, all rows. It
+scatters its rows at ``start[b] + s`` through a clamp into ``[0, span)``, the form of
+coordinate ``ft.scatter``'s proof accepts: a write into another sequence's cache, or another
+block's columns, cannot be written. The rows that must not be written (``s >= S``, or
+``start[b] + s`` outside ``[0, max_ctx)``) are sent to row ``span - 1``, which lies past the
+cache's end because ``span > max_ctx``: a scatter writes nothing there.
+"""
+from __future__ import annotations
+
+from typing import TypeVar
+
+from fearless import tile as ft
+from fearless.errors import ArgumentTypeError
+from fearless.nn import _common as c
+from fearless.tracebacks import user_facing
+
+T = TypeVar("T")
+P = TypeVar("P")
+
+# a step copies up to BLOCK_ELEMENTS: decode (S <= DECODE_ROWS) gives a block whole rows of up
+# to DECODE_WIDTH elements; prefill gives blocks strips of PREFILL_WIDTH columns, so that
+# B * Hkv * D / PREFILL_WIDTH blocks share the copy (bigger steps cost tileiras a minute)
+BLOCK_ELEMENTS = 4096
+DECODE_ROWS, DECODE_WIDTH, PREFILL_WIDTH = 16, 1024, 128
+
+
+@ft.kernel
+def kv_write_rows(kc: ft.Out[T], vc: ft.Out[T], k: ft.In[T], v: ft.In[T], start: ft.In[P],
+                  rows: ft.Const[int]):
+    b, r0, j = kc.tile_index
+    _, span, w = kc.tile_shape
+    first = ft.gather(start, b)
+    s = ft.arange(rows).reshape((1, rows, 1))
+    cols = j * w + ft.arange(w).reshape((1, 1, w))
+    for i in range(ft.cdiv(k.shape[1], rows)):
+        row = first + i * rows + s
+        keep = (i * rows + s < k.shape[1]) & (row >= 0) & (row < kc.shape[1])
+        at = r0 * span + ft.maximum(ft.minimum(ft.where(keep, row, span - 1), span - 1), 0)
+        ft.scatter(kc, (b, at, cols), ft.load(k, (b, i, j), (1, rows, w)))
+        ft.scatter(vc, (b, at, cols), ft.load(v, (b, i, j), (1, rows, w)))
+
+
+def _merge_heads(fn: str, name: str, t):
+    """(B, S, H, D) as a (B, S, H * D) view; the heads must be D apart with unit D stride."""
+    b, s, h, d = t.shape
+    if t.strides[3] != 1 and d > 1 or h > 1 and t.strides[2] != d * t.strides[3]:
+        raise ArgumentTypeError(f"the heads and head dimension must be contiguous (strides "
+                                f"{t.strides})", kernel=fn, param=name,
+                                help="pass a view of a (B * S, H * D) projection output, or a "
+                                     "contiguous copy")
+    return t._view((b, s, h * d), (t.strides[0], t.strides[1], 1), t.offset)
+
+
+def tile_of(rows: int, width: int, max_ctx: int) -> tuple[tuple[int, int, int], int]:
+    """(cache tile, rows per step) for S = ``rows`` new rows of ``width`` = Hkv * D."""
+    span = c.pow2(max_ctx + 1)                  # above max_ctx: row span - 1 is past the end
+    w = min(c.pow2(width), DECODE_WIDTH if rows <= DECODE_ROWS else PREFILL_WIDTH)
+    return (1, span, w), max(1, min(c.pow2(rows), BLOCK_ELEMENTS // w))
+
+
+@user_facing
+def kv_cache_write(k_cache, v_cache, k, v, start):
+    """Copy the new keys and values into the caches: ``cache[b, start[b] + s] = new[b, s]`` for
+    ``s < S``, and nothing else.
+
+    ``k_cache``, ``v_cache``: (B, max_ctx, Hkv, D), contiguous, one dtype (f16, bf16, f32);
+    ``k``, ``v``: (B, S, Hkv, D) of that dtype (views of the projection outputs are fine when
+    each token's heads are contiguous); ``start``: (B,) int32 or int64, device data. A row
+    ``start[b] + s`` outside ``[0, max_ctx)`` is not written (the copy of that row is dropped:
+    a full cache loses the new rows; a model checks the length on the host first). Values are
+    copied exactly. One tile kernel writes both caches.
+
+    Returns ``(k_cache, v_cache)``: the caches given for torch tensors; otherwise fearless
+    Tensors over the same memory (NumPy caches are written in place). Fearless Tensor caches
+    given are moved into the write, which owns them while it writes: later uses raise
+    MovedError, use the returned handles. Raises ArgumentTypeError
+    for wrong ranks, dtypes or non-contiguous caches, ContractError for mismatched shapes.
+    """
+    fn = "kv_cache_write"
+    kct, vct = c.tensor(fn, "k_cache", k_cache), c.tensor(fn, "v_cache", v_cache)
+    kt, vt, st = c.tensor(fn, "k", k), c.tensor(fn, "v", v), c.tensor(fn, "start", start)
+    c.check_rank(fn, "k_cache", kct, 4, "(B, max_ctx, Hkv, D)")
+    c.check_dtype(fn, "k_cache", kct, c.FLOATS)
+    c.check_same_dtype(fn, "v_cache", vct, "k_cache", kct)
+    c.check_shape(fn, "v_cache", vct, kct.shape, "k_cache's shape")
+    nb, max_ctx, heads, d = kct.shape
+    for name, t in (("k", kt), ("v", vt)):
+        c.check_rank(fn, name, t, 4, "(B, S, Hkv, D)")
+        c.check_same_dtype(fn, name, t, "k_cache", kct)
+        c.check_shape(fn, name, t, (nb, kt.shape[1], heads, d), "the caches' (B, ?, Hkv, D) and "
+                      "k's S")
+    c.check_rank(fn, "start", st, 1, "(B,)")
+    c.check_dtype(fn, "start", st, c.INDEX)
+    c.check_shape(fn, "start", st, (nb,), "the caches' B")
+    tile, rows = tile_of(kt.shape[1], heads * d, max_ctx)
+    flat = (nb, max_ctx, heads * d)
+    kp = c.view_as(fn, "k_cache", k_cache, kct, flat).partition(tile)
+    vp = c.view_as(fn, "v_cache", v_cache, vct, flat).partition(tile)
+    kp, vp, *_ = c.run(kv_write_rows(kp, vp, _merge_heads(fn, "k", kt), _merge_heads(fn, "v", vt),
+                                     st, rows=rows))
+    if c.is_torch(k_cache):
+        kp.unpartition(), vp.unpartition()
+        return k_cache, v_cache
+    kn, vn = kp.unpartition(), vp.unpartition()
+    return (kn._view(kct.shape, kct.strides, kn.offset), vn._view(vct.shape, vct.strides,
+                                                                  vn.offset))
