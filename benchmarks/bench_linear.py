@@ -14,8 +14,8 @@ passes 2**-6 of max |y|). Each iteration first flushes L2 (writes a
 buffer of ``--flush-mb``, default 512 MB, four times the H200's L2 and more), then holds the GPU
 with ``torch.cuda._sleep`` long enough for the host to enqueue the case, then records the start
 event, the case, and the end event. fearless's end event is recorded by a ``.then()`` callback
-right after its kernels are enqueued (``linear``'s ``run`` is wrapped for that), so the host's
-sync stays outside the time; an iteration where the GPU reached the start event before the host
+right after its kernels are enqueued (``fearless.nn._common.run`` is wrapped for that), so the
+host's sync stays outside the time; an iteration where the GPU reached the start event before the host
 had enqueued everything is counted as host-bound. Median over ``--iters`` iterations.
 
 Configurations: ``NAME[/key=value...]``: NAME is ``default`` (the plan ``linear`` chooses),
@@ -51,6 +51,7 @@ import numpy as np
 import fearless as fl
 from fearless import bf16
 from fearless.kernel.tile_fast import pow2_div
+from fearless.nn import _common
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_log import EventClock, RunLog  # noqa: E402
@@ -170,20 +171,17 @@ class Clock(EventClock):
         return statistics.median(s.elapsed_time(e) for s, e in pairs), late
 
 
-# linear's one launching function: its private stand-in, or fearless.nn._common's run
-RUN = "_run" if hasattr(linear_module, "_run") else "run"
-
-
 def fearless_runner(x, w, kw):
-    """``run(mark)`` for the clock: linear's run() gets a ``.then(mark)`` after its op."""
-    plain = getattr(linear_module, RUN)
+    """``run(mark)`` for the clock: fearless.nn's one launch point, ``_common.run``, gets a
+    ``.then(mark)`` after each operation of the call."""
+    plain = _common.run
 
     def run(mark):
-        setattr(linear_module, RUN, lambda op: plain(op.then(lambda r: (mark(), r)[1])))
+        _common.run = lambda op: plain(op.then(lambda r: (mark(), r)[1]))
         try:
             linear(x, w, **kw)
         finally:
-            setattr(linear_module, RUN, plain)
+            _common.run = plain
     return run
 
 

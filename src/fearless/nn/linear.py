@@ -27,16 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from fearless import dtypes
-from fearless.dtypes import f32
-from fearless.errors import ArgumentTypeError, ContractError
-from fearless.runtime import device
-from fearless.runtime.tensor import Tensor, as_tensor, asarray, empty
 from fearless import tile as ft
+from fearless.dtypes import f32
+from fearless.nn import _common as c
+from fearless.runtime import device
 from fearless.tracebacks import user_facing
 
 DECODE_MAX_T = 16          # tokens up to which the decode schedule runs
 _FORMS = {"mma": 0, "mma_t": 1, "sum": 2}
-_FLOATS = (dtypes.f16, dtypes.bf16, dtypes.f32)
 _H200_SMS = 132            # the cpu backend plans as for the test GPU, so CI runs those plans
 
 
@@ -131,10 +129,6 @@ class Plan:
     latency: int = 0
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
-
-
 def _pow2_at_most(n: int) -> int:
     return 1 << (max(1, n).bit_length() - 1)
 
@@ -153,7 +147,7 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
     if t <= DECODE_MAX_T:
         bm, bn, bk, per_sm, least, want = 16, 64, 128 if wide else 256, 4, 2, 4 * sms
     else:
-        cap = min(128, _pow2_at_least(t))
+        cap = min(128, c.pow2(t))
         for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64)):
             bm = min(bm, cap)
             if -(-t // bm) * -(-n // bn) >= sms:
@@ -169,63 +163,28 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
 def _reduce_tile(t: int, n: int, splits: int, sms: int) -> tuple[int, int]:
     """The reducing kernel's tile of y: a block sums (splits, rm, rn) f32 values, at most about
     8192, and the blocks number about one per SM or more (the work is tiny: latency counts)."""
-    rm = min(_pow2_at_least(t), 16)
+    rm = min(c.pow2(t), 16)
     budget = max(1, 8192 // (splits * rm))
     return rm, _pow2_at_most(min(budget, max(16, n * rm // (max(t, 1) * sms))))
 
 
-def _check(x: Tensor, w: Tensor, bias: Tensor | None) -> None:
-    def bad_type(param, msg, help=None):
-        raise ArgumentTypeError(msg, kernel="linear", param=param, help=help)
-
-    for name, t, rank in (("x", x, 2), ("w", w, 2), ("bias", bias, 1)):
-        if t is None:
-            continue
-        if t.ndim != rank:
-            bad_type(name, f"expects a {rank}-d tensor, got shape {t.shape}",
-                     help="flatten the tokens first: x.reshape(-1, hidden)" if name == "x"
-                     else None)
-        if t.dtype not in _FLOATS:
-            bad_type(name, f"expects f16, bf16 or f32, got {t.dtype}")
-        if t.dtype is not x.dtype:
-            bad_type(name, f"has dtype {t.dtype}, but x has {x.dtype}",
-                     help="convert the weights to the activations' dtype once, at load time")
-    if w.shape[1] != x.shape[1]:
-        raise ContractError(f"w has shape {w.shape} (N, K) but x has {x.shape} (T, K): "
-                            f"K = {w.shape[1]} != {x.shape[1]}", kernel="linear", param="w",
-                            help="w is in torch.nn.Linear's layout (out_features, in_features)")
-    if bias is not None and bias.shape[0] != w.shape[0]:
-        raise ContractError(f"bias has shape {bias.shape}, but w gives N = {w.shape[0]}",
-                            kernel="linear", param="bias")
-
-
-# The output-allocation helper and run() that fearless.nn._common will hold (nn-rowwise);
-# a private stand-in until that lands.
-def _is_torch(obj) -> bool:
-    return type(obj).__module__.split(".")[0] == "torch"
-
-
-def _output(like, shape: tuple, dtype: dtypes.DType):
-    """(a torch tensor on ``like``'s device when ``like`` is one, else None; the fearless
-    Tensor to partition as the output)."""
-    if _is_torch(like):
-        import torch
-        out = torch.empty(shape, dtype=getattr(torch, {"f16": "float16", "bf16": "bfloat16",
-                                                       "f32": "float32"}[dtype.name]),
-                          device=like.device)
-        return out, as_tensor(out)
-    return None, empty(shape, dtype)
-
-
-def _run(op):
-    return op.sync()
-
-
-def _tensor(obj, name: str) -> Tensor:
-    try:
-        return asarray(obj)
-    except TypeError as exc:
-        raise ArgumentTypeError(str(exc), kernel="linear", param=name) from None
+def _arguments(x, w, bias):
+    """x, w, bias as fearless Tensors, checked (ArgumentTypeError, ContractError)."""
+    fn = "linear"
+    xt, wt = c.tensor(fn, "x", x), c.tensor(fn, "w", w)
+    c.check_rank(fn, "x", xt, 2, "(T, K): flatten the tokens first")
+    c.check_rank(fn, "w", wt, 2, "(N, K)")
+    c.check_dtype(fn, "x", xt, c.FLOATS)
+    c.check_same_dtype(fn, "w", wt, "x", xt)
+    c.check_shape(fn, "w", wt, (None, xt.shape[1]),
+                  "x's (T, K) in torch.nn.Linear's layout (N, K)")
+    if bias is None:
+        return xt, wt, None
+    bt = c.tensor(fn, "bias", bias)
+    c.check_rank(fn, "bias", bt, 1, "(N,)")
+    c.check_same_dtype(fn, "bias", bt, "x", xt)
+    c.check_shape(fn, "bias", bt, (wt.shape[0],), "w's (N, K)")
+    return xt, wt, bt
 
 
 @user_facing
@@ -252,29 +211,28 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
     Raises ArgumentTypeError (rank, dtype), ContractError (K or N mismatch) before anything
     runs; ValueError for a bad tuning keyword.
     """
-    xt, wt = _tensor(x, "x"), _tensor(w, "w")
-    bt = None if bias is None else _tensor(bias, "bias")
-    _check(xt, wt, bt)
+    xt, wt, bt = _arguments(x, w, bias)
     (t, k), n = xt.shape, wt.shape[0]
     sms = device.multiprocessor_count() if device.current_backend() == "cuda" else _H200_SMS
     p = _tuned(plan(t, n, k, xt.dtype, sms), t, variant, tile, bk, splits, latency)
     # Consts passed by position: a call without keywords takes the kernel's cached fast path
     consts = (p.bk, _FORMS[p.form], xt.dtype is f32 and p.form != "sum")
-    theirs, y = _output(x, (t, n), xt.dtype)
+    out = c.output(x, (t, n), xt.dtype)
     if t == 0 or n == 0:
-        return y if theirs is None else theirs
+        return out.result()
     if p.splits == 1:
         has_bias = bt is not None
-        done = _run(_linear_tiles(y.partition((p.bm, p.bn)), xt, wt, bt if has_bias else wt,
-                                  *consts, has_bias, p.latency, False))
-        return done[0].unpartition() if theirs is None else theirs
+        y, *_ = c.run(_linear_tiles(out.tensor.partition((p.bm, p.bn)), xt, wt,
+                                    bt if has_bias else wt, *consts, has_bias, p.latency, False))
+        return out.result(y)
     rm, rn = _reduce_tile(t, n, p.splits, sms)
     reduce = lambda r: _linear_reduce(  # noqa: E731 - the second kernel of one operation
-        y.partition((rm, rn)), r[0].unpartition(), wt if bt is None else bt, p.splits,
-        bt is not None)
-    done = _run(_linear_tiles(empty((p.splits, t, n), f32).partition((1, p.bm, p.bn)), xt, wt,
-                              wt, *consts, False, p.latency, True).then(reduce))
-    return done[0].unpartition() if theirs is None else theirs
+        out.tensor.partition((rm, rn)), r[0].unpartition(), wt if bt is None else bt,
+        p.splits, bt is not None)
+    part = c.output(xt, (p.splits, t, n), f32).tensor
+    y, *_ = c.run(_linear_tiles(part.partition((1, p.bm, p.bn)), xt, wt, wt, *consts, False,
+                                p.latency, True).then(reduce))
+    return out.result(y)
 
 
 def _tuned(p: Plan, t: int, variant, tile, bk, splits, latency) -> Plan:
@@ -285,7 +243,7 @@ def _tuned(p: Plan, t: int, variant, tile, bk, splits, latency) -> Plan:
             raise ValueError(f"linear: variant {variant!r} is not one of {sorted(_FORMS)}")
         p = replace(p, form=variant)
         if variant == "sum":
-            bm = min(_pow2_at_least(t), 16)
+            bm = min(c.pow2(t), 16)
             p = replace(p, bm=bm, bn=32, bk=max(1, 8192 // (bm * 32)))
     if tile is not None:
         p = replace(p, bm=tile[0], bn=tile[1])
