@@ -15,8 +15,8 @@ buffer of ``--flush-mb``, default 512 MB, four times the H200's L2 and more), th
 with ``torch.cuda._sleep`` long enough for the host to enqueue the case, then records the start
 event, the case, and the end event. fearless's end event is recorded by a ``.then()`` callback
 right after its kernels are enqueued (``fearless.nn._common.run`` is wrapped for that), so the
-host's sync stays outside the time; an iteration where the GPU reached the start event before the host
-had enqueued everything is counted as host-bound. Median over ``--iters`` iterations.
+host's sync stays outside the time; an iteration where the GPU reached the start event before
+the host had enqueued everything is counted as host-bound. Median over ``--iters`` iterations.
 
 Configurations: ``NAME[/key=value...]``: NAME is ``default`` (the plan ``linear`` chooses),
 ``mma``, ``mma_t`` or ``sum``; keys ``tile=BMxBN``, ``bk``, ``splits``, ``lat`` (tileiras's
