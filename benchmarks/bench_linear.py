@@ -11,7 +11,7 @@ against: % of copy = (weight bytes / GEMV time) / (2 x weight bytes / copy time)
 Timing: CUDA events on the legacy default stream (besides: wall time per eager ``linear`` call,
 host work and sync included, the cost before graph capture; and a WRONG flag when the error
 passes 2**-6 of max |y|). Each iteration first flushes L2 (writes a
-buffer of ``--flush-mb``, default 512 MB, four times the H200's L2 and more), then holds the GPU
+buffer of ``--flush-mb``, default 512 MB, ten times the H200's 50 MB L2), then holds the GPU
 with ``torch.cuda._sleep`` long enough for the host to enqueue the case, then records the start
 event, the case, and the end event. fearless's end event is recorded by a ``.then()`` callback
 right after its kernels are enqueued (``fearless.nn._common.run`` is wrapped for that), so the
@@ -64,7 +64,7 @@ MODELS = {  # hidden, intermediate, q heads, kv heads, head dim, vocabulary
     "llama-3.1-8b": (4096, 14336, 32, 8, 128, 128256),
 }
 PROJS = ("q", "kv", "o", "gate", "down", "lm_head")
-DECODE = ("default", "mma_t", "sum", "mma/tile=16x128/bk=512", "mma/lat=4")
+DECODE = ("default", "mma", "sum", "mma_t/tile=16x128/bk=512", "mma_t/bk=512", "mma_t/lat=4")
 PREFILL = ("default", "mma/tile=128x128", "mma/tile=64x128")
 H200_SMS = 132
 

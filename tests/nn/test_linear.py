@@ -59,7 +59,7 @@ def test_default_plan(backend, dt, t, bias):
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-@pytest.mark.parametrize("variant,splits", [("mma", 4), ("mma_t", 1), ("mma_t", 2), ("sum", 1),
+@pytest.mark.parametrize("variant,splits", [("mma", 1), ("mma", 4), ("mma_t", 2), ("sum", 1),
                                             ("sum", 2)])
 def test_variants_and_split_k(backend, variant, splits):
     x, w, b = inputs(bf16, 5, seed=splits)
@@ -97,12 +97,13 @@ def test_f32_split_is_not_tf32(backend):
 
 def test_plan_chooses_from_t_and_n():
     p = plan(1, 4096, 14336, bf16)          # 64 tiles of y: K split for about 4 blocks per SM
-    assert (p.bm, p.splits) == (16, 8) and 4096 // p.bn * p.splits >= 2 * 132
+    assert (p.form, p.bm, p.splits) == ("mma_t", 16, 8) and 4096 // p.bn * p.splits >= 2 * 132
     assert plan(1, 128256, 4096, bf16).splits == 1
     assert (plan(2048, 4096, 4096, bf16).bm, plan(2048, 4096, 4096, bf16).bn) == (128, 128)
     small = plan(128, 1024, 4096, bf16)      # 32 blocks of 64x64: K split in 8
     assert (small.bm, small.bn, small.splits) == (64, 64, 8)
     assert plan(128, 1024, 64, bf16).splits == 1  # one K step: nothing to split
+    assert (plan(2048, 4096, 4096, f32).bm, plan(2048, 4096, 4096, f32).bn) == (128, 64)
 
 
 def test_empty_tokens_and_zero_k():

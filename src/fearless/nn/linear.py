@@ -7,12 +7,13 @@ Two schedules of one tile kernel family, chosen from the token count T:
   w tile feeds ``ft.mma`` directly (K-major is Hopper's native B operand: tileiras keeps TMA
   loads and SM90 tensor cores, and the cubin is the size of the pre-transposed kernel's).
 * decode (T <= 16): bandwidth-bound on w. The block's tile is (16, bn) (x padded with zero rows
-  past T), and when N / bn gives too few blocks to keep every SM streaming, K is split: each
-  block writes f32 partial sums of its K range into a (splits, T, N) buffer it owns a tile of,
-  and a second kernel adds them, adds the bias and rounds once.
+  past T); by default it computes w @ x.T, so that w's tile is the warpgroup mma's A operand
+  straight from shared memory. When N / bn gives too few blocks to keep every SM streaming, K
+  is split: each block writes f32 partial sums of its K range into a (splits, T, N) buffer it
+  owns a tile of, and a second kernel adds them, adds the bias and rounds once.
 
 Rounding (every path, every dtype): products are exact (f16 and bf16 products fit f32; f32
-inputs are split into TF32 parts, see ``exact`` below), sums are f32 in an unspecified order,
+inputs are split into TF32 parts: ``_linear_tiles``'s ``exact``), sums are f32 in an unspecified order,
 the bias is added to the f32 sum, and the total is rounded once to x's dtype. This is what
 Hugging Face's ``nn.Linear`` does in bf16: ``F.linear`` on a 2-D or contiguous 3-D input calls
 ``addmm(bias, x, w.t())`` (aten/native/Linear.cpp), and cuBLAS adds the bias (the Lt epilogue or
@@ -35,6 +36,7 @@ from fearless.tracebacks import user_facing
 
 DECODE_MAX_T = 16          # tokens up to which the decode schedule runs
 _FORMS = {"mma": 0, "mma_t": 1, "sum": 2}
+_PREFILL_TILES = ((128, 128), (128, 64), (64, 128), (64, 64))   # largest first
 _H200_SMS = 132            # the cpu backend plans as for the test GPU, so CI runs those plans
 
 
@@ -136,19 +138,24 @@ def _pow2_at_most(n: int) -> int:
 def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> Plan:
     """The default schedule for x (t, k) by w (n, k) in ``dtype`` on a GPU with ``sms`` SMs.
 
-    Decode (t <= 16): (16, 64) tiles of y, bk 256 (f32: 128); with fewer than four blocks per
+    Decode (t <= 16): the "mma_t" form (w's (64, bk) tile is the A operand of Hopper's
+    warpgroup mma, read from shared memory; "mma" goes through ldmatrix and spills at f32 or
+    16 x 128 tiles), (16, 64) tiles of y, bk 256 (f32: 128); with fewer than four blocks per
     SM, K is split into a power of two of parts until there are about four (a wave's tail costs
     the weight stream), each part keeping at least two K steps.
-    Prefill: the largest of the tiles 128x128, 128x64, 64x128, 64x64 (bm no larger than t's
-    power of two) that gives a block per SM, bk 64 (f32: 32); when even 64x64 leaves SMs idle,
-    K is split until there are about two blocks per SM, each part keeping four K steps.
+    Prefill: the largest of the tiles 128x128 (not for f32: its three mma spill registers),
+    128x64, 64x128, 64x64 (bm no larger than t's power of two) that gives a block per SM, bk
+    64 (f32: 32); when even 64x64 leaves SMs idle, K is split until there are about two blocks
+    per SM, each part keeping four K steps.
     """
     wide = dtype.itemsize == 4
+    form = "mma"
     if t <= DECODE_MAX_T:
-        bm, bn, bk, per_sm, least, want = 16, 64, 128 if wide else 256, 4, 2, 4 * sms
+        form, bm, bn, bk, per_sm, least, want = "mma_t", 16, 64, 128 if wide else 256, 4, 2, \
+            4 * sms
     else:
         cap = min(128, c.pow2(t))
-        for bm, bn in ((128, 128), (128, 64), (64, 128), (64, 64)):
+        for bm, bn in _PREFILL_TILES[1:] if wide else _PREFILL_TILES:
             bm = min(bm, cap)
             if -(-t // bm) * -(-n // bn) >= sms:
                 break
@@ -157,7 +164,7 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
     splits = 1
     if blocks < want:
         splits = min(_pow2_at_most(per_sm * sms // blocks), _pow2_at_most(-(-k // bk) // least))
-    return Plan("mma", bm, bn, bk, max(1, splits))
+    return Plan(form, bm, bn, bk, max(1, splits))
 
 
 def _reduce_tile(t: int, n: int, splits: int, sms: int) -> tuple[int, int]:
