@@ -21,8 +21,9 @@ the host had enqueued everything is counted as host-bound. Median over ``--iters
 Configurations: ``NAME[/key=value...]``: NAME is ``default`` (the plan ``linear`` chooses),
 ``mma``, ``mma_t`` or ``sum``; keys ``tile=BMxBN``, ``bk``, ``splits``, ``lat`` (tileiras's
 latency hint on w's loads). ``--decode`` configs run for T <= 16, ``--prefill`` for larger T.
-Before timing, every specialisation is compiled in ``--jobs`` processes at once (tileiras, no
-GPU needed) into the JIT disk cache, on stand-in tensors with the same layout facts.
+Before timing, every specialisation is compiled for the GPU's arch in ``--jobs`` processes at
+once (tileiras, no GPU needed) into the JIT disk cache, on stand-in tensors with the same layout
+facts (``_standin``).
 
 Run from the repository root on the GPU machine:
     PYTHONPATH=src:. python3 benchmarks/bench_linear.py \\
@@ -52,6 +53,7 @@ import fearless as fl
 from fearless import bf16
 from fearless.kernel.tile_fast import pow2_div
 from fearless.nn import _common
+from fearless.runtime import device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_log import EventClock, RunLog  # noqa: E402
@@ -109,22 +111,22 @@ def _standin(n: int) -> int:
 
 
 def _compile_one(job) -> str:
-    t, n, k, kw = job
+    t, n, k, kw, arch = job
     from fearless.runtime import ahead
     fl.set_backend("cpu")
     x = np.zeros((t, _standin(k)), bf16.numpy)
     w = np.zeros((_standin(n), _standin(k)), bf16.numpy)
     try:
-        with ahead.compile_only(["sm_90"]):
+        with ahead.compile_only([arch]):
             linear(x, w, **kw)
     except Exception:
         return f"{job}: {traceback.format_exc()}"
     return ""
 
 
-def precompile(jobs: list, workers: int, log) -> None:
+def precompile(jobs: list, workers: int, arch: str, log) -> None:
     unique = sorted({(t, n, k, tuple(sorted(kw.items()))) for t, n, k, kw in jobs})
-    todo = [(t, n, k, dict(kw)) for t, n, k, kw in unique]
+    todo = [(t, n, k, dict(kw), arch) for t, n, k, kw in unique]
     t0 = time.perf_counter()
     # spawned, not forked: this process has a CUDA context
     spawn = multiprocessing.get_context("spawn")
@@ -247,7 +249,7 @@ def main(argv=None) -> None:
             f"fearless {fl.__version__}")
     configs = {t: decode if t <= linear_module.DECODE_MAX_T else prefill for t in tokens}
     precompile([(t, n, k, explicit(t, n, k, kw, sms)) for _, _, t, n, k in cases
-                for _, kw in configs[t]], args.jobs, rep.log)
+                for _, kw in configs[t]], args.jobs, device.cuda_arch(), rep.log)
     clock = Clock(torch, args.flush_mb)
     copy_ms: dict = {}
     gen = torch.Generator(device="cuda").manual_seed(0)
