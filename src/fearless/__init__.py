@@ -1,11 +1,12 @@
 """fearless: safe CUDA kernels in plain Python.
 
 Public surface only; see ``fearless.kernel`` (SIMT kernels), ``fearless.runtime.tensor`` (tensors),
-``fearless.runtime.lazy`` (DeviceOperation, ``zip``), ``fearless.runtime.graph`` (CUDA graphs)
-and ``fearless.errors`` (the error hierarchy). ``fl.zip`` combines operations; it keeps the
-builtin's name only as ``fl.zip``: no name in ``__all__`` is a builtin's, so ``from fearless
-import *`` replaces none. To a type checker the dtypes are Python number types (``fl.f32`` is
-``float``; see ``fearless.simt.views``), so annotations such as ``a: fl.f32`` check.
+``fearless.runtime.lazy`` (DeviceOperation, ``zip``), ``fearless.runtime.graph`` (CUDA graphs),
+``fearless.runtime.capture`` (``fl.capture``) and ``fearless.errors`` (the error hierarchy).
+``fl.zip`` combines operations; it keeps the builtin's name only as ``fl.zip``: no name in
+``__all__`` is a builtin's, so ``from fearless import *`` replaces none. To a type checker the
+dtypes are Python number types (``fl.f32`` is ``float``; see ``fearless.simt.views``), so
+annotations such as ``a: fl.f32`` check.
 """
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from fearless.dtypes import DType
 from fearless.kernel import DeviceFunction, Kernel, func, kernel, unchecked, unsafe
 from fearless.runtime.contract import Contract
 from fearless.runtime.device import current_backend, multiprocessor_count, set_backend
+from fearless.runtime.capture import capture
 from fearless.runtime.graph import Graph, graph
 from fearless.runtime.lazy import DeviceOperation, zip
 from fearless.runtime.launch import PreparedLaunch
@@ -46,7 +48,7 @@ __all__ = [
     "async_wait", "static_range", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
-    "DeviceOperation", "graph", "Graph",
+    "DeviceOperation", "graph", "Graph", "capture",
     "Stream", "Event", "stream", "current_stream", "synchronize", "current_backend", "set_backend",
     "multiprocessor_count",
     "errors", "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",

@@ -108,6 +108,11 @@ class PartitionError(ContractError, ValueError):
     ``ValueError``, so ``except ValueError`` keeps working."""
 
 
+class ShapeError(FearlessError, ValueError):
+    """A new shape that does not fit a tensor: another number of elements, or a layout its
+    strides cannot give without a copy (``Tensor.reshape``); also a ``ValueError``."""
+
+
 class ArgumentTypeError(LaunchError, TypeError):
     """Wrong argument count, dtype, rank or device for a kernel parameter."""
 

@@ -97,9 +97,9 @@ def main(argv=None) -> int:
         task = partial(device.cpu_task, opts=opts, workdir=workdir, archs=archs)
         if a.jobs > 1:
             with mp.get_context("spawn").Pool(a.jobs) as pool:
-                _collect(pool.imap_unordered(task, a.seeds), report, a, t0)
+                _collect(pool.imap_unordered(task, a.seeds), report, a, t0, opts, workdir)
         else:  # in this process, one seed after another (a debugger can step in)
-            _collect(None, report, a, t0, map(task, a.seeds))
+            _collect(None, report, a, t0, opts, workdir, map(task, a.seeds))
     report.close()
     if a.verbose:
         for o in sorted(report.outcomes, key=lambda o: o.seed):
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     return 1 if bad else 0
 
 
-def _collect(results, report, a, t0, serial=None):
+def _collect(results, report, a, t0, opts, workdir, serial=None):
     """The outcomes of a pool's ``results`` (or of the ``serial`` iterable) into `report` until
     the time limit; then those of the seeds a worker had taken (``device.drain``) and, for the
     rest, ``device.leftovers``."""
@@ -132,7 +132,7 @@ def _collect(results, report, a, t0, serial=None):
             break
     if results is not None and time.monotonic() > limit:
         hung = drain(results, a.seeds, done, a.jobs, take)
-    for o in leftovers(a.seeds, done, hung):
+    for o in leftovers(a.seeds, done, hung, opts, workdir):
         report.add(o)
 
 

@@ -20,11 +20,17 @@ CRASHES = (
      r"assert lhs.type == rhs.type", "bool-i8"),  # the last: a select of i8 and i1
     (r"float too large to pack", "f16-const-overflow"),
     (r"tileiras crashed", "tileiras-crash"),  # seed 2968: a load in an `if` after a tile loop
+    # seed 55660: minutes on a while loop with eight exits under ifs (harness.TILEIRAS_SECONDS)
+    (r"tileiras did not finish within", "tileiras-slow"),
     (r"KeyError: '(min|max)'", "literal-minmax"),
     (r"Python integer .* out of bounds|OverflowError: Python int|expected number, got int",
      "literal-cast-range"),
 )
 MISMATCH_TAGS = (("bf16<-wide", "bf16-rounding"), ("float //,%", "float-floordiv"))
+# wrong values that a GPU toolchain ``fearless doctor`` fails explains, where our PTX is right:
+# (the reference's tag, the class). nvJitLink 13.0 drops the sign extension after neg.s16 and
+# abs.s16, so -x and abs(x) of an i16 -32768, widened, give +32768 (seeds 5545, 53488)
+TOOLCHAIN_TAGS = (("i16 -(-32768)", "nvjitlink-neg16"),)
 
 
 def known_in(program) -> set[str]:
@@ -79,9 +85,19 @@ def crash_class(text: str, known=()) -> str:
     return "new: " + gist[:120]
 
 
-def mismatch_class(tags: frozenset, known=()) -> str:
+def toolchain_bugs() -> frozenset[str]:
+    """The ``TOOLCHAIN_TAGS`` classes the GPU toolchain in this process has (device mode)."""
+    from fearless.runtime import module
+    return frozenset({"nvjitlink-neg16"} if module.nvjitlink_problem() else ())
+
+
+def mismatch_class(tags: frozenset, known=(), toolchain=frozenset()) -> str:
     """A wrong value's class, from the operations the reference saw in its thread (only the
-    classes still open count; the operations are listed in the detail anyway)."""
+    classes still open count; the operations are listed in the detail anyway). ``toolchain``:
+    the ``toolchain_bugs()`` of the GPU that computed it."""
+    for tag, name in TOOLCHAIN_TAGS:
+        if tag in tags and name in toolchain:
+            return f"known: {name} (fearless doctor fails this toolchain)"
     for tag, name in MISMATCH_TAGS:
         if tag in tags and name in KNOWN:
             return name

@@ -80,13 +80,14 @@ def run_on_gpu(o: Outcome, opts: Options) -> Outcome:
         text = harness._text(exc)
         return o.fail("crash", "gpu: " + classify.crash_class(text, o.known), text)
     o.times["gpu-run"] = time.perf_counter() - t0
+    tools = classify.toolchain_bugs()
     bad, _ = data.compare(got, o.gpu_expected)
     if bad:
-        o.fail("mismatch", "gpu: " + classify.mismatch_class(bad[0].tags, o.known),
+        o.fail("mismatch", "gpu: " + classify.mismatch_class(bad[0].tags, o.known, tools),
                "\n".join(map(str, bad)))
     differ = _differ_from_cpu(got, o.outputs, o.gpu_expected)
     if differ:
-        o.fail("mismatch", "gpu != cpu: " + classify.mismatch_class(differ[0][1], o.known),
+        o.fail("mismatch", "gpu != cpu: " + classify.mismatch_class(differ[0][1], o.known, tools),
                "\n".join(d for d, _ in differ))
     o.outputs = o.gpu_expected = None
     return o
@@ -211,13 +212,29 @@ def drain(results, seeds, done: set, jobs: int, take) -> set:
     return started - done
 
 
-def leftovers(seeds, finished: set, hung: set) -> list[Outcome]:
+def leftovers(seeds, finished: set, hung: set, opts: Options | None = None,
+              workdir: Path | None = None) -> list[Outcome]:
     """Outcomes for the seeds without one at the end: a hang fails the run, the others never
-    started (the time limit)."""
-    return [Outcome(seed, status="hang", cls=f"still running {HANG_SECONDS} s after the time "
-                    "limit") if seed in hung else Outcome(seed, status="not run",
-                                                          cls="time limit")
-            for seed in seeds if seed not in finished]
+    started (the time limit). With ``opts`` and ``workdir`` a hang's kernel is generated and
+    written again, so that its report holds the source (seed 55660's had none)."""
+    out = []
+    for seed in seeds:
+        if seed in finished:
+            continue
+        if seed not in hung:
+            out.append(Outcome(seed, status="not run", cls="time limit"))
+            continue
+        o = Outcome(seed, status="hang", cls=f"still running {HANG_SECONDS} s after the time "
+                    "limit")
+        if opts is not None and workdir is not None:
+            try:
+                program, known = harness.generate(seed, opts)
+                o.kind, o.known = program.kind, frozenset(known)
+                o.source = str(harness.write(program, seed, opts, workdir))
+            except Exception:
+                o.detail = "the kernel could not be generated again:\n" + traceback.format_exc()
+        out.append(o)
+    return out
 
 
 def _cpu_worker():
@@ -266,5 +283,5 @@ def run_device(seeds, opts: Options, jobs: int, workdir: Path, report, time_limi
     finally:
         pool.terminate()
         gpu.stop()
-    for o in leftovers(seeds, finished, hung):
+    for o in leftovers(seeds, finished, hung, opts, workdir):
         report.add(o)

@@ -16,11 +16,13 @@ import time
 import traceback
 import warnings
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from fearless.backends.tileir import tileiras
 from fearless.config import CONFIG
 from fearless.errors import BackendError, CompileError, FearlessError
 from fearless.runtime import ahead, device
@@ -29,6 +31,10 @@ from tests.fuzz.options import Options
 
 ARCHS = ("sm_80", "sm_90")
 TILE_SHARE = 0.2  # of the seeds generate tile kernels
+# a tileiras run slower than this fails its seed as a crash (with the kernel), where the library's
+# limit (300 s) outlasted device mode's grace after its time limit (device.HANG_SECONDS): seed
+# 55660 was a 'hang' with no kernel (tileiras 13.4 ran on; 13.5 crashes after 270 s here)
+TILEIRAS_SECONDS = 45
 
 
 @dataclass
@@ -92,9 +98,19 @@ def run_seed(seed: int, opts: Options, workdir: Path, archs=ARCHS,
     kernel overflows or divides by zero as often as not). ``device_arch``: also compile the
     kernel for that GPU into the disk cache (``FEARLESS_CACHE_DIR``) and keep what a GPU run
     is compared with (device mode)."""
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
+    with warnings.catch_warnings(), np.errstate(all="ignore"), _tileiras_limit():
         warnings.simplefilter("ignore")
         return _run_seed(seed, opts, workdir, archs, device_arch)
+
+
+@contextmanager
+def _tileiras_limit():
+    before = tileiras.TIMEOUT_S
+    tileiras.TIMEOUT_S = min(before, TILEIRAS_SECONDS)
+    try:
+        yield
+    finally:
+        tileiras.TIMEOUT_S = before
 
 
 def _run_seed(seed, opts, workdir, archs, device_arch) -> Outcome:

@@ -351,6 +351,8 @@ def unary(th: Thread, op: str, d: DType, a: Val) -> Val:
         return Val(r, a.e, a.prod if op == "neg" else 0.0)
     if op == "invert":
         return Val((not a.v) if d.is_bool else wrap(~a.v, d))
+    if d.name == "i16" and a.v == -32768:  # wraps to itself; nvJitLink 13.0 gives +32768 where
+        th.tags.add("i16 -(-32768)")       # it is widened (classify.TOOLCHAIN_TAGS)
     return Val(wrap(-a.v if op == "neg" else abs(a.v), d))
 
 

@@ -19,7 +19,7 @@ import pytest
 from fearless import dtypes
 from fearless.frontend import infer
 from tests.fuzz import __main__ as cli
-from tests.fuzz import harness, rules, scalar, vector
+from tests.fuzz import classify, harness, rules, scalar, vector
 from tests.fuzz import device as fuzz_device
 from tests.fuzz.options import KNOWN, Options
 
@@ -154,6 +154,31 @@ def test_a_negative_base_to_an_inexact_power_near_an_integer_is_unchecked():
         [True, False, False]
 
 
+@pytest.mark.parametrize("op", ["neg", "abs"])
+def test_a_gpu_mismatch_from_a_toolchain_doctor_fails_is_classed_known(monkeypatch, op):
+    """Seed 53488: o0 = -fl.i16(x) of a saturated -32768 gave +32768 on the H200, whose
+    nvJitLink 13.0 drops the sign extension after neg.s16 (and abs.s16) in the SASS; our PTX
+    is right. The reference tags -(-32768) of an i16, and device mode names that known where
+    the GPU's nvJitLink is one ``fearless doctor`` fails, and a new wrong value elsewhere."""
+    from fearless.runtime import module
+    th = scalar.Thread(scalar.GPU)
+    assert scalar.unary(th, op, dtypes.i16, scalar.Val(-32768)).v == -32768
+    scalar.unary(th, op, dtypes.i16, scalar.Val(-32767))
+    scalar.unary(th, op, dtypes.i32, scalar.Val(-32768))
+    tags = frozenset(th.tags)
+    assert tags == {"i16 -(-32768)"}
+    for version, known in (("13.0", True), ("13.5", False)):
+        monkeypatch.setattr(module, "nvjitlink_version", lambda: version)
+        got = classify.mismatch_class(tags | {"float->int out of range"}, (),
+                                      classify.toolchain_bugs())
+        assert got.startswith("known: nvjitlink-neg16") if known else got == "new: wrong value"
+    monkeypatch.setattr(module, "nvjitlink_version", lambda: "13.0")
+    other = scalar.Thread(scalar.GPU)  # a wrong value without the construct stays new
+    scalar.unary(other, op, dtypes.i16, scalar.Val(-32767))
+    assert classify.mismatch_class(frozenset(other.tags), (), classify.toolchain_bugs()) == \
+        "new: wrong value"
+
+
 def test_skip_known_generates_none_of_the_known_constructs():
     for seed in range(40):
         _, known = harness.generate(seed, Options(skip_known=True))
@@ -203,3 +228,30 @@ def test_a_stuck_worker_is_a_hang_and_cannot_hold_back_the_summary(monkeypatch):
     assert hung == {1} and done == {0, 2, 3, 4, 5}
     (left,) = fuzz_device.leftovers(seeds, done, hung)
     assert (left.seed, left.status) == (1, "hang")
+
+
+def test_a_hang_is_reported_with_its_kernel(tmp_path):
+    """Seed 55660's hang (a tileiras compile still running after the grace period) was reported
+    with no kernel and kind '?': leftovers generates and writes a hung seed's kernel again."""
+    (o,) = fuzz_device.leftovers([55660], set(), {55660}, Options(), tmp_path)
+    assert (o.status, o.kind) == ("hang", "tile")
+    assert "def t55660(" in harness.describe(o)
+
+
+def test_a_slow_tileiras_fails_its_seed_as_a_crash_with_the_kernel(monkeypatch, workdir):
+    """Seed 55660: tileiras 13.4 ran for minutes (13.5 crashed after 270 s), longer than the
+    grace device mode gives a seed after its time limit, so the seed was a hang without its
+    kernel. A tileiras run in the fuzzer gets harness.TILEIRAS_SECONDS (the library's 300 s
+    limit comes back afterwards)."""
+    from fearless.backends.tileir import tileiras
+    tc = tileiras.find()
+    if tc is None:
+        pytest.skip("tileiras is not installed")
+    tc.pick_version(), tc.fingerprint()  # its own queries answered before the limit is cut
+    seed = next(s for s in range(200, 400) if harness.generate(s, Options())[0].kind == "tile")
+    before = tileiras.TIMEOUT_S
+    monkeypatch.setattr(harness, "TILEIRAS_SECONDS", 0.001)
+    o = harness.run_seed(seed, Options(), workdir, archs=("sm_80",))
+    assert o.status == "crash" and o.cls.endswith("tileiras-slow"), harness.describe(o)
+    assert f"def t{seed}(" in harness.describe(o)
+    assert tileiras.TIMEOUT_S == before

@@ -6,11 +6,13 @@ end of the module): expected failures (xfail) with the reason, which pass once i
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import numpy as np
 import pytest
 
 import fearless as fl
+from fearless import dtypes
 from fearless import tile as ft
 from fearless.backends.tileir import tileiras
 from fearless.errors import CompileError, InternalError
@@ -19,6 +21,7 @@ from fearless.runtime import ahead
 from tests.support import BACKENDS, launch_tile
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+T_ = TypeVar("T_")
 
 
 def launch(kernel, n, *args):
@@ -195,6 +198,69 @@ def test_argmax_indexes_the_maximum_of_a_tile_holding_nan(backend, x, want):
                                    fl.asarray(x)).tolist()
     np.testing.assert_array_equal(top, np.fmax.reduce(x))
     assert index == want, f"ft.argmax gave {index}, where x holds {x[int(index)]}"
+
+
+# min(x, 1.0) then max(_, 0.0): ptxas made one .SAT instruction of them -----------------------
+
+@fl.kernel
+def clamp_product(x: fl.Slice[T_], y: fl.Slice[T_], clamped: fl.DisjointSlice[T_],
+                  as_u16: fl.DisjointSlice[fl.u16]):
+    i = fl.thread.index_1d()
+    if i < len(clamped):
+        p = min(x[i] * y[i], 1.0)
+        clamped[i] = max(p, 0.0)
+        as_u16[i] = fl.u16(p)       # the conversion clamps to [0, 65535]: max(p, 0.0) too
+
+
+@ft.kernel
+def clamp_product_tile(o: ft.Out, x: ft.In, y: ft.In):
+    o.store(ft.maximum(ft.minimum(ft.load_like(x, o) * ft.load_like(y, o), 1.0), 0.0))
+
+
+def _clamp_cases(dtype):
+    """x, y (of ``dtype``) whose products are NaN, +-inf, +-0.0, below 0, in (0, 1), 1 and
+    above, and random ones; the reference min(x * y, 1.0), the product rounded once to
+    ``dtype`` (exact in f64 for the narrower types)."""
+    rng = np.random.default_rng(58110)
+    edges = [(np.nan, 1.0), (0.0, np.inf), (np.nan, np.nan), (np.inf, 1.0), (-np.inf, 2.0),
+             (-0.0, 1.0), (0.0, 1.0), (-0.5, 0.5), (0.5, 0.5), (1.0, 1.0), (3.0, 0.75),
+             (-3.0, 1.0)]
+    x = np.concatenate([[a for a, _ in edges], rng.standard_normal(116)])
+    y = np.concatenate([[b for _, b in edges], rng.standard_normal(116)])
+    x, y = dtypes.convert(x, dtype), dtypes.convert(y, dtype)
+    prod = dtypes.convert(x.astype(np.float64) * y.astype(np.float64), dtype)
+    prod = prod.astype(np.float64)
+    return x, y, np.where(np.isnan(prod), 1.0, np.minimum(prod, 1.0))
+
+
+@pytest.mark.parametrize("dtype", [fl.f16, fl.bf16, fl.f32, fl.f64], ids=str)
+def test_a_clamp_to_0_1_of_nan_is_1(backend, dtype):
+    """Seed 58110 (reduced): min(nan, 1.0) is 1.0 (minimumNumber), so max(min(nan, 1.0), 0.0)
+    is 1.0 and u16(min(nan, 1.0)) is 1; the GPU gave 0 for both. The PTX was right (min.f32
+    then max.f32), but ptxas (nvJitLink 13.0 and 13.5) made one FMUL.SAT / FADD.SAT / HADD2.SAT
+    of the product, min and max, and .SAT sends NaN to 0. Float min is lowered as the max of
+    the negations now, which ptxas leaves alone."""
+    x, y, p = _clamp_cases(dtype)
+    clamped, as_u16 = fl.full(len(x), np.nan, dtype), fl.full(len(x), 777, fl.u16)
+    launch(clamp_product, len(x), fl.asarray(x), fl.asarray(y), clamped, as_u16)
+    want = np.where(p > 0.0, p, 0.0)  # maximumNumber(p, 0.0): +0.0 for p = -0.0 too
+    got = clamped.numpy().astype(np.float64)
+    bad = np.flatnonzero((got != want) | np.signbit(got))
+    assert not bad.size, f"x={x[bad[:4]]} y={y[bad[:4]]}: got {got[bad[:4]]}, want {want[bad[:4]]}"
+    np.testing.assert_array_equal(as_u16.numpy(), (p == 1.0).astype(np.uint16))
+    if backend == "cpu":
+        compiles_for_gpus(clamp_product, rd(dtype), rd(dtype), out(dtype), out(fl.u16))
+
+
+@pytest.mark.parametrize("dtype", [fl.f16, fl.f32], ids=str)
+def test_a_tile_clamp_to_0_1_of_nan_is_1(backend, dtype):
+    """The tile twin of seed 58110: tileiras hands ptxas the same min then max."""
+    x, y, p = _clamp_cases(dtype)
+    got = launch_tile(clamp_product_tile, fl.full(len(x), np.nan, dtype).partition(64),
+                      fl.asarray(x), fl.asarray(y)).astype(np.float64)
+    want = np.where(p > 0.0, p, 0.0)
+    bad = np.flatnonzero((got != want) | np.signbit(got))
+    assert not bad.size, f"x={x[bad[:4]]} y={y[bad[:4]]}: got {got[bad[:4]]}, want {want[bad[:4]]}"
 
 
 # found, not fixed yet ----------------------------------------------------------------------------

@@ -193,9 +193,9 @@ def test_float_arithmetic_is_ieee_without_flush_to_zero_and_contracts_to_fma():
     types = _types((dtypes.f32, 1, "r"), (dtypes.f32, 1, "r"), (dtypes.f32, 2, "w"))
     llvm = arith_mix.inspect("llvm", types, "sm_90")
     assert "frem" not in llvm and "__nv_fmodf" in llvm  # % and // use libdevice's exact fmod
-    assert "llvm.minimumnum.f32" in llvm and "llvm.maximumnum.f32" in llvm
+    assert "llvm.maximumnum.f32" in llvm  # min too, as the max of the negations (below)
     text = ptx(arith_mix, types, "sm_90")
-    assert "min.f32" in text and "max.f32" in text  # minimumNumber: -0.0 < +0.0, NaN ignored
+    assert "max.f32" in text  # maximumNumber: -0.0 < +0.0, NaN ignored
     assert "div.rn.f32" in text and "sqrt.rn.f32" in text
     assert "fma.rn.f32" in text  # x * y + 1.5: one rounding (docs/semantics.md, contraction)
     assert not re.search(r"\b(add|sub|mul|div|sqrt|fma)(\.rn)?\.ftz", text)
@@ -208,6 +208,35 @@ def test_float_to_int_saturates_and_sends_nan_to_zero_in_ptx(src, dst):
     text = ptx(convert, _types((src, 1, "r"), (dst, 1, "w")), "sm_90")
     assert f"cvt.rzi.{'s' if dst.is_signed else 'u'}{dst.bits}.f{src.bits}" in text
     assert "selp" in text and ("setp.nan" in text or not dst.is_signed)
+
+
+@fl.kernel
+def clamp_to_unit(x: fl.Slice[T_], out: fl.DisjointSlice[T_]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = max(min(x[i], 1.0), 0.0)
+
+
+@pytest.mark.parametrize("d", [dtypes.f16, dtypes.bf16, dtypes.f32], ids=str)
+def test_float_min_is_the_max_of_the_negations_in_ptx(d):
+    """ptxas (CUDA 13.0 to 13.5) turns PTX min(x, 1.0) then max(_, 0.0) into one .SAT
+    instruction, which gives 0 for a NaN x where min gives 1.0 and then max 1.0 (fuzz seed
+    58110): a float min is -max(-a, -b) instead, which ptxas does not fold (the negations are
+    free operand modifiers). The values: test_float_ops_lower_to_the_cpu_semantics[min]."""
+    text = ptx(clamp_to_unit, _types((d, 1, "r"), (d, 1, "w")), "sm_90")
+    assert not re.search(r"\bmin(\.NaN)?\.(f16|bf16|f32)\b", text), text
+    assert re.search(rf"\bneg\.{d.name}\b", text) and re.search(rf"\bmax\.{d.name}\b", text)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_no_saturating_instruction_clamps_to_0_1_in_sass(arch):
+    """The SASS of the clamp: .SAT (NaN -> 0) was what ptxas made of PTX min then max."""
+    from fearless.runtime import disasm
+    if disasm.find() is None:
+        pytest.skip("needs nvdisasm or cuobjdump (pip install nvidia-cuda-nvdisasm)")
+    for d in (dtypes.f16, dtypes.f32):
+        sass = clamp_to_unit.inspect("sass", _types((d, 1, "r"), (d, 1, "w")), arch)
+        assert "MNMX" in sass and ".SAT" not in sass, sass
 
 
 # Tile IR: guards around the operations Tile IR leaves undefined -------------------------------
@@ -268,6 +297,17 @@ def test_tile_float_to_int_is_guarded_and_int_to_bf16_rounds_once():
     assert names.count("cmpf") == 3 and names.count("select") == 3 and "ftoi" in names
     names = tile_ops(tile_convert, out="bf16:1/64", x="i32:1")
     assert names.count("itof") == 2 and "shli" in names  # rounded to odd at 24 bits first
+
+
+@ft.kernel
+def tile_clamp(out: ft.Out[T_], x: ft.In[T_]):
+    out.store(ft.maximum(ft.minimum(ft.load_like(x, out), 1.0), 0.0))
+
+
+def test_tile_float_min_is_the_max_of_the_negations():
+    """tileiras hands ptxas a min then max too (the .SAT fold above): no minf."""
+    names = tile_ops(tile_clamp, out="f32:1/64", x="f32:1")
+    assert "minf" not in names and names.count("maxf") == 2 and names.count("negf") == 3
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import fearless as fl
-from fearless import bf16, f16, f32, i32
+from fearless import bf16, f16, f32, f64, i32
+from fearless import tile as ft
 from fearless.backends.tileir.reader import decode
 from fearless.backends.tileir.tir import dump
 from fearless.compiler import compile_tile
@@ -316,3 +317,84 @@ def test_an_operation_dropped_without_sync_warns():
         del op
         gc.collect()
     p.unpartition()  # ownership came back with the dropped operation
+
+
+def _copy_with_latency(latency):
+    @ft.kernel
+    def copy(out: ft.Out[f32], x: ft.In[f32]):
+        out.store(ft.load_like(x, out, latency=latency))
+    return copy
+
+
+def test_a_constant_none_load_hint_means_no_hint():
+    # a closure None (one kernel source for tuned and untuned configurations) was refused as
+    # "latency must be an integer constant"
+    types = (T.TensorView(f32, 1, T.Role.OUT, (64,)), T.TensorView(f32, 1, T.Role.IN))
+    plain = _copy_with_latency(None).inspect("tileir", types, arch="sm_90")
+    hinted = _copy_with_latency(4).inspect("tileir", types, arch="sm_90")
+    assert "latency" not in plain and "load_view_tko" in plain
+    assert "optimization_hints = <sm_90 = {latency = 4}>" in hinted
+
+
+@ft.kernel
+def coordinates3(out: ft.Out[i32], copy: ft.Out[f32], x: ft.In[f32]):
+    i, j, k = out.tile_index
+    a, b, c = out.tile_shape
+    rows = ft.reshape(ft.arange(a), (a, 1, 1)) + i * a
+    cols = ft.reshape(ft.arange(b), (1, b, 1)) + j * b
+    depth = ft.reshape(ft.arange(c), (1, 1, c)) + k * c
+    out.store(rows * 1000000 + cols * 1000 + depth)
+    copy.store(ft.load(x, (i, j, k), (a, b, c)) + 1.0)
+
+
+@pytest.mark.parametrize("backend", BOTH, indirect=True)
+def test_rank3_partitions_give_each_block_its_tile(backend):
+    # a 3-d grid (x, y, z) with partial tiles on every axis: each element's global coordinates
+    shape = (3, 70, 20)
+    xh = rand(shape, 40)
+    out, copy, _ = coordinates3(poisoned(shape, i32).partition((2, 32, 8)),
+                                poisoned(shape).partition((2, 32, 8)), fl.asarray(xh)).sync()
+    r, c, d = np.indices(shape)
+    np.testing.assert_array_equal(out.unpartition().numpy(), r * 1000000 + c * 1000 + d)
+    np.testing.assert_array_equal(copy.unpartition().numpy(), xh + np.float32(1))
+
+
+@ft.kernel
+def exp2_flushed(out: ft.Out, x: ft.In, flush: ft.Const[int] = 1):
+    if flush:
+        out.store(ft.exp2(ft.load_like(x, out), flush_to_zero=True))
+    else:
+        out.store(ft.exp2(ft.load_like(x, out)))
+
+
+@pytest.mark.parametrize("backend", BOTH, indirect=True)
+@pytest.mark.parametrize("dtype", [f32, bf16], ids=lambda d: d.name)
+def test_exp2_flush_to_zero_drops_subnormal_results(backend, dtype):
+    # 2**-126 is the smallest normal f32: below it the flushed exp2 gives 0, the plain one a
+    # subnormal (f32) or a bf16 subnormal
+    xh = np.concatenate([np.linspace(-132, -120, 25), [0.5, 3, -np.inf], rand(4, 41)])
+    xh = xh.astype(np.float32)
+    x = fl.asarray(xh, dtype)
+    want = np.exp2(x.numpy().astype(np.float64))
+    unit = 2.0 ** -8 if dtype is bf16 else 2.0 ** -21   # bf16 rounding; the GPU's ex2.approx
+    for flush in (1, 0):
+        out, _ = exp2_flushed(poisoned(32, dtype).partition(32), x, flush=flush).sync()
+        got = out.unpartition().numpy().astype(np.float64)
+        expect = np.where(want < 2.0 ** -126, 0.0, want) if flush else want
+        normal = want >= 2.0 ** -126
+        np.testing.assert_allclose(got[normal], expect[normal], rtol=unit, atol=0)
+        if flush:
+            assert (got[~normal] == 0).all()
+        elif backend == "cpu":
+            assert (got[~normal & (want > 2.0 ** -149)] > 0).all()
+
+
+def test_exp2_flush_to_zero_lowers_to_the_ftz_form():
+    types = (T.TensorView(f32, 1, T.Role.OUT, (32,)), T.TensorView(f32, 1, T.Role.IN))
+    flushed = exp2_flushed.inspect("tileir", types, {"flush": 1}, arch="sm_90")
+    plain = exp2_flushed.inspect("tileir", types, {"flush": 0}, arch="sm_90")
+    assert "exp2 %tile flush_to_zero : tile<32xf32>" in flushed
+    assert "flush_to_zero" not in plain
+    types64 = (T.TensorView(f64, 1, T.Role.OUT, (32,)), T.TensorView(f64, 1, T.Role.IN))
+    with pytest.raises(CompileError, match="flush_to_zero is for f32, f16 and bf16"):
+        exp2_flushed.inspect("ir", types64, {"flush": 1})

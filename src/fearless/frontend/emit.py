@@ -193,7 +193,7 @@ class Emitter:
         va, vb = self.scalar(a, d), self.scalar(b, d)
         return self.b.create(Op.SELECT, [cond, va, vb]).result
 
-    def math(self, fn: Op, args: list):
+    def math(self, fn: Op, args: list, attrs: dict | None = None):
         """Math function ``fn``: its float operands in one float type (integers go to f64, a weak
         literal takes the other's type), an "i32" operand saturated to i32
         (``OpDef.operand_kinds``)."""
@@ -208,7 +208,7 @@ class Emitter:
             d = dtypes.f64
         values = [self.scalar(a, d) if k == "float" else self.saturated_i32(a, fn, i)
                   for i, (a, k) in enumerate(zip(args, kinds))]
-        return self.b.create(fn, values).result
+        return self.b.create(fn, values, attrs=attrs).result
 
     def saturated_i32(self, fv, fn: Op, position: int):
         """The integer argument ``fv`` (a bool, any integer type, a literal) of math function

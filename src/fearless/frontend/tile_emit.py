@@ -122,10 +122,10 @@ class TileEmitter(Emitter):
         va, vb = self.to_tile(a, d, shape), self.to_tile(b, d, shape)
         return self.b.create(Op.SELECT, [c, va, vb]).result
 
-    def math(self, fn: Op, args: list):
+    def math(self, fn: Op, args: list, attrs: dict | None = None):
         shape = self._shape(*args)
         if shape is None:
-            return super().math(fn, args)
+            return super().math(fn, args, attrs)
         kinds = REGISTRY[fn].operand_kinds or ("float",) * len(args)
         floats = [a for a, k in zip(args, kinds) if k == "float"]
         d = self.common(*floats, fn) if len(floats) == 2 else self.dtype_of(floats[0])
@@ -134,7 +134,7 @@ class TileEmitter(Emitter):
         values = [self.to_tile(a, d, shape) if k == "float" else
                   self.to_tile(self.saturated_i32(a, fn, i), dtypes.i32, shape)
                   for i, (a, k) in enumerate(zip(args, kinds))]
-        return self.b.create(fn, values).result
+        return self.b.create(fn, values, attrs=attrs).result
 
     def truth(self, fv):
         if is_tile(fv):

@@ -220,9 +220,17 @@ class _Call:
 
 # tensors ------------------------------------------------------------------------------------
 
+def _constant_none(value) -> bool:
+    return (isinstance(value, Const) and value.value is None
+            or isinstance(value, Static) and value.obj is None)
+
+
 def _memory_hints(c: _Call, latency, allow_tma) -> dict:
-    """The optional scheduling hints of a load: ``latency`` 1..10, ``allow_tma`` a bool."""
+    """The optional scheduling hints of a load: ``latency`` 1..10, ``allow_tma`` a bool; a
+    constant None (a closure variable or default, so one kernel source serves tuned and untuned
+    configurations) gives no hint, as leaving the argument out does."""
     hints = {}
+    latency, allow_tma = (None if _constant_none(h) else h for h in (latency, allow_tma))
     if latency is not None:
         if not (isinstance(latency, Const) and isinstance(latency.value, int)
                 and 1 <= latency.value <= 10):
@@ -416,6 +424,19 @@ def _math(op: Op):
     return handler
 
 
+def _exp2(c: _Call):
+    x, ftz = c.take("x", "flush_to_zero", required=1)
+    if ftz is None or _constant_none(ftz):
+        return c.emit.math(Op.EXP2, [x])
+    if not (isinstance(ftz, Const) and isinstance(ftz.value, bool)):
+        raise c.error("flush_to_zero must be True or False")
+    result = c.emit.math(Op.EXP2, [x], {"flush_to_zero": True} if ftz.value else None)
+    if ftz.value and result.type.dtype.bits > 32:
+        raise c.error("flush_to_zero is for f32, f16 and bf16 (an f64 exp2 keeps its "
+                      "subnormals)")
+    return result
+
+
 def _reduce(kind):
     def handler(c: _Call):
         names = ("t", "axis", "keepdims") + (("acc_dtype",) if kind == "sum" else ())
@@ -510,7 +531,7 @@ HANDLERS = {
     lang.load: _load, lang.load_like: _load_like, lang.zeros: _zeros, lang.full: _full,
     lang.arange: _arange, lang.cdiv: _cdiv, lang.mma: _mma, lang.broadcast: _broadcast,
     lang.reshape: _reshape, lang.permute: _permute_call, lang.transpose: _transpose,
-    lang.where: _where, lang.exp: _math(Op.EXP), lang.exp2: _math(Op.EXP2),
+    lang.where: _where, lang.exp: _math(Op.EXP), lang.exp2: _exp2,
     lang.log: _math(Op.LOG), lang.sqrt: _math(Op.SQRT), lang.rsqrt: _math(Op.RSQRT),
     lang.tanh: _math(Op.TANH), lang.maximum: _math(Op.MAX), lang.minimum: _math(Op.MIN),
     lang.sum: _reduce("sum"), lang.max: _reduce("max"), lang.min: _reduce("min"),

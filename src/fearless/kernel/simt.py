@@ -319,9 +319,10 @@ class Kernel(BaseKernel):
                     key.append(view[0])
                 else:
                     plan = launch._plans.get(tuple(key))
-                    if plan is not None and plan.admits(views):
+                    stream = current_stream()
+                    if plan is not None and stream.capture is None and plan.admits(views):
                         launch._last[0] = plan.fast_for(args, views)
-                        plan.run(args, views, current_stream())
+                        plan.run(args, views, stream)
                         return
             self._launch(launch, args, True)
         except FearlessError as exc:
@@ -330,7 +331,15 @@ class Kernel(BaseKernel):
 
     def _launch(self, launch, args, checked: bool) -> None:
         refuse_while_executing(f"an eager launch of kernel '{self.name}'")
-        self._checked(launch, args, checked)[0](current_stream())
+        enqueue, entry, tensors = self._checked(launch, args, checked)
+        stream = current_stream()
+        if stream.capture is None:
+            enqueue(stream)
+            return
+        written = [p.written for p in entry.compiled.info.params]  # fl.capture(): recorded
+        stream.capture.add(stream, enqueue, [t for t, w in zip(tensors, written)
+                                             if t is not None and not w],
+                           [t for t, w in zip(tensors, written) if t is not None and w], args)
 
     def _checked(self, launch, args, checked: bool):
         """Every host-side check of one launch, then ``(enqueue, entry, tensors)``: calling

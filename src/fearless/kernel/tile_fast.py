@@ -154,6 +154,5 @@ class TilePlan:
             if not empty:
                 pack.launch(loaded.function, hw, (1, 1, 1), 0, stream.handle,
                             loaded.params.fill(a), name)
-            stream.lease(runtime_args)
         return DeviceOperation(enqueue, runtime_args, reads=reads, writes=writes,
                                partitions=partitions, label=self.label)

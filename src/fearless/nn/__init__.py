@@ -11,4 +11,5 @@ from fearless.nn.act import add, silu_mul
 from fearless.nn.embed import argmax, embedding
 from fearless.nn.rope import rope, rope_tables
 from fearless.nn.kvcache import kv_cache_write
+from fearless.nn.attention import attention, decode_attention
 from fearless.nn.linear import linear

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fearless.errors import KernelBoundsError, RaceError
+from fearless.errors import KernelBoundsError, LaunchError, RaceError
 from fearless.runtime import memory
 from fearless.runtime.stream import Stream
 
@@ -52,6 +52,9 @@ class ErrorWords:
         """The device address of a fresh slot for one launch of ``kernel``; ``shapes`` maps
         array parameter names to the shapes of this launch's arguments (for the message)."""
         if len(self.owners) == SLOTS:
+            if not self.stream._leases and self.stream.core is not None:
+                raise LaunchError(f"a graph holds at most {SLOTS} bounds-checked launches",
+                                  kernel=kernel, help="capture the work as several graphs")
             self.stream.synchronize()  # runs check(), which frees every slot
         if not self.owners:
             self.stream.defer(self.check)

@@ -15,7 +15,8 @@ parameter packer):
 * ``LaunchPlan.admits``'s checks, unrolled: no moved or claimed fearless tensor, no written
   argument that is read-only, overlaps itself or shares bytes with another argument, and the
   shapes the slow path last checked;
-* ``LaunchPlan.run``'s common case: ``requires``, no pending write from another stream (else
+* ``LaunchPlan.run``'s common case on a stream that leases (not inside ``fl.capture()``,
+  where the launcher records the launch): ``requires``, no pending write from another stream (else
   ``plan.run`` does the full ``check_order``), the writes recorded, scalars converted, an error
   word when the kernel has bounds sites, one parameter pack, one ``cuLaunchKernel``, the lease.
 
@@ -129,15 +130,15 @@ def _run(plan, consts: dict) -> list[str]:
     n = len(plan.names)
     views = ", ".join(f"v{k}" if k in plan.arrays else f"a{k}" for k in range(n))
     lines = ["    chosen = getattr(_slocal, 'chosen', None)",
-             "    stream = chosen[-1] if chosen else _current()"]
+             "    stream = chosen[-1] if chosen else _current()",
+             "    if not stream._leases:",  # an fl.capture() block: the launcher records it
+             "        return False"]
     owned = [k for k in plan.arrays if consts[f"T{k}"] is Tensor]
-    if owned:  # the order check's common case: every fearless tensor last written here
-        lines.append("    if stream._leases:")
-        for k in owned:
-            lines += [f"        w = a{k}._storage.writer",
-                      "        if w is not None and w[0] is not stream:",
-                      f"            PLAN.run(args, ({views},), stream)",
-                      "            return True"]
+    for k in owned:  # the order check's common case: every fearless tensor last written here
+        lines += [f"    w = a{k}._storage.writer",
+                  "    if w is not None and w[0] is not stream:",
+                  f"        PLAN.run(args, ({views},), stream)",
+                  "        return True"]
     if plan.requires is not None:
         consts["REQUIRES"] = plan.requires
         lines.append("    REQUIRES(args)")
@@ -149,8 +150,8 @@ def _run(plan, consts: dict) -> list[str]:
         lines += ["    except _ArgumentTypeError:", "        return False"]
     written = [k for k in plan.written if k in owned]
     if written:
-        lines += ["    if stream._leases:", "        seq = stream.seq = stream.seq + 1"]
-        lines += [f"        a{k}._storage.writer = (stream, seq)" for k in written]
+        lines += ["    seq = stream.seq = stream.seq + 1"]
+        lines += [f"    a{k}._storage.writer = (stream, seq)" for k in written]
     values = []
     for k in range(n):
         values.append(f"v{k}" if k in plan.arrays else f"c{k}")
@@ -165,7 +166,7 @@ def _run(plan, consts: dict) -> list[str]:
         consts.update(FN=plan.function, GRID=plan.grid, BLOCK=plan.block, FILL=plan.params.fill)
         lines.append(f"    _pack.launch(FN, GRID, BLOCK, {plan.shared}, stream.handle, "
                      f"FILL([{', '.join(values)}], word, {plan.threads}), {plan.kernel!r})")
-    lines += ["    if stream._leases:", "        batch = stream._batch", "        batch.append(args)",
-              "        if len(batch) >= _LEASES:", "            stream._seal()",
+    lines += ["    batch = stream._batch", "    batch.append(args)",
+              "    if len(batch) >= _LEASES:", "        stream._seal()",
               "    return True"]
     return lines

@@ -4,9 +4,12 @@ The Python answer to cuda-async's ``DeviceOp`` (cutile-rs). A launcher checks a 
 returns a DeviceOperation instead of enqueuing; nothing touches the device until ``.sync()``
 or ``.sync_on(stream)``, which enqueue the work, synchronise the stream, run the deferred checks
 (a ``KernelBoundsError`` surfaces there) and return the result: for a kernel call, the tuple of
-its arguments ("you get back what you put in"). Operations compose: ``op.then(f)`` and
-``fl.zip(a, b, ...)`` run on one stream, in order; ``fl.graph(op)`` (``graph.py``) captures one
-to replay.
+its arguments ("you get back what you put in"). ``.enqueue()`` is the eager form: it enqueues
+on the current stream and returns the result at once, ownership back at once, the arguments
+leased to the stream as an eager ``kernel[launch](...)``'s are (stream order keeps later work
+on that stream safe; ``stream.check_order`` refuses unordered use from another stream).
+Operations compose: ``op.then(f)`` and ``fl.zip(a, b, ...)`` run on one stream, in order;
+``fl.graph(op)`` (``graph.py``) captures one to replay.
 
 Ownership while an operation is pending (created and not yet synced, cancelled or dropped):
 
@@ -19,9 +22,9 @@ Ownership while an operation is pending (created and not yet synced, cancelled o
   through DLPack/CAI) or partitioning it raises AliasError.
 
 It gives everything back when it is synced (even when the sync raises: the stream is drained
-first), cancelled (``op.cancel()``) or garbage-collected; an operation that is kept but never
-synced holds its arguments for as long as it lives. Ownership is tracked per thread, without
-locks: do not share pending operations between threads.
+first), enqueued, cancelled (``op.cancel()``) or garbage-collected; an operation that is kept
+but never synced holds its arguments for as long as it lives. Ownership is tracked per thread,
+without locks: do not share pending operations between threads.
 
 The execution lock: while an operation runs (its enqueue, ``.then()`` callbacks, a graph
 capture) another ``.sync()``, ``Tensor.numpy()``, ``fl.synchronize()`` or an eager
@@ -56,7 +59,7 @@ from typing import Any
 
 from fearless.errors import MovedError
 from fearless.runtime import ownership
-from fearless.runtime.stream import Stream, current_stream
+from fearless.runtime.stream import Stream, current_stream, refuse_while_capturing
 from fearless.tracebacks import user_facing
 
 PENDING, CONSUMED, DONE, CANCELLED, FAILED = "pending", "consumed", "done", "cancelled", "failed"
@@ -112,6 +115,8 @@ class DeviceOperation:
         # .sync(): say so (ownership has already come back: the claims are weak references).
         if getattr(self, "_state", None) == PENDING:
             try:
+                for c in getattr(self, "_claims", ()):  # now, not when a check finds it dead
+                    ownership.drop(c)
                 warnings.warn(f"{self.label} was dropped without .sync() or .cancel(): its work "
                               "never ran", RuntimeWarning, stacklevel=2)
             except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to tell
@@ -176,13 +181,23 @@ class DeviceOperation:
         self._state, self._where = CONSUMED, where
 
     # -- running -----------------------------------------------------------------------------
+    def _submit(self, stream: Stream) -> None:
+        """Put this leaf's work on ``stream``; inside ``fl.capture()`` the capture records it
+        (with what it touches, for the graph to pin)."""
+        capture = stream.capture
+        if capture is None:
+            self._enqueue(stream)
+        else:
+            capture.add(stream, self._enqueue, self._reads,
+                        self._writes + [p._tensor for p in self._partitions], self)
+
     def _execute(self, ex: _Execution):
         """Enqueue the tree on ``ex.stream`` in order; returns the result (nothing waited)."""
         if self._kind == _LEAF:
             if ex.recorder is not None:
                 ex.recorder.append(self._enqueue)
             else:
-                self._enqueue(ex.stream)
+                self._submit(ex.stream)
             ex.ran.append(self)
             return self._result
         if self._kind == _ZIP:
@@ -205,6 +220,48 @@ class DeviceOperation:
         return value
 
     @user_facing
+    def enqueue(self) -> Any:
+        """Enqueue on the current stream and return the result at once, without waiting, as an
+        eager ``kernel[launch](...)`` does: ownership comes back now, and stream order makes
+        its use safe. The result's Partitions and tensors are usable at once by later work on
+        the same stream; a launch on another stream that uses what this one writes, unordered,
+        is a StreamOrderError; ``Tensor.numpy()`` waits for the work (it synchronises); a
+        ``KernelBoundsError`` surfaces at the stream's next synchronisation. The arguments are
+        leased to the stream (kept alive until the GPU is done with them). The cpu backend runs
+        the work now. Inside ``fl.capture()`` the work is captured instead.
+
+        Raises MovedError when the operation is not pending, LaunchError inside a running
+        operation, and what the enqueue raises (StreamOrderError, a cpu RaceError) with the
+        arguments given back.
+        """
+        if self._state != PENDING:
+            self._refuse("enqueue it")
+        if getattr(ownership._local, "executing", False):
+            ownership.refuse_while_executing("DeviceOperation.enqueue()")
+        stream = current_stream()
+        self._state = DONE
+        if self._kind == _LEAF:
+            try:
+                self._submit(stream)
+            except BaseException:
+                self._state = FAILED
+                raise
+            finally:
+                self._release()
+                stream.lease(self)
+            return self._result
+        with ownership.execution():  # .then() callbacks run here: nothing may escape the stream
+            ex = _Execution(stream)
+            try:
+                return self._execute(ex)
+            except BaseException:
+                self._state = FAILED
+                raise
+            finally:
+                ex.release_all(self)
+                stream.lease(ex.ran)
+
+    @user_facing
     def sync(self) -> Any:
         """Run on the current stream, wait, and return the result (ownership comes back)."""
         return self._sync(current_stream(), True)
@@ -225,6 +282,7 @@ class DeviceOperation:
         add)."""
         if self._state != PENDING:
             self._refuse("sync it")
+        refuse_while_capturing("DeviceOperation.sync(), which waits,")
         with ownership.execution():
             self._state = DONE
             ex = _Execution(stream)

@@ -21,12 +21,15 @@ from fearless.runtime.stream import Stream, current_stream, default_stream
 def cuda_stream() -> Stream:
     """The stream cuda tensors' copies are ordered on.
 
-    The current stream while the cuda backend is current; after a switch to the cpu backend (a
-    cuda tensor made earlier is still used), the device's default stream, where that tensor's
-    work was enqueued. Raises BackendError when no usable GPU is present.
+    The current stream while the cuda backend is current; inside ``fl.capture()``, the stream
+    that was current when the block began (memory allocated, filled or copied on the capturing
+    stream would become nodes of the graph: ``capture.py``); after a switch to the cpu
+    backend (a cuda tensor made earlier is still used), the device's default stream, where
+    that tensor's work was enqueued. Raises BackendError when no usable GPU is present.
     """
     if device.current_backend() == "cuda":
-        return current_stream()
+        stream = current_stream()
+        return stream if stream.capture is None else stream.capture.origin
     return default_stream("cuda")
 
 

@@ -41,7 +41,8 @@ def nvjitlink_version() -> str:
 
 # nvJitLink 13.0 (CUDA 13.0's, as on a toolkit without the pip wheel) drops the sign extension
 # after a 16-bit negation: fl.i64(-x) of an i16 x = -32768 gave +32768 on an H200 (driver 580),
-# where 13.5 (the wheel pip installs) is right (fuzz seed 5545, tests/backends/test_nvjitlink.py).
+# where 13.5 (the wheel pip installs) is right (fuzz seeds 5545 and 53488,
+# tests/backends/test_nvjitlink.py). Its SASS drops it after abs.s16 too (read with nvdisasm).
 GOOD_NVJITLINK = (13, 5)
 
 

@@ -88,6 +88,16 @@ def _blocks(claim: Claim, access: str) -> bool:
     return access == WRITE or claim.kind == WRITE
 
 
+_held = [0]  # claims other than pins not yet dropped, in every storage (see any_held)
+
+
+def any_held() -> bool:
+    """Whether any READ or WRITE claim may exist (a pending operation or graph replay holds
+    memory somewhere). False lets a graph replay skip its per-tensor checks: pins never
+    forbid an access."""
+    return _held[0] > 0
+
+
 def conflict(storage: Storage, lo: int, hi: int, access: str, owner=None) -> Claim | None:
     """The first claim of another live owner that forbids ``access`` to ``[lo, hi)``, or None.
 
@@ -102,7 +112,7 @@ def conflict(storage: Storage, lo: int, hi: int, access: str, owner=None) -> Cla
     for c in list(claims):
         holder = c.owner()
         if holder is None:
-            claims.remove(c)
+            drop(c)
         elif holder is not owner and c.lo < hi and lo < c.hi and _blocks(c, access):
             return c
     return None
@@ -112,6 +122,8 @@ def claim(storage: Storage, lo: int, hi: int, kind: str, owner) -> Claim:
     """Record a claim (the caller has checked ``conflict`` first)."""
     c = Claim(storage, lo, hi, kind, owner)
     storage.claims.append(c)
+    if kind is not PIN:
+        _held[0] += 1
     return c
 
 
@@ -120,7 +132,9 @@ def drop(c: Claim) -> None:
     try:
         c.storage.claims.remove(c)
     except ValueError:
-        pass
+        return
+    if c.kind is not PIN:
+        _held[0] -= 1
 
 
 # -- the execution lock --------------------------------------------------------------------------

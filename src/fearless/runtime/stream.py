@@ -68,7 +68,14 @@ class Stream:
         self.seq = 0            # writes of fearless tensors enqueued here (see check_order)
         self.done = 0           # seq as of the last synchronisation
         self.seen: dict = {}    # other stream -> its seq this stream is ordered after
+        self.capture = None     # the fl.capture() recording this stream's work (capture.py)
         _all.add(self)
+
+    def __del__(self):
+        try:
+            _retired[0] += self.seq
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to count
+            pass
 
     def defer(self, check: Callable[[], None]) -> None:
         """Run ``check`` after the next synchronisation of this stream (it may raise)."""
@@ -90,7 +97,9 @@ class Stream:
 
     def wait(self, other) -> None:
         """Order this stream's later work after ``other``: an ``Event`` (its recorded point) or
-        a Stream (everything enqueued on it so far)."""
+        a Stream (everything enqueued on it so far). Raises LaunchError inside an
+        ``fl.capture()`` block (a graph's work is ordered by where it is replayed)."""
+        refuse_while_capturing("Stream.wait()")
         if isinstance(other, Stream):
             other = Event(other)
         if not isinstance(other, Event):
@@ -104,7 +113,9 @@ class Stream:
 
     def synchronize(self) -> None:
         """Wait for all enqueued work, release the leases, then run the deferred checks (first
-        error wins)."""
+        error wins). Raises LaunchError on the stream of an ``fl.capture()`` block."""
+        if self.capture is not None:
+            refuse_while_capturing("synchronising the capture's stream")
         if self.core is not None:
             self.core.sync()
         self.done = self.seq
@@ -129,6 +140,7 @@ class Event:
     it. Pass it to ``Stream.wait`` to order another stream after it."""
 
     def __init__(self, stream: Stream | None = None):
+        refuse_while_capturing("fl.Event()")
         self.stream = stream if stream is not None else current_stream()
         self.handle = _events.record(self.stream.handle) if self.stream.handle or \
             self.stream.core is not None else None
@@ -195,6 +207,7 @@ def _check(err, call: str) -> None:
 
 _events = _Events()
 _all: weakref.WeakSet = weakref.WeakSet()  # every live Stream, for fl.synchronize() and exit
+_retired = [0]                     # the writes (seq) of streams that were garbage-collected
 _default: dict[str, Stream] = {}
 _wrapped: dict[int, Stream] = {}   # foreign CUstream handle -> its fearless Stream
 _local = threading.local()         # .chosen: the stack of `with fl.stream(s):` blocks
@@ -253,6 +266,34 @@ def check_order(stream: Stream, kernel: str, names, tensors, written) -> None:
         for t, writes in zip(tensors, written):
             if writes and t is not None:
                 t._storage.writer = (stream, stream.seq)
+
+
+def capturing() -> bool:
+    """True inside an ``fl.capture()`` block (of this thread)."""
+    chosen = getattr(_local, "chosen", None)
+    return bool(chosen) and chosen[-1].capture is not None
+
+
+def refuse_while_capturing(what: str) -> None:
+    """Raise LaunchError when ``what`` (something that waits for the device or reads results)
+    is attempted inside an ``fl.capture()`` block."""
+    if capturing():
+        raise LaunchError(f"{what} inside fl.capture() is refused: the captured work has not "
+                          "run (it runs at each replay of the graph), so there is nothing to "
+                          "wait for or read yet",
+                          help="end the block first; then g.replay() and read the results "
+                               "(numpy() waits for the replay)")
+
+
+def writes_recorded() -> int:
+    """Writes recorded on every stream so far (the sum of their ``seq``): unchanged means no
+    launch anywhere recorded a write since (graph.py's replay skips its order checks then)."""
+    total = _retired[0]
+    for ref in _all.data:  # the set under the WeakSet: no iteration guard, ~3x cheaper
+        s = ref()
+        if s is not None:
+            total += s.seq
+    return total
 
 
 def known_streams() -> list[Stream]:
@@ -338,6 +379,10 @@ def as_stream(obj) -> Stream:
 def stream(s):
     """``with fl.stream(s):`` enqueue the body's launches, copies and operations on ``s``
     (see ``as_stream``). Nested blocks stack; the block ends at its ``with``'s end."""
+    if capturing():
+        raise LaunchError("fl.stream() inside fl.capture() is refused: the block's work goes to "
+                          "the capture's stream, and work sent elsewhere would run now, outside "
+                          "the graph", help="capture the work of each stream separately")
     chosen = as_stream(s)
     stack = getattr(_local, "chosen", None)
     if stack is None:
@@ -354,8 +399,10 @@ def synchronize() -> None:
     """Wait for the device and raise any deferred kernel error (``KernelBoundsError``) of any
     stream fearless used.
 
-    Raises LaunchError inside a running DeviceOperation (a ``.then()`` callback)."""
+    Raises LaunchError inside a running DeviceOperation (a ``.then()`` callback) or an
+    ``fl.capture()`` block."""
     ownership.refuse_while_executing("fl.synchronize()")
+    refuse_while_capturing("fl.synchronize()")
     streams = known_streams()
     current = current_stream()
     if current not in streams:

@@ -21,7 +21,7 @@ import operator
 import numpy as np
 
 from fearless import dtypes
-from fearless.errors import AliasError, ArgumentTypeError, MovedError
+from fearless.errors import AliasError, ArgumentTypeError, MovedError, ShapeError
 from fearless.runtime import interop, memory, ownership, stream
 from fearless.runtime.device import current_backend, cuda_device
 from fearless.runtime.partition import Partition, tile_shape_of
@@ -136,10 +136,11 @@ class Tensor:
         Synchronises the current stream first, so a deferred kernel error (KernelBoundsError)
         raises here. Raises BackendError when a cuda copy fails, MovedError for a partitioned
         tensor, AliasError while a pending operation writes this memory, LaunchError inside a
-        running operation (a ``.then()`` callback).
+        running operation (a ``.then()`` callback) or an ``fl.capture()`` block.
         """
         self._check_use(ownership.READ, "read it with numpy()")
         ownership.refuse_while_executing("Tensor.numpy(), which synchronises,")
+        stream.refuse_while_capturing("Tensor.numpy(), a host read,")
         stream.synchronize()
         if self.backend == "cpu":
             return np.array(self._raw_view(), order="C", copy=True)
@@ -157,12 +158,14 @@ class Tensor:
 
         The array counts as a live view of the memory (``partition()`` refuses while it is
         alive). Raises TypeError on a cuda tensor: use ``numpy()`` to copy it out; MovedError
-        for a partitioned tensor; AliasError while a pending operation writes this memory.
+        for a partitioned tensor; AliasError while a pending operation writes this memory;
+        LaunchError inside an ``fl.capture()`` block.
         """
         if self.backend != "cpu":
             raise TypeError(f"host_view() needs a cpu tensor, this one lives on {self.backend}; "
                             "use numpy() to copy it to the host")
         self._check_use(ownership.READ, "view it with host_view()")
+        stream.refuse_while_capturing("Tensor.host_view(), a host read,")
         view = self._raw_view()
         if ownership.conflict(self._storage, *self.byte_extent(), ownership.WRITE) is not None:
             view.flags.writeable = False  # a pending operation reads it: reading is all we allow
@@ -209,6 +212,30 @@ class Tensor:
         if self._moved is not None:
             self._refuse_moved("transpose it")
         return self._view(self.shape[::-1], self.strides[::-1], self.offset)
+
+    @user_facing
+    def reshape(self, *shape) -> "Tensor":
+        """A view of the same elements, in C order, with ``shape`` (ints, or one tuple; one
+        entry may be -1: the extent that keeps the element count). Never copies: the view
+        shares this tensor's memory (and Storage) as a slice does.
+
+        Follows NumPy's rules for a reshape without a copy: each run of axes that merges into
+        or splits from new axes must step through memory as one contiguous run (a transposed
+        or strided matrix cannot be flattened). Raises ShapeError (a ValueError) when the
+        element counts differ, for more than one -1, a negative extent, or a layout that
+        needs a copy; MovedError for a partitioned tensor.
+        """
+        if self._moved is not None:
+            self._refuse_moved("reshape it")
+        new = _reshape_target(shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list))
+                              else shape, self.shape)
+        strides = _reshaped_strides(self.shape, self.strides, new)
+        if strides is None:
+            raise ShapeError(f"cannot reshape {self!r} (strides {self.strides}) to {new} without "
+                             "a copy: the axes it merges are not contiguous in memory",
+                             help="reshape a contiguous copy (fl.asarray(t.numpy())), or index "
+                                  "before transposing")
+        return self._view(new, strides, self.offset)
 
     def _view(self, shape, strides, offset) -> "Tensor":
         return Tensor(shape=shape, strides=strides, dtype=self.dtype, backend=self.backend,
@@ -355,6 +382,62 @@ def _extent(shape, strides) -> tuple[int, int]:
     lo = sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
     hi = sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0) + 1
     return lo, hi
+
+
+def _reshape_target(shape, old: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with its -1 filled in (the element count of ``old`` kept); ShapeError."""
+    try:
+        dims = tuple(operator.index(n) for n in shape)
+    except TypeError:
+        raise ArgumentTypeError(f"a shape is ints or a tuple of ints, got {shape!r}") from None
+    size = _prod(old)
+    if dims.count(-1) > 1:
+        raise ShapeError(f"cannot reshape to {dims}: only one extent may be -1")
+    if any(n < -1 for n in dims):
+        raise ShapeError(f"cannot reshape to {dims}: an extent is negative")
+    if -1 in dims:
+        known = _prod(n for n in dims if n != -1)
+        if known == 0 or size % known:
+            raise ShapeError(f"cannot reshape a tensor of shape {old} ({size} elements) to "
+                             f"{dims}: no extent for -1 keeps the element count")
+        dims = tuple(size // known if n == -1 else n for n in dims)
+    if _prod(dims) != size:
+        raise ShapeError(f"cannot reshape a tensor of shape {old} ({size} elements) to {dims} "
+                         f"({_prod(dims)} elements)")
+    return dims
+
+
+def _reshaped_strides(shape, strides, new) -> tuple[int, ...] | None:
+    """The element strides of ``new`` over the layout ``shape``/``strides`` in C order, or
+    None when that needs a copy. Axes of extent 1 are free; the others are matched in groups
+    of equal products, and each old group must be one contiguous run (stride[i] ==
+    stride[i + 1] * shape[i + 1]), whose new axes then split its innermost stride."""
+    if 0 in shape:
+        return interop.c_strides(new)
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    out = [0] * len(new)
+    i = j = 0  # next old axis, next new axis
+    while i < len(old):
+        start_i, start_j = i, j
+        have, want = old[i][0], 1
+        i += 1
+        while want != have or j == start_j:
+            if want < have or i == len(old):
+                want *= new[j]
+                j += 1
+            else:
+                have *= old[i][0]
+                i += 1
+        for k in range(start_i, i - 1):
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None
+        step = old[i - 1][1]
+        for k in range(j - 1, start_j - 1, -1):
+            out[k] = step
+            step *= new[k]
+    for k in range(j, len(new)):  # trailing axes of extent 1
+        out[k] = out[j - 1] if j else 1
+    return tuple(out)
 
 
 def _expand_key(key, ndim: int) -> tuple:

@@ -115,7 +115,7 @@ def load(x: In, index: _Coords, shape: Shape, latency: int | None = None,
     padded with ``-math.inf`` ignores the padding. ``index`` has one coordinate per axis of ``x``
     (run-time integers); ``shape`` one constant int per axis (powers of two on the GPU).
     ``latency`` (an int constant 1-10) and ``allow_tma`` (a bool constant) are Tile IR
-    scheduling hints for tileiras. A rank mismatch is a CompileError. An Out is read only at
+    scheduling hints for tileiras; None, also as a constant (a closure variable), gives none. A rank mismatch is a CompileError. An Out is read only at
     the block's own tile (index ``out.tile_index``, shape ``out.tile_shape``; simpler:
     ``out.load()``); any other read of an Out is a SafetyError.
     """
@@ -229,8 +229,10 @@ def exp(x: TileLike) -> Tile:
 
 
 @_intrinsic
-def exp2(x: TileLike) -> Tile:
-    """``2 ** x``, elementwise (floats)."""
+def exp2(x: TileLike, flush_to_zero: bool = False) -> Tile:
+    """``2 ** x``, elementwise (floats). ``flush_to_zero`` (a bool constant): a result below
+    2**-126 (the smallest normal f32) is 0 on both backends; on the GPU this is one
+    ``ex2.approx.ftz`` instruction instead of four (softmax kernels want it). Not for f64."""
 
 
 @_intrinsic

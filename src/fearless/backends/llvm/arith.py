@@ -6,8 +6,9 @@ Python and give 0 for a zero divisor; float ``//`` and ``%`` are Python's (throu
 exact fmod; f16/bf16 in f32); shifts by the width or more give 0 (sign for signed right shifts);
 float -> int casts saturate (``llvm.fpto[su]i.sat``, NaN -> 0); integer -> bf16 rounds once (LLVM
 rounds through f32 on sm_80, twice); min/max of floats are IEEE 754-2019
-minimumNumber/maximumNumber (``llvm.minimumnum``, PTX ``min``). f16/bf16 math functions run in
-f32 and round once. ``a * b + c`` may contract to one fma (nvcc's default).
+minimumNumber/maximumNumber (``llvm.maximumnum``, PTX ``max``; min as the max of the negations:
+ptxas miscompiles PTX ``min`` into a clamp). f16/bf16 math functions run in f32 and round
+once. ``a * b + c`` may contract to one fma (nvcc's default).
 """
 from __future__ import annotations
 
@@ -130,9 +131,16 @@ def _minmax(is_min):
     def rule(low, op):
         a, b_ = (low.v(v) for v in op.operands)
         d = _d(op)
-        if d.is_float:  # IEEE 754-2019 minimumNumber: PTX min/max (-0.0 < +0.0)
-            name = "llvm.minimumnum" if is_min else "llvm.maximumnum"
-            low.set(op, _call_float(low, name, [a, b_], d, keep_type=True))
+        if d.is_float:  # IEEE 754-2019 maximumNumber: PTX max (-0.0 < +0.0)
+            if not is_min:
+                low.set(op, _call_float(low, "llvm.maximumnum", [a, b_], d, keep_type=True))
+                return
+            # minimumNumber(a, b) == -maximumNumber(-a, -b), exactly (zeros, NaN). Not PTX min:
+            # ptxas turns min(x, 1.0) then max(_, 0.0) into one .SAT instruction, which gives 0
+            # for a NaN x where min gives 1 (fuzz seed 58110: a clamp to [0, 1], or
+            # min(x, 1.0) cast to an unsigned int); the negations are free operand modifiers
+            neg = [low.b.fneg(a), low.b.fneg(b_)]
+            low.set(op, low.b.fneg(_call_float(low, "llvm.maximumnum", neg, d, keep_type=True)))
             return
         cmp = (low.b.icmp_signed if d.is_signed else low.b.icmp_unsigned)("<" if is_min else ">",
                                                                            a, b_)

@@ -23,6 +23,7 @@ atomics); they travel through ``for`` and ``if`` like the variables' slots.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 from fearless.backends.tileir import control, mathlib, memory, special, tir
@@ -261,6 +262,17 @@ def _elementwise(float_op, int_op, bool_op=None):
     return rule
 
 
+def _min(low: Lowering, op):
+    """Float min as the max of the negations (exact: zeros, NaN): tileiras, through ptxas,
+    turns minf(x, 1.0) then maxf(_, 0.0) into one .SAT instruction, which gives 0 for a NaN x
+    where minf gives 1 (the SIMT twin of fuzz seed 58110)."""
+    if not op.operands[0].type.dtype.is_float:
+        _elementwise(None, ("mini", True))(low, op)
+        return
+    a, b = (low.b.negf(low.v(x)) for x in op.operands)
+    low.set(op, low.b.negf(low.b.maxf(a, b)))
+
+
 def _shape(op) -> tuple:
     t = op.results[0].type
     return t.shape if isinstance(t, T.Tile) else ()
@@ -474,6 +486,8 @@ def _math(name):
         args = [low.v(x) for x in op.operands]
         d = op.operands[0].type.dtype
         fn = getattr(low.b, name)
+        if op.attrs.get("flush_to_zero"):   # ft.exp2(x, flush_to_zero=True): computed in f32
+            fn = functools.partial(fn, flush_to_zero=True)
         if d.bits == 16:  # computed in f32 and rounded once, as on the SIMT track
             wide = [low.b.ftof(a, tir.F32) for a in args]
             low.set(op, low.b.ftof(fn(*wide), elem(d)))
@@ -660,7 +674,7 @@ RULES = {
     Op.DIV: _elementwise("divf", None),
     Op.FLOORDIV: _floordiv,
     Op.MOD: _mod,
-    Op.MIN: _elementwise("minf", ("mini", True)),
+    Op.MIN: _min,
     Op.MAX: _elementwise("maxf", ("maxi", True)),
     Op.AND: _elementwise(None, ("andi", False), "andi"),
     Op.OR: _elementwise(None, ("ori", False), "ori"),

@@ -103,6 +103,19 @@ def _rounded(fn):
     return ev
 
 
+def _exp2(d, attrs, x):
+    """exp2 rounded once; with the ``flush_to_zero`` attribute (``ft.exp2(x,
+    flush_to_zero=True)``) a result below 2**-126, the smallest normal f32, is 0, as the GPU's
+    ``ex2.approx.ftz`` gives (its inputs' subnormals flush to 0 too: exp2 of them is 1 anyway)."""
+    out = _rounded(np.exp2)(d, attrs, x)
+    if not attrs.get("flush_to_zero"):
+        return out
+    tiny = np.abs(np.asarray(out, np.float64)) < 2.0 ** -126
+    if d is None:                   # a Python float (constant folding of literals)
+        return 0.0 if tiny else out
+    return np.where(tiny, np.zeros_like(out), out)
+
+
 def _predicate_eval(fn):
     def ev(d, attrs, a):
         x = np.asarray(a)
@@ -162,7 +175,8 @@ def _ldexp(d, attrs, x, n):
 # the result types are the rules' (like_first, _predicate), which the verifier checks
 for _op, _f64 in UNARY_F64.items():
     define(_op, f"{_op.base}(x) for a float x", _floats, result=like_first, operands=1,
-           results=1, track=_track(_op), user_names=_users(_op), eval=_rounded(_f64))
+           results=1, track=_track(_op), user_names=_users(_op),
+           eval=_exp2 if _op is Op.EXP2 else _rounded(_f64))
 for _op, _f64 in BINARY_F64.items():
     define(_op, f"{_op.base}(x, y) for floats of one type", _floats, result=like_first,
            operands=2, results=1, track=_track(_op), user_names=_users(_op),
