@@ -10,8 +10,9 @@ from fearless.nn.act import add, silu_mul
 from fearless.nn.attention import attention, decode_attention
 from fearless.nn.embed import argmax, embedding
 from fearless.nn.kvcache import kv_cache_write
+from fearless.nn.linear import linear
 from fearless.nn.norm import rms_norm
 from fearless.nn.rope import rope, rope_tables
 
 __all__ = ["add", "argmax", "attention", "decode_attention", "embedding", "kv_cache_write",
-           "rms_norm", "rope", "rope_tables", "silu_mul"]
+           "linear", "rms_norm", "rope", "rope_tables", "silu_mul"]
