@@ -314,8 +314,12 @@ def compile_ahead(scripts: list[str], archs: list[str]) -> int:
     for script, path in zip(scripts, paths):
         sys.path.insert(0, str(path.parent))
         t0 = time.perf_counter()
-        with compile_only(archs) as made, _user_code(f"running {script}"):
-            runpy.run_path(str(path), run_name="__main__")
+        argv, sys.argv = sys.argv, [str(path)]   # the script sees the argv `python script` gives
+        try:
+            with compile_only(archs) as made, _user_code(f"running {script}"):
+                runpy.run_path(str(path), run_name="__main__")
+        finally:
+            sys.argv = argv
         for kernel, types, constants, arch, compiled in made:
             shapes = ", ".join(f"{t}" for t in types)
             consts = "".join(f", {k}={v}" for k, v in sorted(constants.items()))
