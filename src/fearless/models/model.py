@@ -4,8 +4,9 @@ One layer, in transformers' order (modeling_llama.py, modeling_qwen3.py), hidden
 token-major (T = batch * seq rows):
 
     x = rms_norm(h); q | k | v = linear(x, Wqkv)       (q, k, v: column views of one output)
-    Qwen3: q, k = rms_norm of each head (q_norm, k_norm)
-    q, k = rope(q, k, positions); attention (prefill) or KV-cache write + decode attention
+    q, k = rope(q, k, positions)  (Qwen3: of the rms_norm of each head, q_norm and k_norm: one
+                                   kernel, nn.qk_norm_rope); attention (prefill) or KV-cache
+                                   write + decode attention
     h = h + linear(attn, Wo);  x = rms_norm(h)        (one fused rms_norm(.., residual=h))
     gate | up = linear(x, Wgate_up);  h = h + linear(silu_mul(gate, up), Wdown)
     logits = linear(rms_norm(h), lm_head)             (lm_head is embed_tokens when tied)
@@ -252,9 +253,11 @@ class CausalLM:
         q, k, v = _project(x, layer.qkv, layer.qkv_bias, (c.q_size, c.kv_size, c.kv_size))
         q = q.reshape((t, c.num_heads, c.head_dim))    # views: a head's D values are contiguous
         k = k.reshape((t, c.num_kv_heads, c.head_dim))
-        if c.qk_norm:  # per head
-            q, k = nn.rms_norm(q, layer.q_norm, eps), nn.rms_norm(k, layer.k_norm, eps)
-        q, k = nn.rope(q, k, self.cos, self.sin, positions)
+        if c.qk_norm:  # Qwen3: rms_norm of each head, then rope, in one kernel
+            q, k = nn.qk_norm_rope(q, k, layer.q_norm, layer.k_norm, eps, self.cos, self.sin,
+                                   positions)
+        else:
+            q, k = nn.rope(q, k, self.cos, self.sin, positions)
         a = attend(n, q, k, v)
         o = nn.linear(a.reshape((t, c.q_size)), layer.wo, layer.bo)
         x, residual = nn.rms_norm(o, layer.post_norm, eps, residual=residual)
