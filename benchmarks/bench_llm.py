@@ -21,15 +21,17 @@ Parts (``--parts``, comma-separated; default all):
                "static"; model.forward = torch.compile(model.forward, mode="reduce-overhead",
                fullgraph=True); model.generate), decode batches ``--compile-batches``
                (default 1), timed per token by a streamer; a failure is reported, not fatal
-    kernels    decode GEMV (fearless.nn.linear, T = 1, the largest projection) and decode
-               attention (batch 16, context 1152) in % of copy bandwidth
+    kernels    decode GEMV (fearless.nn.linear, T = 1, the largest projection: the fused
+               gate | up) and decode attention (batch 16, context 1152) in % of copy bandwidth
+    launches   kernel launches of one decode step at batch 1 (total, per layer, outside the
+               layers), fused and with q/k/v and gate/up apart (fearless.models.launches)
 Every tokens/s is wall clock around the work, synchronised (host cost included, as a server
 sees it), best of ``--reps`` after a warm-up that compiles and captures.
 
 Run from the repository root on the GPU machine (about 5-7 minutes with every part; the first
 run also compiles fearless's kernels, which the disk cache keeps):
     PYTHONPATH=src:benchmarks python3 benchmarks/bench_llm.py [--models qwen3-1.7b,llama3.1-8b]
-        [--parts limit,prefill,decode,hf,compile,kernels] [--reps 3] [--compile-batches 1,16]
+        [--parts limit,prefill,decode,kernels,launches,hf,compile] [--reps 3] [--compile-batches 1,16]
 Output: the log as it goes, a table last; ``$OUT`` (default ./bench_out) gets bench_llm.json
 and bench_llm.log. ``--dry-run`` (no GPU, no torch) runs the fearless parts once on the CPU
 backend with a 2-layer model of each shape family.
@@ -46,7 +48,7 @@ import numpy as np
 
 import fearless as fl
 from fearless import nn
-from fearless.models import CausalLM
+from fearless.models import CausalLM, launches
 from fearless.models.config import parse_config
 from run_log import RunLog
 
@@ -112,16 +114,26 @@ def hf_model(torch, transformers, shape: dict):
     return model.eval()
 
 
-def fearless_model(shape: dict, tensors: dict) -> CausalLM:
+def fearless_model(shape: dict, tensors: dict, fuse: bool = True) -> CausalLM:
     """The fearless model over ``tensors`` (name -> torch CUDA tensor or NumPy array): views,
-    no copies."""
+    no copies, but for the fused q | k | v and gate | up matrices (``fuse``), which it copies
+    (beside transformers' separate ones)."""
     config = parse_config(dict(shape, dtype="bfloat16"), "bench shape")
-    return CausalLM(config, lambda name: fl.asarray(tensors[name]), fl.bf16)
+    return CausalLM(config, lambda name: fl.asarray(tensors[name]), fl.bf16, fuse)
+
+
+def launch_rows(rep, name, model, unfused) -> None:
+    """Kernel launches of one decode step at batch 1, fused (as the decode rows run) and, for
+    comparison, with the projections apart (``unfused``: the same weights as views)."""
+    for label, m in (("", model), (", unfused", unfused)):
+        n = launches.decode_step(m, 1, CONTEXT + NEW)
+        rep.row(name, f"decode launches per step{label}", n["step"], "launches",
+                f"{n['per_layer']} per layer x {m.config.num_layers} + {n['outside']}")
+        m.free_caches()
 
 
 def weight_bytes(model: CausalLM) -> int:
-    tensors = [model.embed, model.norm] + [t for layer in model.layers
-                                           for t in vars(layer).values() if t is not None]
+    tensors = [model.embed, model.norm] + [t for layer in model.layers for t in layer.tensors()]
     if model.lm_head is not model.embed:
         tensors.append(model.lm_head)
     return sum(t.nbytes for t in tensors)
@@ -302,7 +314,7 @@ def hf_static_loop(torch, hf, ids) -> float:
 
 def kernel_rows(rep, name, model, bandwidth, reps, sync):
     c = model.config
-    w = model.layers[0].gate  # (intermediate, hidden): the largest projection of a layer
+    (w,) = model.layers[0].gate_up  # (2 * intermediate, hidden): a layer's largest projection
     x = fl.asarray(np.random.default_rng(0).standard_normal((1, c.hidden_size))
                    .astype(fl.bf16.numpy))
     nn.linear(x, w)
@@ -339,6 +351,7 @@ def run_gpu(args, rep) -> None:
         rng = np.random.default_rng(0)
         hf = hf_model(torch, transformers, SHAPES[name])
         tensors = dict(hf.state_dict())
+        torch.cuda.synchronize()  # the weights are made on torch's stream; fearless reads them
         model = fearless_model(SHAPES[name], tensors)
         limit = bandwidth / weight_bytes(model)
         rep.log(f"== {name}: {model}, {weight_bytes(model) / 1e9:.2f} GB of weights")
@@ -350,6 +363,8 @@ def run_gpu(args, rep) -> None:
                      lambda ids, n: hf_decode(torch, hf, torch.as_tensor(ids, device="cuda"),
                                               n - 1)[0], limit)),
                  ("kernels", lambda: kernel_rows(rep, name, model, bandwidth, args.reps, sync)),
+                 ("launches", lambda: launch_rows(rep, name, model,
+                                                  fearless_model(SHAPES[name], tensors, False))),
                  ("hf", lambda: hf_parts(rep, name, torch, hf, args.reps, rng)),
                  ("compile", lambda: hf_compiled(rep, name, torch, hf, args.compile_batches,
                                                  rng))]
@@ -382,12 +397,13 @@ def run_dry(args, rep) -> None:
         fearless_prefill(rep, name, model, 1, fl.synchronize, rng)
         fearless_decode(rep, name, model, 1, rng)
         kernel_rows(rep, name, model, 1e9, 1, fl.synchronize)
+        launch_rows(rep, name, model, fearless_model(shape, weights, False))
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default=",".join(SHAPES))
-    p.add_argument("--parts", default="limit,prefill,decode,kernels,hf,compile")
+    p.add_argument("--parts", default="limit,prefill,decode,kernels,launches,hf,compile")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--compile-batches", default="1")
     p.add_argument("--dry-run", action="store_true")

@@ -25,9 +25,14 @@ def _weights(model):
     layer = model.layers[0]
     return {"model.embed_tokens.weight": model.embed.numpy(),
             "model.norm.weight": model.norm.numpy(), "lm_head.weight": model.lm_head.numpy(),
-            "model.layers.0.self_attn.q_proj.weight": layer.wq.numpy(),
+            "model.layers.0.self_attn.q_proj.weight": _q_proj(model, layer),
             "model.layers.0.mlp.down_proj.weight": layer.down.numpy(),
             "model.layers.1.input_layernorm.weight": model.layers[1].input_norm.numpy()}
+
+
+def _q_proj(model, layer) -> np.ndarray:
+    """q_proj's weight: the first q_size rows of the fused q | k | v matrix."""
+    return layer.qkv[0].numpy()[:model.config.q_size]
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
@@ -133,8 +138,9 @@ def test_dtype_conversion(tmp_path):
     model = load(path, dtype="f32")
     assert model.dtype is fl.f32
     want = weights["model.layers.0.self_attn.q_proj.weight"].astype(np.float32)
-    np.testing.assert_array_equal(model.layers[0].wq.numpy(), want)  # bf16 -> f32 is exact
-    f16 = load(path, dtype=fl.f16).layers[0].wq.numpy()
+    np.testing.assert_array_equal(_q_proj(model, model.layers[0]), want)  # bf16 -> f32: exact
+    f16_model = load(path, dtype=fl.f16)
+    f16 = _q_proj(f16_model, f16_model.layers[0])
     np.testing.assert_array_equal(f16, want.astype(np.float16))
 
 

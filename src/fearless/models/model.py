@@ -3,11 +3,12 @@
 One layer, in transformers' order (modeling_llama.py, modeling_qwen3.py), hidden states
 token-major (T = batch * seq rows):
 
-    x = rms_norm(h); q, k, v = linear(x, Wq/Wk/Wv)
-    Qwen3: q, k = rms_norm of each head (q_norm, k_norm)
-    q, k = rope(q, k, positions); attention (prefill) or KV-cache write + decode attention
+    x = rms_norm(h); q | k | v = linear(x, Wqkv)       (q, k, v: column views of one output)
+    q, k = rope(q, k, positions)  (Qwen3: of the rms_norm of each head, q_norm and k_norm: one
+                                   kernel, nn.qk_norm_rope); attention (prefill) or KV-cache
+                                   write + decode attention
     h = h + linear(attn, Wo);  x = rms_norm(h)        (one fused rms_norm(.., residual=h))
-    h = h + linear(silu_mul(linear(x, Wgate), linear(x, Wup)), Wdown)
+    gate | up = linear(x, Wgate_up);  h = h + linear(silu_mul(gate, up), Wdown)
     logits = linear(rms_norm(h), lm_head)             (lm_head is embed_tokens when tied)
 
 The residual add of each block is fused into the next norm (``rms_norm(x, w, eps, residual)``
@@ -32,26 +33,33 @@ from fearless.models.weights import Checkpoint, check_tensors
 
 @dataclass
 class Layer:
-    """One decoder layer's weights (fearless Tensors; biases and q/k norms may be None)."""
+    """One decoder layer's weights (fearless Tensors; biases and q/k norms may be None).
+
+    ``qkv``: the projection weights whose outputs, side by side, are q | k | v: one fused
+    (q_size + 2 * kv_size, hidden) matrix, or (wq, wk, wv) when the model is not fused;
+    ``gate_up`` likewise gate | up: one (2 * intermediate, hidden) matrix, or (gate, up). The
+    biases follow the same grouping (None without biases).
+    """
 
     input_norm: fl.Tensor
     post_norm: fl.Tensor
-    wq: fl.Tensor
-    wk: fl.Tensor
-    wv: fl.Tensor
+    qkv: tuple
     wo: fl.Tensor
-    gate: fl.Tensor
-    up: fl.Tensor
+    gate_up: tuple
     down: fl.Tensor
-    bq: fl.Tensor | None = None
-    bk: fl.Tensor | None = None
-    bv: fl.Tensor | None = None
+    qkv_bias: tuple | None = None
     bo: fl.Tensor | None = None
-    bgate: fl.Tensor | None = None
-    bup: fl.Tensor | None = None
+    gate_up_bias: tuple | None = None
     bdown: fl.Tensor | None = None
     q_norm: fl.Tensor | None = None
     k_norm: fl.Tensor | None = None
+
+    def tensors(self) -> list:
+        """Every weight tensor of the layer, once."""
+        out = []
+        for value in vars(self).values():
+            out.extend(value if isinstance(value, tuple) else [] if value is None else [value])
+        return out
 
 
 @dataclass
@@ -66,12 +74,13 @@ class KVCache:
         return tuple(self.k[0].shape)
 
 
-def load(path, dtype=None) -> "CausalLM":
+def load(path, dtype=None, fuse: bool = True) -> "CausalLM":
     """A CausalLM from a Hugging Face checkpoint directory (config.json + *.safetensors).
 
     ``dtype``: the activation and weight dtype (``fl.bf16``, ``"f16"``, ``fl.f32``, ...);
     default the dtype of the stored embedding table. Weights stored in another float dtype are
-    converted (one rounding). The weights go to the current backend's memory.
+    converted (one rounding). The weights go to the current backend's memory. ``fuse``: keep
+    q/k/v and gate/up as one matrix each (see CausalLM).
     Raises CheckpointError: another architecture (naming its ``architectures`` entry), a
     missing or misshapen tensor (naming it and both shapes), a damaged safetensors file, an
     unsupported config; ImportError without the ``safetensors`` package.
@@ -86,7 +95,7 @@ def load(path, dtype=None) -> "CausalLM":
             ckpt.stored_dtype("model.embed_tokens.weight")
         if not dt.is_float or dt is dtypes.f64:
             raise CheckpointError(f"{path}: dtype {dt.name} is not supported (bf16, f16, f32)")
-        return CausalLM(config, lambda name: fl.asarray(ckpt.read(name, dt)), dt)
+        return CausalLM(config, lambda name: fl.asarray(ckpt.read(name, dt)), dt, fuse)
 
 
 class CausalLM:
@@ -95,11 +104,19 @@ class CausalLM:
     Attributes: ``config`` (ModelConfig), ``dtype`` (fearless DType of weights and activations).
     ``forward(ids)`` gives logits; ``generate(prompt_ids, max_new_tokens)`` greedy tokens
     (generate.py).
+
+    Fused (the default): each layer's q, k and v projection weights are copied into one
+    (q_size + 2 * kv_size, hidden) matrix at load time, and gate with up into one
+    (2 * intermediate, hidden) matrix, so that a step runs one linear for each group (a
+    decode GEMV that streams more bytes per launch, and fewer launches); q, k, v and gate, up
+    are column views of the group's output, no copies. Each output element is the same dot
+    product of the same row of weights as unfused, rounded once. The separate weights are not
+    kept.
     """
 
-    def __init__(self, config: ModelConfig, read, dtype: dtypes.DType):
+    def __init__(self, config: ModelConfig, read, dtype: dtypes.DType, fuse: bool = True):
         """``read(name)`` returns the named weight as a fearless Tensor of ``dtype``."""
-        self.config, self.dtype = config, dtype
+        self.config, self.dtype, self.fused = config, dtype, fuse
         c = config
         self.embed = read("model.embed_tokens.weight")
         self.norm = read("model.norm.weight")
@@ -116,18 +133,20 @@ class CausalLM:
         def get(name):
             return read(p + name)
 
+        def group(names, kind):
+            parts = [get(f"{n}.{kind}") for n in names]
+            return (_stacked(parts),) if self.fused else tuple(parts)
+
+        qkv = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+        gate_up = ("mlp.gate_proj", "mlp.up_proj")
         layer = Layer(input_norm=get("input_layernorm.weight"),
                       post_norm=get("post_attention_layernorm.weight"),
-                      wq=get("self_attn.q_proj.weight"), wk=get("self_attn.k_proj.weight"),
-                      wv=get("self_attn.v_proj.weight"), wo=get("self_attn.o_proj.weight"),
-                      gate=get("mlp.gate_proj.weight"), up=get("mlp.up_proj.weight"),
-                      down=get("mlp.down_proj.weight"))
+                      qkv=group(qkv, "weight"), wo=get("self_attn.o_proj.weight"),
+                      gate_up=group(gate_up, "weight"), down=get("mlp.down_proj.weight"))
         if c.attention_bias:
-            layer.bq, layer.bk = get("self_attn.q_proj.bias"), get("self_attn.k_proj.bias")
-            layer.bv, layer.bo = get("self_attn.v_proj.bias"), get("self_attn.o_proj.bias")
+            layer.qkv_bias, layer.bo = group(qkv, "bias"), get("self_attn.o_proj.bias")
         if c.mlp_bias:
-            layer.bgate, layer.bup = get("mlp.gate_proj.bias"), get("mlp.up_proj.bias")
-            layer.bdown = get("mlp.down_proj.bias")
+            layer.gate_up_bias, layer.bdown = group(gate_up, "bias"), get("mlp.down_proj.bias")
         if c.qk_norm:
             layer.q_norm, layer.k_norm = get("self_attn.q_norm.weight"), \
                 get("self_attn.k_norm.weight")
@@ -217,32 +236,36 @@ class CausalLM:
     def stack(self, ids: fl.Tensor, positions: fl.Tensor, attend) -> fl.Tensor:
         """Embedding, every layer and the final norm: (T,) ids -> (T, hidden) normalised
         hidden states. ``attend(layer index, q (T, Hq, D), k (T, Hkv, D), v (T, Hkv * D))``
-        returns the attention output, any shape of T * Hq * D elements."""
-        c = self.config
-        t = ids.shape[0]
+        returns the attention output, any shape of T * Hq * D elements (v may be a strided
+        view of the fused projection's output)."""
         h = nn.embedding(ids, self.embed)
-        x, residual = nn.rms_norm(h, self.layers[0].input_norm, c.rms_norm_eps), h
-        for n, layer in enumerate(self.layers):
-            q = nn.linear(x, layer.wq, layer.bq)
-            k = nn.linear(x, layer.wk, layer.bk)
-            v = nn.linear(x, layer.wv, layer.bv)
-            if c.qk_norm:  # per head: rows of head_dim
-                q = nn.rms_norm(q.reshape((t * c.num_heads, c.head_dim)), layer.q_norm,
-                                c.rms_norm_eps)
-                k = nn.rms_norm(k.reshape((t * c.num_kv_heads, c.head_dim)), layer.k_norm,
-                                c.rms_norm_eps)
-            q, k = nn.rope(q.reshape((t, c.num_heads, c.head_dim)),
-                           k.reshape((t, c.num_kv_heads, c.head_dim)), self.cos, self.sin,
-                           positions)
-            a = attend(n, q, k, v)
-            o = nn.linear(a.reshape((t, c.q_size)), layer.wo, layer.bo)
-            x, residual = nn.rms_norm(o, layer.post_norm, c.rms_norm_eps, residual=residual)
-            m = nn.silu_mul(nn.linear(x, layer.gate, layer.bgate),
-                            nn.linear(x, layer.up, layer.bup))
-            m = nn.linear(m, layer.down, layer.bdown)
-            w = self.layers[n + 1].input_norm if n + 1 < len(self.layers) else self.norm
-            x, residual = nn.rms_norm(m, w, c.rms_norm_eps, residual=residual)
+        x, residual = nn.rms_norm(h, self.layers[0].input_norm, self.config.rms_norm_eps), h
+        for n in range(len(self.layers)):
+            x, residual = self.block(n, x, residual, positions, attend)
         return x
+
+    def block(self, n: int, x, residual, positions: fl.Tensor, attend):
+        """Layer ``n`` on its normalised input ``x`` (T, hidden) and the residual stream:
+        returns the next layer's normalised input (the final norm's after the last layer) and
+        the new residual."""
+        c, layer = self.config, self.layers[n]
+        t, eps = x.shape[0], c.rms_norm_eps
+        q, k, v = _project(x, layer.qkv, layer.qkv_bias, (c.q_size, c.kv_size, c.kv_size))
+        q = q.reshape((t, c.num_heads, c.head_dim))    # views: a head's D values are contiguous
+        k = k.reshape((t, c.num_kv_heads, c.head_dim))
+        if c.qk_norm:  # Qwen3: rms_norm of each head, then rope, in one kernel
+            q, k = nn.qk_norm_rope(q, k, layer.q_norm, layer.k_norm, eps, self.cos, self.sin,
+                                   positions)
+        else:
+            q, k = nn.rope(q, k, self.cos, self.sin, positions)
+        a = attend(n, q, k, v)
+        o = nn.linear(a.reshape((t, c.q_size)), layer.wo, layer.bo)
+        x, residual = nn.rms_norm(o, layer.post_norm, eps, residual=residual)
+        gate, up = _project(x, layer.gate_up, layer.gate_up_bias,
+                            (c.intermediate_size, c.intermediate_size))
+        m = nn.linear(nn.silu_mul(gate, up), layer.down, layer.bdown)
+        w = self.layers[n + 1].input_norm if n + 1 < len(self.layers) else self.norm
+        return nn.rms_norm(m, w, eps, residual=residual)
 
     def new_cache(self, batch: int, max_ctx: int) -> KVCache:
         """Zeroed per-layer caches (batch, max_ctx, kv_heads, head_dim)."""
@@ -261,6 +284,29 @@ class CausalLM:
         array. See ``fearless.models.generate.generate`` for the cache, the captured decode step
         and the errors."""
         return greedy.generate(self, prompt_ids, max_new_tokens, max_ctx)
+
+
+def _stacked(parts: list) -> fl.Tensor:
+    """One tensor holding ``parts`` (same dtype and trailing shape) one after another along
+    axis 0, copied on the device (the parts are dropped by the caller)."""
+    out = fl.empty((sum(p.shape[0] for p in parts),) + tuple(parts[0].shape[1:]), parts[0].dtype)
+    row = 0
+    for p in parts:
+        kernels.copy_into(p, out[row:row + p.shape[0]])
+        row += p.shape[0]
+    return out
+
+
+def _project(x, weights: tuple, biases: tuple | None, sizes: tuple) -> list:
+    """The outputs of a projection group: x (T, K) by each of ``weights`` (N_i, K) (a fused
+    group: one matrix of sum(sizes) rows) -> one (T, size) tensor per entry of ``sizes``,
+    column views of the fused output (no copies)."""
+    ys = [nn.linear(x, w, b) for w, b in zip(weights, biases or (None,) * len(weights))]
+    if len(ys) == len(sizes):
+        return ys
+    (y,) = ys
+    edges = np.cumsum((0,) + tuple(sizes))
+    return [y[:, int(a):int(b)] for a, b in zip(edges[:-1], edges[1:])]
 
 
 def _write(cache: KVCache, n: int, k, v, start) -> None:

@@ -12,7 +12,7 @@ from fearless.nn.embed import argmax, embedding
 from fearless.nn.kvcache import kv_cache_write
 from fearless.nn.linear import linear
 from fearless.nn.norm import rms_norm
-from fearless.nn.rope import rope, rope_tables
+from fearless.nn.rope import qk_norm_rope, rope, rope_tables
 
 __all__ = ["add", "argmax", "attention", "decode_attention", "embedding", "kv_cache_write",
-           "linear", "rms_norm", "rope", "rope_tables", "silu_mul"]
+           "linear", "qk_norm_rope", "rms_norm", "rope", "rope_tables", "silu_mul"]

@@ -10,7 +10,7 @@ from typing import TypeVar
 import numpy as np
 
 import fearless as fl
-from fearless import dtypes
+from fearless import dtypes, f32
 from fearless import tile as ft
 from fearless.errors import ContractError
 from fearless.nn import _common as c
@@ -49,6 +49,31 @@ def rope_tokens(qo: ft.Out[T], ko: ft.Out[T], q: ft.In[T], k: ft.In[T], cos: ft.
     ko.store(_rotated(k, ko, cos, sin, pos, interleaved))
 
 
+def _checked(fn: str, qt, kt, cos, sin, positions):
+    """The checks of rope's arguments (shared with qk_norm_rope): (cos, sin, positions) as
+    Tensors."""
+    ct, st, pt = c.tensor(fn, "cos", cos), c.tensor(fn, "sin", sin), \
+        c.tensor(fn, "positions", positions)
+    c.check_rank(fn, "q", qt, 3, "(T, Hq, D)")
+    c.check_rank(fn, "k", kt, 3, "(T, Hkv, D)")
+    c.check_dtype(fn, "q", qt, c.FLOATS)
+    c.check_same_dtype(fn, "k", kt, "q", qt)
+    t, _, d = qt.shape
+    if d % 2:
+        raise ContractError(f"the head dimension {d} is odd: rotary pairs need an even one",
+                            kernel=fn, param="q")
+    c.check_shape(fn, "k", kt, (t, None, d), "q's (T, ?, D)")
+    for name, tab in (("cos", ct), ("sin", st)):
+        c.check_rank(fn, name, tab, 2, "(max_positions, D // 2)")
+        c.check_dtype(fn, name, tab, (dtypes.f32,))
+        c.check_shape(fn, name, tab, (None, d // 2), "q's head dimension halved")
+    c.check_shape(fn, "sin", st, ct.shape, "cos's shape")
+    c.check_rank(fn, "positions", pt, 1, "(T,)")
+    c.check_dtype(fn, "positions", pt, c.INDEX)
+    c.check_shape(fn, "positions", pt, (t,), "q's T")
+    return ct, st, pt
+
+
 @user_facing
 def rope(q, k, cos, sin, positions, interleaved: bool = False):
     """q and k rotated by the angles of each token's position (HF's ``apply_rotary_pos_emb``).
@@ -69,30 +94,78 @@ def rope(q, k, cos, sin, positions, interleaved: bool = False):
     """
     fn = "rope"
     qt, kt = c.tensor(fn, "q", q), c.tensor(fn, "k", k)
-    ct, st, pt = c.tensor(fn, "cos", cos), c.tensor(fn, "sin", sin), \
-        c.tensor(fn, "positions", positions)
-    c.check_rank(fn, "q", qt, 3, "(T, Hq, D)")
-    c.check_rank(fn, "k", kt, 3, "(T, Hkv, D)")
-    c.check_dtype(fn, "q", qt, c.FLOATS)
-    c.check_same_dtype(fn, "k", kt, "q", qt)
-    t, _, d = qt.shape
-    if d % 2:
-        raise ContractError(f"the head dimension {d} is odd: rotary pairs need an even one",
-                            kernel=fn, param="q")
-    c.check_shape(fn, "k", kt, (t, None, d), "q's (T, ?, D)")
-    for name, tab in (("cos", ct), ("sin", st)):
-        c.check_rank(fn, name, tab, 2, "(max_positions, D // 2)")
-        c.check_dtype(fn, name, tab, (dtypes.f32,))
-        c.check_shape(fn, name, tab, (None, d // 2), "q's head dimension halved")
-    c.check_shape(fn, "sin", st, ct.shape, "cos's shape")
-    c.check_rank(fn, "positions", pt, 1, "(T,)")
-    c.check_dtype(fn, "positions", pt, c.INDEX)
-    c.check_shape(fn, "positions", pt, (t,), "q's T")
+    ct, st, pt = _checked(fn, qt, kt, cos, sin, positions)
+    d = qt.shape[2]
     qout, kout = c.output(q, qt.shape, qt.dtype), c.output(q, kt.shape, qt.dtype)
     dp = c.pow2(d)
     qp = qout.tensor.partition((1, c.pow2(qt.shape[1]), dp))
     kp = kout.tensor.partition((1, c.pow2(kt.shape[1]), dp))
     qp, kp, *_ = c.run(rope_tokens(qp, kp, qt, kt, ct, st, pt, interleaved=int(interleaved)))
+    return qout.result(qp), kout.result(kp)
+
+
+@fl.func
+def _normed_rotated(x, w, eps, out, cos, sin, pos, interleaved):
+    """``_rotated`` of the per-head RMSNorm of x (rms_norm's steps, each rounding the same):
+    the partner element is normed with its own head's scale, so no second pass is needed."""
+    t = out.tile_index[0]
+    _, hp, dp = out.tile_shape
+    d = x.shape[2]
+    h = ft.arange(hp).reshape((1, hp, 1))
+    col = ft.arange(dp).reshape((1, 1, dp))
+    if interleaved:
+        freq, partner, first = col // 2, col ^ 1, (col & 1) == 0
+    else:
+        freq, partner, first = col % (d // 2), (col + d // 2) % d, col < d // 2
+    x32 = ft.load_like(x, out).astype(f32)
+    scale = ft.rsqrt(ft.sum(x32 * x32, 2, keepdims=True) / d + eps)
+    wt = ft.load(w, (0,), (dp,)).reshape((1, 1, dp))
+    normed = (x32 * scale).astype(out.dtype) * wt
+    mate = (ft.gather(x, (t, h, partner)).astype(f32) * scale).astype(out.dtype) * \
+        ft.gather(w, partner)
+    cs = ft.gather(cos, (pos, freq), padding=math.nan).astype(out.dtype)
+    sn = ft.gather(sin, (pos, freq), padding=math.nan).astype(out.dtype)
+    a = normed * cs
+    b = mate * sn
+    return ft.where(first, a - b, a + b)
+
+
+@ft.kernel
+def norm_rope_tokens(qo: ft.Out[T], ko: ft.Out[T], q: ft.In[T], k: ft.In[T], qw: ft.In[T],
+                     kw: ft.In[T], eps: f32, cos: ft.In[dtypes.f32], sin: ft.In[dtypes.f32],
+                     positions: ft.In[P], interleaved: ft.Const[int] = 0):
+    pos = ft.gather(positions, qo.tile_index[0])
+    qo.store(_normed_rotated(q, qw, eps, qo, cos, sin, pos, interleaved))
+    ko.store(_normed_rotated(k, kw, eps, ko, cos, sin, pos, interleaved))
+
+
+@user_facing
+def qk_norm_rope(q, k, q_weight, k_weight, eps: float, cos, sin, positions,
+                 interleaved: bool = False):
+    """Qwen3's per-head q/k RMSNorm followed by ``rope``, in one kernel: the same values as
+    ``rope(rms_norm(q, q_weight, eps), rms_norm(k, k_weight, eps), cos, sin, positions)``,
+    every rounding step the same (see ``rms_norm`` and ``rope``; only the order of the norm's
+    sum is unspecified, as there).
+
+    ``q`` (T, Hq, D), ``k`` (T, Hkv, D) as for ``rope`` (strided views fine); ``q_weight``,
+    ``k_weight``: (D,) of their dtype; ``eps`` the norm's epsilon; ``cos``, ``sin``,
+    ``positions``, ``interleaved`` as for ``rope``. Returns new contiguous ``(q_out, k_out)``.
+    Raises as ``rope`` does, and ArgumentTypeError / ContractError for a weight of another
+    dtype or length.
+    """
+    fn = "qk_norm_rope"
+    qt, kt = c.tensor(fn, "q", q), c.tensor(fn, "k", k)
+    qwt, kwt = c.tensor(fn, "q_weight", q_weight), c.tensor(fn, "k_weight", k_weight)
+    ct, st, pt = _checked(fn, qt, kt, cos, sin, positions)
+    for name, w in (("q_weight", qwt), ("k_weight", kwt)):
+        c.check_same_dtype(fn, name, w, "q", qt)
+        c.check_shape(fn, name, w, (qt.shape[2],), "q's head dimension")
+    qout, kout = c.output(q, qt.shape, qt.dtype), c.output(q, kt.shape, qt.dtype)
+    dp = c.pow2(qt.shape[2])
+    qp = qout.tensor.partition((1, c.pow2(qt.shape[1]), dp))
+    kp = kout.tensor.partition((1, c.pow2(kt.shape[1]), dp))
+    qp, kp, *_ = c.run(norm_rope_tokens(qp, kp, qt, kt, qwt, kwt, eps, ct, st, pt,
+                                        interleaved=int(interleaved)))
     return qout.result(qp), kout.result(kp)
 
 
