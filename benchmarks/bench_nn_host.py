@@ -20,6 +20,7 @@ large count. Times in ``--stub`` mode are cpu times of that emulation, not GPU h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import pstats
 import statistics
@@ -162,8 +163,10 @@ def _torch_make(torch):
 
 
 # -- --stub: the cuda fast path on the cpu backend, the driver left out ---------------------------
-def _install_stub() -> None:
-    """Make every tile kernel take the cuda fast path on the cpu backend (see the docstring)."""
+@contextlib.contextmanager
+def cuda_fast_path_stub():
+    """While the block runs, every tile kernel takes the cuda fast path on the cpu backend (see
+    the module docstring); ``slow`` (the value yielded) counts the calls that missed it."""
     import types
 
     from fearless.dtypes import f32, i32
@@ -198,15 +201,27 @@ def _install_stub() -> None:
     shim = types.SimpleNamespace(**{n: getattr(device, n) for n in dir(device)
                                     if not n.startswith("__")})
     shim._chosen = "cuda"
-    tile.device = shim
-    pack.launch = lambda *a: None
-    real = tile.TileKernel.__call__
+    real_call, real_launch, real_bind = tile.TileKernel.__call__, pack.launch, P.bind
+    touched, slow = [], [0]
 
     def call(self, *args, **kwargs):
         if type(self._plans) is not AutoPlans:
+            touched.append((self, self._plans))
             self._plans = AutoPlans(self)
-        return real(self, *args, **kwargs)
-    tile.TileKernel.__call__ = call
+        return real_call(self, *args, **kwargs)
+
+    def bind(*args):
+        slow[0] += 1
+        return real_bind(*args)
+    tile.device, pack.launch, tile.TileKernel.__call__, P.bind = \
+        shim, (lambda *a: None), call, bind
+    try:
+        yield slow
+    finally:
+        tile.device, pack.launch, tile.TileKernel.__call__, P.bind = \
+            device, real_launch, real_call, real_bind
+        for k, plans in touched:
+            k._plans = plans
 
 
 def main() -> None:
@@ -220,12 +235,13 @@ def main() -> None:
     rows = []
     if opts.stub:
         fl.set_backend("cpu")
-        _install_stub()
         a = _inputs(SMALL if opts.small else SHAPES, _numpy_make(np.random.default_rng(0)))
-        for name, f in cases(a):
-            if only and name not in only:
-                continue
-            rows.append((name, host_us(f, fl.synchronize, opts.n), calls_per_call(f, fl.synchronize)))
+        with cuda_fast_path_stub():
+            for name, f in cases(a):
+                if only and name not in only:
+                    continue
+                rows.append((name, host_us(f, fl.synchronize, opts.n),
+                             calls_per_call(f, fl.synchronize)))
         print(f"{'case (stub: cuda fast path, no driver)':40s} {'cpu us/call':>12s} {'calls/call':>11s}")
         for name, us, calls in rows:
             print(f"{name:40s} {us:12.1f} {calls:11.0f}")
