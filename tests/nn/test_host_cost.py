@@ -133,6 +133,7 @@ def test_linear_torch_in_torch_out_on_a_torch_stream(backend):
     w = torch.randn(32, 64, device="cuda", generator=g).to(torch.bfloat16)
     ref = (x.double() @ w.double().T)
     side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())   # x and w were made on the default stream
     for stream in (torch.cuda.current_stream(), side):
         with torch.cuda.stream(stream):
             y = nn.linear(x, w)

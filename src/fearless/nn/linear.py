@@ -232,15 +232,15 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
         return out.result()
     if p.splits == 1:
         has_bias = bt is not None
-        y, *_ = c.run(_linear_tiles(out.tensor.partition((p.bm, p.bn)), xt, wt,
+        y, *_ = c.run(_linear_tiles(out.partition((p.bm, p.bn)), xt, wt,
                                     bt if has_bias else wt, *consts, has_bias, p.latency, False))
         return out.result(y)
     rm, rn = _reduce_tile(t, n, p.splits, sms)
     reduce = lambda r: _linear_reduce(  # noqa: E731 - the second kernel of one operation
-        out.tensor.partition((rm, rn)), r[0].unpartition(), wt if bt is None else bt,
+        out.partition((rm, rn)), r[0].unpartition(), wt if bt is None else bt,
         p.splits, bt is not None)
     part = c.output(xt, (p.splits, t, n), f32).tensor
-    y, *_ = c.run(_linear_tiles(part.partition((1, p.bm, p.bn)), xt, wt, wt, *consts, False,
+    y, *_ = c.run(_linear_tiles(c.partition(part, (1, p.bm, p.bn)), xt, wt, wt, *consts, False,
                                 p.latency, True).then(reduce))
     return out.result(y)
 
