@@ -13,7 +13,7 @@ are tested against them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Union
 
@@ -36,14 +36,14 @@ class DType:
     kind: Kind
     bits: int
     np_name: str
+    itemsize: int = field(init=False, repr=False)  # read on every launch: a plain attribute
+
+    def __post_init__(self):
+        object.__setattr__(self, "itemsize", max(1, self.bits // 8))
 
     @property
     def numpy(self) -> np.dtype:
         return _NUMPY[self.name]
-
-    @property
-    def itemsize(self) -> int:
-        return max(1, self.bits // 8)
 
     @property
     def is_float(self) -> bool:

@@ -217,8 +217,10 @@ class TileKernel(BaseKernel):
     def __call__(self, *args, **kwargs) -> DeviceOperation:
         """Check the arguments and return the lazy operation (see the module docstring). A
         repeat signature on cuda builds it from a plan (``kernel/tile_fast.py``)."""
-        if not kwargs and device._chosen == "cuda":
-            found = tile_fast.signature(self.params, args)
+        if device._chosen == "cuda":
+            full = args if not kwargs and len(args) == len(self.params) else \
+                self._positional(args, kwargs)
+            found = tile_fast.signature(self.params, full) if full is not None else None
             if found is not None:
                 plan = self._plans.get(found[0])
                 if plan is not None:
@@ -261,11 +263,30 @@ class TileKernel(BaseKernel):
                                            base.CONFIG.racecheck)
                 else:
                     tile_launch.launch_cuda(loaded, grid, tensors, scalars, stream)
-            if loaded is not None and not kwargs:
-                self._remember(args, types, constants, entry)
+            if loaded is not None:
+                self._remember(values, types, constants, entry)
         return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
                                writes=writes, partitions=partitions,
                                label=f"kernel '{self.name}'")
+
+    def _positional(self, args, kwargs) -> list | None:
+        """Every parameter's value by position (keywords and ``ft.Const`` defaults filled in),
+        as ``params.bind`` gives them, or None for what only ``bind`` reports (an unknown,
+        repeated or missing argument): the fast path's key of a call with keywords."""
+        params = self.params
+        if len(args) > len(params):
+            return None
+        out, used = list(args), 0
+        for p in params[len(args):]:
+            v = kwargs.get(p.name, P.NO_DEFAULT)
+            if v is P.NO_DEFAULT:
+                if p.default is P.NO_DEFAULT:
+                    return None
+                v = p.default
+            else:
+                used += 1
+            out.append(v)
+        return out if used == len(kwargs) else None
 
     def _check_requires(self, names: list, values) -> None:
         """Every ``requires=`` relation holds for these arguments (ContractError)."""

@@ -36,13 +36,26 @@ def pow2_div(n: int, cap: int = 16) -> int:
 
 def layout_facts(view):
     """The ``ir.types.Layout`` fields of a view (None when an extent or stride needs more than
-    32 bits: the slow path refuses it)."""
+    32 bits: the slow path refuses it). ``pow2_div`` written inline (``n & -n`` is the lowest
+    set bit of ``|n|``): a launch pays this per argument."""
     shape, strides = view[SHAPE], view[STRIDES]
-    for n in (*shape, *strides):
-        if n >= INDEX_LIMIT or -n >= INDEX_LIMIT:
-            return None
-    return (pow2_div(view[PTR]), tuple(map(pow2_div, shape)), tuple(map(pow2_div, strides)),
+    if shape and (max(shape) >= INDEX_LIMIT or max(strides) >= INDEX_LIMIT
+                  or min(strides) <= -INDEX_LIMIT):
+        return None
+    ptr = view[PTR]
+    return ((min(ptr & -ptr, 16) if ptr else 16),
+            tuple([min(n & -n, 16) if n else 16 for n in shape]),
+            tuple([min(n & -n, 16) if n else 16 for n in strides]),
             len(shape) > 0 and (strides[-1] == 1 or shape[-1] == 1))
+
+
+def _tensor_facts(t: Tensor, view):
+    """``layout_facts`` of a fearless Tensor, kept on it (its layout never changes; False
+    stands for None)."""
+    facts = t._tile_facts
+    if facts is None:
+        facts = t._tile_facts = layout_facts(view) or False
+    return facts or None
 
 
 def signature(params, args):
@@ -63,7 +76,7 @@ def signature(params, args):
             if kind is not Partition or v._ended or v._holder is not None:
                 return None
             view = args_.of_tensor(v._tensor)
-            facts = layout_facts(view)
+            facts = _tensor_facts(v._tensor, view)
             key.append((view[0], v.tile_shape, facts))
             outs.append(v)
         elif pk is IN or pk is ATOMIC:
@@ -73,7 +86,7 @@ def signature(params, args):
             view = read(v, 0)
             if view is None:
                 return None
-            facts = layout_facts(view)
+            facts = _tensor_facts(v, view) if kind is Tensor else layout_facts(view)
             key.append((view[0], facts))
         elif pk is SCALAR and kind in SCALAR_TYPES:
             key.append((kind, -(1 << 31) <= v < (1 << 31)) if kind is int else kind)

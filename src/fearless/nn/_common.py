@@ -17,6 +17,7 @@ import numpy as np
 from fearless import dtypes
 from fearless.errors import ArgumentTypeError, ContractError
 from fearless.runtime.interop import c_strides
+from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.tensor import Tensor, as_tensor, asarray, empty, full
 
 FLOATS = (dtypes.f16, dtypes.bf16, dtypes.f32)   # the activation and weight dtypes of fearless.nn
@@ -30,11 +31,22 @@ _TORCH_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "
 _poison: float | None = None
 
 
+# The nn functions are user-facing boundaries (tracebacks.user_facing) themselves: the runtime
+# entry points they go through run undecorated, one boundary per call instead of nested ones.
+_enqueue = DeviceOperation.enqueue.__wrapped__
+_partition = Tensor.partition.__wrapped__
+
+
 def run(op):
     """Launch a tile operation and return its result tuple: the single launch point of
     fearless.nn. Eager, as a torch op is: enqueued on the current stream without waiting (so a
     model's launches queue up ahead of the GPU, and ``fl.capture()`` records them)."""
-    return op.enqueue()
+    return _enqueue(op)
+
+
+def partition(t: Tensor, tile: tuple[int, ...]):
+    """``t.partition(tile)`` inside an nn function (same checks, no nested boundary)."""
+    return _partition(t, tile)
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -131,6 +143,10 @@ class Output:
             self.tensor = full(shape, poison, dtype)
         else:
             self.tensor = empty(shape, dtype)
+
+    def partition(self, tile: tuple[int, ...]):
+        """``tensor.partition(tile)`` (see ``partition``)."""
+        return _partition(self.tensor, tile)
 
     def result(self, part=None):
         """The caller's result; ``part`` is the Partition of ``tensor`` that a tile kernel

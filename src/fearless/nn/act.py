@@ -67,7 +67,7 @@ def silu_mul(gate, up):
     """
     g, u = _pair("silu_mul", ("gate", "up"), gate, up)
     out = c.output(gate, g.shape, g.dtype)
-    z, *_ = c.run(silu_mul_tiles(out.tensor.partition(elementwise_tile(g.shape)), g, u))
+    z, *_ = c.run(silu_mul_tiles(out.partition(elementwise_tile(g.shape)), g, u))
     return out.result(z)
 
 
@@ -81,5 +81,5 @@ def add(a, b):
     """
     at, bt = _pair("add", ("a", "b"), a, b)
     out = c.output(a, at.shape, at.dtype)
-    z, *_ = c.run(add_tiles(out.tensor.partition(elementwise_tile(at.shape)), at, bt))
+    z, *_ = c.run(add_tiles(out.partition(elementwise_tile(at.shape)), at, bt))
     return out.result(z)

@@ -93,7 +93,7 @@ def embedding(ids, table):
     c.check_dtype(fn, "table", tt, c.FLOATS)
     out = c.output(ids, (it.shape[0], tt.shape[1]), tt.dtype)
     tile = (1, min(c.pow2(tt.shape[1]), MAX_WIDTH))
-    z, *_ = c.run(embedding_rows(out.tensor.partition(tile), it, tt))
+    z, *_ = c.run(embedding_rows(out.partition(tile), it, tt))
     return out.result(z)
 
 
@@ -117,13 +117,13 @@ def argmax(x):
     out = c.output(x, (xt.shape[0],), dtypes.i32)
     chunks = -(-xt.shape[1] // CHUNK)
     if chunks <= 2:
-        z, *_ = c.run(argmax_rows(out.tensor.partition((1,)), xt))
+        z, *_ = c.run(argmax_rows(out.partition((1,)), xt))
         return out.result(z)
     per = -(-chunks // MAX_PARTS)
     parts = -(-chunks // per)
-    best = empty((xt.shape[0], parts), dtypes.f32).partition((1, 1))
-    at = empty((xt.shape[0], parts), dtypes.i32).partition((1, 1))
+    best = c.partition(empty((xt.shape[0], parts), dtypes.f32), (1, 1))
+    at = c.partition(empty((xt.shape[0], parts), dtypes.i32), (1, 1))
     best, at, *_ = c.run(argmax_parts(best, at, xt, per=per))
-    z, *_ = c.run(argmax_merge(out.tensor.partition((1,)), best.unpartition(),
+    z, *_ = c.run(argmax_merge(out.partition((1,)), best.unpartition(),
                                at.unpartition(), parts=c.pow2(parts)))
     return out.result(z)

@@ -104,8 +104,8 @@ def kv_cache_write(k_cache, v_cache, k, v, start):
     c.check_shape(fn, "start", st, (nb,), "the caches' B")
     tile, rows = tile_of(kt.shape[1], heads * d, max_ctx)
     flat = (nb, max_ctx, heads * d)
-    kp = c.view_as(fn, "k_cache", k_cache, kct, flat).partition(tile)
-    vp = c.view_as(fn, "v_cache", v_cache, vct, flat).partition(tile)
+    kp = c.partition(c.view_as(fn, "k_cache", k_cache, kct, flat), tile)
+    vp = c.partition(c.view_as(fn, "v_cache", v_cache, vct, flat), tile)
     kp, vp, *_ = c.run(kv_write_rows(kp, vp, _merge_heads(fn, "k", kt), _merge_heads(fn, "v", vt),
                                      st, rows=rows))
     if c.is_torch(k_cache):

@@ -25,6 +25,7 @@ fearless's partial sums are always f32.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from fearless import dtypes
@@ -135,6 +136,7 @@ def _pow2_at_most(n: int) -> int:
     return 1 << (max(1, n).bit_length() - 1)
 
 
+@functools.lru_cache(maxsize=1024)  # a model calls a few shapes over and over
 def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> Plan:
     """The default schedule for x (t, k) by w (n, k) in ``dtype`` on a GPU with ``sms`` SMs.
 
@@ -167,6 +169,7 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
     return Plan(form, bm, bn, bk, max(1, splits))
 
 
+@functools.lru_cache(maxsize=1024)
 def _reduce_tile(t: int, n: int, splits: int, sms: int) -> tuple[int, int]:
     """The reducing kernel's tile of y: a block sums (splits, rm, rn) f32 values, at most about
     8192, and the blocks number about one per SM or more (the work is tiny: latency counts)."""
@@ -229,15 +232,15 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
         return out.result()
     if p.splits == 1:
         has_bias = bt is not None
-        y, *_ = c.run(_linear_tiles(out.tensor.partition((p.bm, p.bn)), xt, wt,
+        y, *_ = c.run(_linear_tiles(out.partition((p.bm, p.bn)), xt, wt,
                                     bt if has_bias else wt, *consts, has_bias, p.latency, False))
         return out.result(y)
     rm, rn = _reduce_tile(t, n, p.splits, sms)
     reduce = lambda r: _linear_reduce(  # noqa: E731 - the second kernel of one operation
-        out.tensor.partition((rm, rn)), r[0].unpartition(), wt if bt is None else bt,
+        out.partition((rm, rn)), r[0].unpartition(), wt if bt is None else bt,
         p.splits, bt is not None)
     part = c.output(xt, (p.splits, t, n), f32).tensor
-    y, *_ = c.run(_linear_tiles(part.partition((1, p.bm, p.bn)), xt, wt, wt, *consts, False,
+    y, *_ = c.run(_linear_tiles(c.partition(part, (1, p.bm, p.bn)), xt, wt, wt, *consts, False,
                                 p.latency, True).then(reduce))
     return out.result(y)
 
@@ -245,6 +248,8 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
 def _tuned(p: Plan, t: int, variant, tile, bk, splits, latency) -> Plan:
     """``p`` with the caller's tuning keywords (ValueError for a bad one). "sum" keeps a
     (bm, bn, bk) f32 accumulator: its default tile is (pow2(t) <= 16, 32) by 8192 / (bm * 32)."""
+    if variant is None and tile is None and bk is None and splits is None and latency is None:
+        return p  # plan's own choice
     if variant is not None:
         if variant not in _FORMS:
             raise ValueError(f"linear: variant {variant!r} is not one of {sorted(_FORMS)}")

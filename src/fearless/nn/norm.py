@@ -93,16 +93,16 @@ def rms_norm(x, w, eps: float, residual=None):
             raise ArgumentTypeError("a residual is fused only into the norm of 2-d rows "
                                       "(T, H)", kernel=fn, param="residual")
         rows, width = tile_of(xt.shape[1], xt.shape[2])
-        y, *_ = c.run(rms_norm_heads(out.tensor.partition((1, rows, width)), xt, wt, eps))
+        y, *_ = c.run(rms_norm_heads(out.partition((1, rows, width)), xt, wt, eps))
         return out.result(y)
     tile = tile_of(xt.shape[0], xt.shape[1])
     if residual is None:
-        y, *_ = c.run(rms_norm_rows(out.tensor.partition(tile), xt, wt, eps))
+        y, *_ = c.run(rms_norm_rows(out.partition(tile), xt, wt, eps))
         return out.result(y)
     rt = c.tensor(fn, "residual", residual)
     c.check_same_dtype(fn, "residual", rt, "x", xt)
     c.check_shape(fn, "residual", rt, xt.shape, "x's shape")
     hout = c.output(x, xt.shape, xt.dtype)
-    y, h, *_ = c.run(add_rms_norm_rows(out.tensor.partition(tile), hout.tensor.partition(tile),
+    y, h, *_ = c.run(add_rms_norm_rows(out.partition(tile), hout.partition(tile),
                                        xt, rt, wt, eps))
     return out.result(y), hout.result(h)

@@ -98,8 +98,8 @@ def rope(q, k, cos, sin, positions, interleaved: bool = False):
     d = qt.shape[2]
     qout, kout = c.output(q, qt.shape, qt.dtype), c.output(q, kt.shape, qt.dtype)
     dp = c.pow2(d)
-    qp = qout.tensor.partition((1, c.pow2(qt.shape[1]), dp))
-    kp = kout.tensor.partition((1, c.pow2(kt.shape[1]), dp))
+    qp = qout.partition((1, c.pow2(qt.shape[1]), dp))
+    kp = kout.partition((1, c.pow2(kt.shape[1]), dp))
     qp, kp, *_ = c.run(rope_tokens(qp, kp, qt, kt, ct, st, pt, interleaved=int(interleaved)))
     return qout.result(qp), kout.result(kp)
 

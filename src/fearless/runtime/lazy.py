@@ -363,8 +363,9 @@ def zip(*ops: DeviceOperation) -> DeviceOperation:
 def unique_tensors(tensors) -> list:
     """``tensors`` without repeats of one memory range: an operation (or a graph) that touches
     a tensor many times claims it once, so claiming stays linear in the distinct tensors."""
-    if type(tensors) is list and len(tensors) <= 1:
-        return list(tensors)  # the common case: nothing to compare
+    if type(tensors) is list and (len(tensors) <= 1 or len(tensors) == 2 and
+                                  tensors[0]._storage is not tensors[1]._storage):
+        return list(tensors)  # the common cases: nothing to compare, or distinct memory
     seen, out = set(), []
     for t in tensors:
         key = (id(t._storage), t.byte_extent())

@@ -49,7 +49,7 @@ class Storage:
         self.host_views.append(weakref.ref(array))
 
     def has_host_views(self) -> bool:
-        return any(r() is not None for r in self.host_views)
+        return bool(self.host_views) and any(r() is not None for r in self.host_views)
 
     def other_view(self, but) -> str | None:
         """The repr of a live (not moved) Tensor handle over this memory other than ``but``.
@@ -57,6 +57,8 @@ class Storage:
         A string, not the view: an error's traceback keeps its frames' locals alive, and a view
         kept alive there would block the next partition() too.
         """
+        if len(self.views) <= 1:
+            return None  # ``but`` alone (a live handle is in its storage's views)
         for v in list(self.views):
             if v is not but and v._moved is None:
                 return repr(v)

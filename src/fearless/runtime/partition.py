@@ -28,6 +28,13 @@ def tile_shape_of(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
     Raises ArgumentTypeError (a TypeError) for non-integers and PartitionError (a ValueError)
     when the rank differs from the tensor's, is 0 or above 3, or a tile dimension is below 1.
     """
+    if type(tile_shape) is tuple and len(tile_shape) == len(shape) and \
+            1 <= len(shape) <= MAX_RANK:
+        for d in tile_shape:
+            if type(d) is not int or d < 1:
+                break
+        else:
+            return tile_shape  # the common case (what the checks below accept), in a loop
     dims = tile_shape if isinstance(tile_shape, (tuple, list)) else (tile_shape,)
     try:
         if any(isinstance(d, bool) for d in dims):
@@ -103,7 +110,7 @@ class Partition:
         """
         tensor = self._launch_tensor("unpartition it")
         self._ended = True
-        fresh = tensor._view(tensor.shape, tensor.strides, tensor.offset)
+        fresh = tensor._handle()
         tensor._moved = "given back by Partition.unpartition()"
         return fresh
 

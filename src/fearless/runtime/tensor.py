@@ -17,6 +17,7 @@ here but not written or exported; memory it writes may not be touched at all (Al
 from __future__ import annotations
 
 import operator
+import sys
 
 import numpy as np
 
@@ -43,7 +44,8 @@ class Tensor:
     """
 
     __slots__ = ("shape", "strides", "dtype", "backend", "offset", "readonly", "_base_ptr",
-                 "_owner", "_facts", "_storage", "_moved", "_launch_view", "__weakref__")
+                 "_owner", "_facts", "_storage", "_moved", "_launch_view", "_tile_facts",
+                 "__weakref__")
 
     def __init__(self, *, shape, strides, dtype, backend, offset, base_ptr, owner,
                  readonly=False, storage=None):
@@ -60,6 +62,7 @@ class Tensor:
         self._storage.views.add(self)
         self._moved: str | None = None  # where ownership went, once moved
         self._launch_view = None    # runtime/args.py: what launches read, made on first launch
+        self._tile_facts = None     # kernel/tile_fast.py: its layout facts, on first tile launch
 
     # -- sizes -------------------------------------------------------------------------------
     @property
@@ -237,6 +240,13 @@ class Tensor:
                                   "before transposing")
         return self._view(new, strides, self.offset)
 
+    def _handle(self) -> "Tensor":
+        """A new handle with this very layout (a partition's hidden handle, the tensor that
+        ``unpartition`` returns): the layout facts computed for this one carry over."""
+        t = self._view(self.shape, self.strides, self.offset)
+        t._facts, t._tile_facts = self._facts, self._tile_facts
+        return t
+
     def _view(self, shape, strides, offset) -> "Tensor":
         return Tensor(shape=shape, strides=strides, dtype=self.dtype, backend=self.backend,
                       offset=offset, base_ptr=self._base_ptr, owner=self._owner,
@@ -281,7 +291,7 @@ class Tensor:
             raise AliasError(f"{what}: several of its elements share memory (strides "
                              f"{self.strides})", help="partition a tensor without broadcast or "
                                                       "overlapping strides")
-        hidden = self._view(self.shape, self.strides, self.offset)
+        hidden = self._handle()
         self._moved = f"moved into a Partition by .partition({tile})"
         return Partition(hidden, tile)
 
@@ -490,6 +500,39 @@ def _over(ptr: int, shape, strides, dtype, backend: str, owner, readonly: bool =
                   base_ptr=base, owner=owner, readonly=readonly)
 
 
+_TORCH_DTYPES: dict | None = None  # torch dtype -> DType (runtime/args.py's table)
+_LEGACY_STREAM = 1  # CU_STREAM_LEGACY: fearless's default stream; torch names it 0
+
+
+def _from_torch(obj) -> Tensor | None:
+    """A torch CUDA tensor read through its own attributes, as the launch fast path reads it
+    (``args.of_torch``), instead of a DLPack export (tens of microseconds); None where the
+    export must decide: not torch, another GPU, a layout or dtype it handles or refuses
+    (sparse, negated or conjugated views, tensors that require grad), or a current torch
+    stream that is not ours (the export orders it before ours; the same stream needs
+    nothing). The tensor keeps its memory alive, as the export's view did."""
+    global _TORCH_DTYPES
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor):
+        return None
+    if _TORCH_DTYPES is None:
+        from fearless.runtime import args
+        if not args._TORCH_DTYPES:
+            args._torch_dtypes()
+        _TORCH_DTYPES = args._TORCH_DTYPES
+    dt = _TORCH_DTYPES.get(obj.dtype)
+    if dt is None or not obj.is_cuda or obj.layout is not torch.strided or obj.requires_grad \
+            or obj.is_neg() or obj.is_conj():
+        return None
+    dev = obj.get_device()
+    if dev != cuda_device().device_id:
+        return None
+    theirs, ours = torch._C._cuda_getCurrentRawStream(dev), memory.cuda_stream().handle
+    if theirs != ours and not (theirs == 0 and ours == _LEGACY_STREAM):  # both legacy default
+        return None
+    return _over(obj.data_ptr(), obj.shape, obj.stride(), dt, "cuda", obj)
+
+
 def _wrap_host(arr: np.ndarray) -> Tensor:
     """A cpu Tensor over ``arr``'s memory (no copy). TypeError for unsupported dtypes/strides."""
     dt = dtypes.from_numpy(arr.dtype)
@@ -502,9 +545,12 @@ def _wrap_host(arr: np.ndarray) -> Tensor:
 
 def _alloc(shape: tuple[int, ...], dt: dtypes.DType) -> Tensor:
     """An uninitialised contiguous cuda tensor in fresh device memory."""
-    buf = memory.allocate(_prod(shape) * dt.itemsize)
-    return Tensor(shape=shape, strides=interop.c_strides(shape), dtype=dt, backend="cuda",
-                  offset=0, base_ptr=int(buf.handle), owner=buf)
+    nbytes = _prod(shape) * dt.itemsize
+    buf = memory.allocate(nbytes)
+    t = Tensor(shape=shape, strides=interop.c_strides(shape), dtype=dt, backend="cuda",
+               offset=0, base_ptr=int(buf.handle), owner=buf)
+    t._facts = (True, (t._base_ptr, t._base_ptr + nbytes), False)  # what _layout() finds
+    return t
 
 
 def _from_host(arr: np.ndarray, backend: str) -> Tensor:
@@ -546,6 +592,10 @@ def as_tensor(obj) -> Tensor | None:
     backend = current_backend()
     if backend == "cpu" and isinstance(obj, np.ndarray):
         return _wrap_host(obj)
+    if backend == "cuda" and type(obj).__name__ in ("Tensor", "Parameter"):
+        t = _from_torch(obj)
+        if t is not None:
+            return t
     if interop.foreign_device(obj) != backend:
         return None
     if backend == "cpu":
