@@ -118,8 +118,10 @@ def test_torch_wrap_matches_dlpack(backend):
                                    ref.byte_extent(), ref.readonly)
     assert tensor._from_torch(base.float().requires_grad_()) is None   # DLPack decides
     side = torch.cuda.Stream()
-    with torch.cuda.stream(side):          # torch's stream is not ours: DLPack orders them
-        assert tensor._from_torch(base) is None
+    with torch.cuda.stream(side):          # fearless's current stream follows torch's
+        assert tensor._from_torch(base) is not None
+        with fl.stream(fl.Stream()):       # now they differ: the DLPack export orders them
+            assert tensor._from_torch(base) is None
     with fl.stream(fl.Stream()):
         assert tensor._from_torch(base) is None
 

@@ -8,7 +8,8 @@ import pytest
 import fearless as fl
 from fearless import dtypes, nn
 from fearless import tile as ft
-from fearless.errors import ArgumentTypeError, ContractError, MovedError, SafetyError
+from fearless.errors import (AliasError, ArgumentTypeError, ContractError, MovedError,
+                             SafetyError)
 from tests.nn._ref import call, cases, f64, rand
 from tests.support import BACKENDS
 
@@ -67,6 +68,27 @@ def test_fearless_caches_are_moved_and_handed_back():
     np.testing.assert_array_equal(kn.numpy(), expected(kc0, k, [3, 7]))
     kn, vn = nn.kv_cache_write(kn, vn, v, k, start)      # the new handles are usable again
     np.testing.assert_array_equal(vn.numpy(), expected(expected(vc0, v, [3, 7]), k, [3, 7]))
+
+    with pytest.raises(MovedError):                       # a spent handle stays spent
+        nn.kv_cache_write(kc, vn, k, v, start)
+
+
+def test_a_refused_write_gives_both_caches_back():
+    """A partition refused for the second cache (another live view of it) ends the first's and
+    leaves both handles usable, unwritten (a review found them both spent)."""
+    dt = dtypes.f32
+    kc0, vc0 = rand(dt, (2, 8, 1, 16), 8), rand(dt, (2, 8, 1, 16), 9)
+    kc, vc = fl.asarray(kc0.copy()), fl.asarray(vc0.copy())
+    k, v = rand(dt, (2, 1, 1, 16), 10), rand(dt, (2, 1, 1, 16), 11)
+    start = fl.asarray(np.array([3, 7], np.int32))
+    held = vc[0]
+    with pytest.raises(AliasError):
+        nn.kv_cache_write(kc, vc, k, v, start)
+    np.testing.assert_array_equal(kc.numpy(), kc0)
+    np.testing.assert_array_equal(vc.numpy(), vc0)
+    del held
+    kn, _ = nn.kv_cache_write(kc, vc, k, v, start)
+    np.testing.assert_array_equal(kn.numpy(), expected(kc0, k, [3, 7]))
 
 
 @ft.kernel

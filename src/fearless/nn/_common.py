@@ -16,7 +16,6 @@ import numpy as np
 
 from fearless import dtypes
 from fearless.errors import ArgumentTypeError, ContractError
-from fearless.runtime.interop import c_strides
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.tensor import Tensor, as_tensor, asarray, empty, full
 
@@ -160,19 +159,32 @@ def output(like, shape: tuple[int, ...], dtype: dtypes.DType) -> Output:
     return Output(like, tuple(shape), dtype)
 
 
-def view_as(fn: str, name: str, obj, t: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """A contiguous tensor ``t`` (the conversion of argument ``obj``) as a view of another
-    ``shape`` with the same elements, for a kernel that writes it in place.
+def partition_as(fn: str, items) -> list:
+    """Partitions of contiguous tensors seen in other shapes, for a kernel that writes them in
+    place: ``items`` is a list of (argument name, tensor, shape, tile shape).
 
-    ``t`` is moved (later uses raise MovedError, as after ``partition``), so the view is the
-    only live handle and can be partitioned: a fearless Tensor ``obj`` passed by the caller is
+    Each tensor is moved (later uses raise MovedError, as after ``partition``), so its reshaped
+    view is the only live handle and can be partitioned: a fearless Tensor the caller passed is
     spent, and the nn function returns a new handle. A wrapped foreign array (torch, NumPy)
-    stays usable: fearless does not track other libraries' views.
+    stays usable: fearless does not track other libraries' views. All or nothing: when one
+    partition is refused (an AliasError: another live view, a graph's pin), the tensors are
+    given back usable and the partitions made so far are ended.
     """
-    check_contiguous(fn, name, t)
-    view = t._view(tuple(shape), c_strides(tuple(shape)), t.offset)
-    t._moved = f"moved into fearless.nn.{fn} (use the tensor it returned)"
-    return view
+    done: list = []
+    try:
+        for name, t, shape, tile in items:
+            check_contiguous(fn, name, t)
+            view = t.reshape(tuple(shape))           # MovedError for a tensor already moved
+            t._moved = f"moved into fearless.nn.{fn} (use the tensor it returned)"
+            done.append((t, None))
+            done[-1] = (t, partition(view, tile))
+    except BaseException:
+        for t, part in done:
+            if part is not None:
+                part.unpartition()
+            t._moved = None
+        raise
+    return [part for _, part in done]
 
 
 def _poison_of(dtype: dtypes.DType):

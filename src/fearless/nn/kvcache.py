@@ -58,7 +58,7 @@ def _merge_heads(fn: str, name: str, t):
                                 f"{t.strides})", kernel=fn, param=name,
                                 help="pass a view of a (B * S, H * D) projection output, or a "
                                      "contiguous copy")
-    return t._view((b, s, h * d), (t.strides[0], t.strides[1], 1), t.offset)
+    return t.reshape((b, s, h * d))
 
 
 def tile_of(rows: int, width: int, max_ctx: int) -> tuple[tuple[int, int, int], int]:
@@ -104,13 +104,11 @@ def kv_cache_write(k_cache, v_cache, k, v, start):
     c.check_shape(fn, "start", st, (nb,), "the caches' B")
     tile, rows = tile_of(kt.shape[1], heads * d, max_ctx)
     flat = (nb, max_ctx, heads * d)
-    kp = c.partition(c.view_as(fn, "k_cache", k_cache, kct, flat), tile)
-    vp = c.partition(c.view_as(fn, "v_cache", v_cache, vct, flat), tile)
+    kp, vp = c.partition_as(fn, [("k_cache", kct, flat, tile), ("v_cache", vct, flat, tile)])
     kp, vp, *_ = c.run(kv_write_rows(kp, vp, _merge_heads(fn, "k", kt), _merge_heads(fn, "v", vt),
                                      st, rows=rows))
     if c.is_torch(k_cache):
         kp.unpartition(), vp.unpartition()
         return k_cache, v_cache
     kn, vn = kp.unpartition(), vp.unpartition()
-    return (kn._view(kct.shape, kct.strides, kn.offset), vn._view(vct.shape, vct.strides,
-                                                                  vn.offset))
+    return kn.reshape(kct.shape), vn.reshape(vct.shape)
