@@ -126,17 +126,15 @@ def _prefill(model, dec: Decoder, prompt: np.ndarray) -> None:
 
 def _step(model, dec: Decoder) -> None:
     """One decode token: eager the first time ever (every kernel compiles), then captured with
-    ``fl.capture()`` at the first step of each call and replayed for the rest (eager
-    throughout where fl.capture is not available)."""
+    ``fl.capture()`` at the first step of each call and replayed for the rest."""
     if dec.graph is not None:
         dec.graph.replay()
         return
-    capture = getattr(fl, "capture", None)
-    if capture is None or not dec.warm:
+    if not dec.warm:
         _decode_step(model, dec)
         dec.warm = True
         return
-    with capture() as graph:
+    with fl.capture() as graph:
         dec.held = _decode_step(model, dec)
     dec.graph = graph
     graph.replay()

@@ -311,7 +311,5 @@ def _project(x, weights: tuple, biases: tuple | None, sizes: tuple) -> list:
 
 def _write(cache: KVCache, n: int, k, v, start) -> None:
     """Write k, v (B, S, Hkv, D) into layer n's cache at rows start[b].. (nn.kv_cache_write).
-    Keeps the handles it returns when it gives the caches back as new handles."""
-    out = nn.kv_cache_write(cache.k[n], cache.v[n], k, v, start)
-    if isinstance(out, tuple) and len(out) == 2 and all(isinstance(o, fl.Tensor) for o in out):
-        cache.k[n], cache.v[n] = out
+    Keeps the handles it returns: the caches given are moved into the write."""
+    cache.k[n], cache.v[n] = nn.kv_cache_write(cache.k[n], cache.v[n], k, v, start)
