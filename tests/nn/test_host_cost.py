@@ -70,6 +70,23 @@ def test_keyword_consts_run_as_positional(backend):
     np.testing.assert_array_equal(y.numpy(), np.arange(8, dtype=np.float32) * 12)
 
 
+@pytest.mark.gpu
+def test_repeat_calls_with_keyword_default_and_positional_consts_get_their_own_values(backend):
+    """On cuda a repeat call takes a saved plan keyed by its constants: each spelling of the
+    constants must find the plan compiled for its values (a review: the CPU test cannot see a
+    wrong plan, since the cpu backend has no fast path)."""
+    xh = np.arange(8, dtype=np.float32)
+    x = fl.asarray(xh)
+    _scaled._plans.clear()                  # plans other tests saved do not count
+    calls = [((), {"t": 10}, 12), ((), {}, 5), ((1, 1), {}, 2), ((), {"s": 4}, 7),
+             ((), {"t": 10}, 12), ((2, 3), {}, 5), ((), {}, 5), ((1, 1), {}, 2)]
+    for args, kwargs, factor in calls:      # each twice or more: the repeats use the plans
+        y = _scaled(fl.empty((8,), fl.f32).partition((8,)), x, *args, **kwargs)
+        got = y.sync()[0].unpartition().numpy()
+        np.testing.assert_array_equal(got, xh * factor, err_msg=f"{args} {kwargs}")
+    assert len(_scaled._plans) == 4         # (2, 10), (2, 3), (1, 1), (4, 3)
+
+
 def _reference_facts(view):
     shape, strides = view[2], view[3]
     if any(abs(n) >= tile_fast.INDEX_LIMIT for n in (*shape, *strides)):
