@@ -21,6 +21,7 @@ import fearless as fl
 from fearless import f32
 from fearless import tile as ft
 from fearless.errors import ArgumentTypeError
+from fearless.nn import _common as c
 
 LOG2E = math.log2(math.e)
 HEAD_DIMS = (64, 128)
@@ -184,43 +185,17 @@ def _decode_kernels(occupancy: int | None, k_latency: int | None, v_latency: int
     return decode_split, decode_merge
 
 
-# -- stand-in for fearless.nn._common (nn-rowwise helper's module; swap when merged) ----------
-
-def _is_torch(x) -> bool:
-    return type(x).__module__.split(".")[0] == "torch"
+def _tensors(fn: str, names: str, *objs) -> list:
+    return [c.tensor(fn, name, obj) for name, obj in zip(names.split(), objs)]
 
 
-def _tensor(x):
-    """A fearless Tensor over ``x`` (no copy for fearless or torch tensors)."""
-    return x if isinstance(x, fl.Tensor) else fl.asarray(x)
-
-
-def _output(first, shape: tuple, dtype, final: tuple, tile: tuple):
-    """(result, partition): the result of a function whose first tensor argument is
-    ``first`` (torch in, torch out; else a fearless Tensor), of shape ``final``, and a
-    partition over it viewed as ``shape`` with tiles of ``tile``."""
-    if _is_torch(first):
-        import torch
-        out = torch.empty(final, dtype=first.dtype, device=first.device)
-        return out, fl.asarray(out.view(shape)).partition(tile)
-    return None, fl.empty(shape, dtype).partition(tile)
-
-
-def _finish(out, part, final: tuple):
-    if out is not None:
-        part.unpartition()
-        return out
-    t = part.unpartition()
-    strides = tuple(int(math.prod(final[i + 1:])) for i in range(len(final)))
-    return t._view(final, strides, t.offset)   # a contiguous reshape (Tensor.reshape to come)
-
-
-def _run(op):
-    return op.enqueue()
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
+def _launch(fn: str, first, final: tuple, shape: tuple, dt, tile: tuple, make_op):
+    """Allocate the ``final``-shaped output like ``first`` (torch in, torch out), partition
+    its ``shape`` view with ``tile``, run ``make_op(partition)`` and return the output."""
+    out = c.output(first, final, dt)
+    part = c.partition_as(fn, [("out", out.tensor, shape, tile)])[0]
+    result = out.result(c.run(make_op(part))[0])
+    return result if out.foreign is not None else result.reshape(final)
 
 
 def _check(fn: str, name: str, x, rank: int, dims: str):
@@ -276,12 +251,11 @@ def attention(q, k, v, causal: bool = True, scale: float | None = None):
     Raises ArgumentTypeError for a wrong rank, head dim or dtype, Hkv not dividing Hq, or k and
     v shapes that differ.
     """
-    first, (q, k, v) = q, (_tensor(t) for t in (q, k, v))
+    first, (q, k, v) = q, _tensors("attention", "q k v", q, k, v)
     dt = _check_prefill(q, k, v)
     bsz, s, hq, d = q.shape
-    out, part = _output(first, (bsz, s, hq * d), dt, (bsz, s, hq, d), prefill_tile(d))
-    part = _run(attention_op(part, q, k, v, causal, scale))[0]
-    return _finish(out, part, (bsz, s, hq, d))
+    return _launch("attention", first, (bsz, s, hq, d), (bsz, s, hq * d), dt, prefill_tile(d),
+                   lambda part: attention_op(part, q, k, v, causal, scale))
 
 
 def prefill_tile(d: int) -> tuple:
@@ -293,7 +267,7 @@ def attention_op(out, q, k, v, causal: bool = True, scale: float | None = None):
     """The DeviceOperation of ``attention`` writing ``out``, a partition of a (B, S, Hq * D)
     tensor of q's dtype with tiles ``prefill_tile(D)``: for graphs and benchmarks. q, k, v
     fearless Tensors (or what ``fl.asarray`` takes); its result's first element is ``out``."""
-    q, k, v = (_tensor(t) for t in (q, k, v))
+    q, k, v = _tensors("attention", "q k v", q, k, v)
     _check_prefill(q, k, v)
     d = q.shape[3]
     tune = PREFILL[d]
@@ -340,12 +314,12 @@ def decode_attention(q, k_cache, v_cache, lengths, scale: float | None = None):
     out). Raises ArgumentTypeError for wrong ranks, head dims, dtypes, Hkv not dividing Hq, or
     lengths not a (B,) int32 tensor.
     """
-    first = q
-    q, k_cache, v_cache, lengths = (_tensor(t) for t in (q, k_cache, v_cache, lengths))
+    first, (q, k_cache, v_cache, lengths) = q, _tensors(
+        "decode_attention", "q k_cache v_cache lengths", q, k_cache, v_cache, lengths)
     dt = _check_decode(q, k_cache, v_cache, lengths)
-    out, part = _output(first, tuple(q.shape), dt, tuple(q.shape), (1, 1, q.shape[2]))
-    part = _run(decode_attention_op(part, q, k_cache, v_cache, lengths, scale))[0]
-    return _finish(out, part, tuple(q.shape))
+    return _launch("decode_attention", first, tuple(q.shape), tuple(q.shape), dt,
+                   (1, 1, q.shape[2]),
+                   lambda part: decode_attention_op(part, q, k_cache, v_cache, lengths, scale))
 
 
 def decode_attention_op(out, q, k_cache, v_cache, lengths, scale: float | None = None):
@@ -353,7 +327,8 @@ def decode_attention_op(out, q, k_cache, v_cache, lengths, scale: float | None =
     (B, Hq, D) tensor of q's dtype with tiles (1, 1, D): the split kernel, then the merge
     (its f32 scratch tensors allocated here). For graphs and benchmarks; its result's first
     element is ``out``."""
-    q, k_cache, v_cache, lengths = (_tensor(t) for t in (q, k_cache, v_cache, lengths))
+    q, k_cache, v_cache, lengths = _tensors("decode_attention", "q k_cache v_cache lengths",
+                                            q, k_cache, v_cache, lengths)
     _check_decode(q, k_cache, v_cache, lengths)
     bsz, hq, d = q.shape
     _, max_ctx, hkv, _ = k_cache.shape
@@ -361,13 +336,13 @@ def decode_attention_op(out, q, k_cache, v_cache, lengths, scale: float | None =
     qk_scale = (1.0 / math.sqrt(d) if scale is None else float(scale)) * LOG2E
     chunk = decode_chunk(bsz, hkv, max_ctx, tune.bn, tune.waves)
     splits = -(-max_ctx // chunk)
-    gp = max(_pow2(hq // hkv), 16)   # mma rows: at least 16 (tensor core tiles)
+    gp = max(c.pow2(hq // hkv), 16)   # mma rows: at least 16 (tensor core tiles)
     split, merge = _decode_kernels(tune.occupancy, tune.k_latency, tune.v_latency)
     po = fl.empty((bsz * hkv, splits, gp * d), f32).partition((1, 1, gp * d))
     pl = fl.empty((bsz * hkv, splits, gp), f32).partition((1, 1, gp))
     first = split(po, pl, q, k_cache, v_cache, lengths, qk_scale, chunk=chunk, bn=tune.bn)
     return first.then(lambda r: merge(out, r[0].unpartition(), r[1].unpartition(),
-                                      splits=_pow2(splits)))
+                                      splits=c.pow2(splits)))
 
 
 def _check_decode(q, k_cache, v_cache, lengths):
