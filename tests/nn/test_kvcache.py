@@ -41,6 +41,35 @@ def test_writes_exactly_the_rows(backend, dt, s):
         np.testing.assert_array_equal(f64(kc), want_k)
 
 
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("dt,s,first", cases([(1, 0), (40, 0)], [(40, 10), (3, 47)]))
+def test_host_start_writes_exactly_the_rows(backend, dt, s, first):
+    nb, ctx, heads, d = 3, 50, 2, 48               # Hkv * D = 96: a partial column tile
+    kc, vc = rand(dt, (nb, ctx, heads, d), 21), rand(dt, (nb, ctx, heads, d), 22)
+    k, v = rand(dt, (nb, s, heads, d), 23), rand(dt, (nb, s, heads, d), 24)
+    start = np.full(nb, first)
+    want_k, want_v = expected(kc, k, start), expected(vc, v, start)
+    rk, rv = call(nn.kv_cache_write, kc, vc, k, v, first)
+    np.testing.assert_array_equal(f64(rk.numpy()), want_k)
+    np.testing.assert_array_equal(f64(rv.numpy()), want_v)
+
+
+def test_host_start_gives_whole_caches_back_and_refuses_rows_past_the_end():
+    dt = dtypes.f32
+    kc, vc = fl.asarray(rand(dt, (2, 8, 1, 16), 25)), fl.asarray(rand(dt, (2, 8, 1, 16), 26))
+    k = fl.asarray(rand(dt, (2, 3, 1, 16), 27))
+    kn, vn = nn.kv_cache_write(kc, vc, k, k, 5)
+    assert kn.shape == vn.shape == (2, 8, 1, 16)
+    with pytest.raises(MovedError):
+        kc.numpy()
+    np.testing.assert_array_equal(kn.numpy()[:, 5:], k.numpy())
+    for bad in (6, -1):
+        with pytest.raises(ContractError, match="do not fit a cache of 8 rows"):
+            nn.kv_cache_write(kn, vn, k, k, bad)
+    kn, vn = nn.kv_cache_write(kn, vn, k, k, 0)  # the refused calls left the caches usable
+    np.testing.assert_array_equal(vn.numpy()[:, :3], k.numpy())
+
+
 def test_views_of_projection_outputs_and_int64_start():
     """k and v as (B, S, Hkv, D) views of a fused (B * S, (Hq + 2 Hkv) D) qkv output."""
     dt, nb, s, hq, hkv, d, ctx = dtypes.bf16, 2, 3, 4, 2, 32, 16

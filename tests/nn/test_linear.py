@@ -96,8 +96,10 @@ def test_f32_split_is_not_tf32(backend):
 
 
 def test_plan_chooses_from_t_and_n():
-    p = plan(1, 4096, 14336, bf16)          # 64 tiles of y: K split for about 4 blocks per SM
-    assert (p.form, p.bm, p.splits) == ("mma_t", 16, 8) and 4096 // p.bn * p.splits >= 2 * 132
+    p = plan(1, 4096, 14336, bf16)          # 64 tiles of y: one kernel, no split
+    assert (p.form, p.bm, p.bn, p.splits) == ("mma_t", 16, 64, 1)
+    tiny = plan(1, 256, 4096, bf16)         # 4 tiles of y: K split up to sms // 8 = 16 blocks
+    assert (tiny.splits, plan(1, 256, 4096, bf16, sms=16).splits) == (4, 1)
     assert plan(1, 128256, 4096, bf16).splits == 1
     assert (plan(2048, 4096, 4096, bf16).bm, plan(2048, 4096, 4096, bf16).bn) == (128, 128)
     small = plan(128, 1024, 4096, bf16)      # 32 blocks of 64x64: K split in 8

@@ -201,7 +201,6 @@ class CausalLM:
         """Run ``ids`` (batch * seq,) int32 at positions 0..seq-1; write k, v to ``cache`` rows
         0..seq-1 when given. Returns logits (batch * seq, V) or, ``last_only``, (batch, V)."""
         positions = fl.asarray(np.tile(np.arange(seq, dtype=np.int32), batch))
-        start = fl.zeros(batch, fl.i32) if cache is not None else None
 
         def attend(n, q, k, v):
             c = self.config
@@ -209,7 +208,7 @@ class CausalLM:
             k4 = k.reshape((batch, seq, c.num_kv_heads, c.head_dim))
             v4 = v.reshape((batch, seq, c.num_kv_heads, c.head_dim))
             if cache is not None:
-                _write(cache, n, k4, v4, start)
+                _write(cache, n, k4, v4, 0)  # rows 0..seq-1, known here: a parallel copy
             return nn.attention(q4, k4, v4, causal=True)
 
         x = self.stack(ids, positions, attend)

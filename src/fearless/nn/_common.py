@@ -161,7 +161,9 @@ def output(like, shape: tuple[int, ...], dtype: dtypes.DType) -> Output:
 
 def partition_as(fn: str, items) -> list:
     """Partitions of contiguous tensors seen in other shapes, for a kernel that writes them in
-    place: ``items`` is a list of (argument name, tensor, shape, tile shape).
+    place: ``items`` is a list of (argument name, tensor, shape, tile shape), or (..., window)
+    where ``window`` indexes the reshaped view (a tuple of slices): the partition covers
+    that window only, and the rest of the tensor is kept from every other use all the same.
 
     Each tensor is moved (later uses raise MovedError, as after ``partition``), so its reshaped
     view is the only live handle and can be partitioned: a fearless Tensor the caller passed is
@@ -172,9 +174,11 @@ def partition_as(fn: str, items) -> list:
     """
     done: list = []
     try:
-        for name, t, shape, tile in items:
+        for name, t, shape, tile, *window in items:
             check_contiguous(fn, name, t)
             view = t.reshape(tuple(shape))           # MovedError for a tensor already moved
+            if window:
+                view = view[window[0]]
             t._moved = f"moved into fearless.nn.{fn} (use the tensor it returned)"
             done.append((t, None))
             done[-1] = (t, partition(view, tile))

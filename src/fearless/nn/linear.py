@@ -8,8 +8,8 @@ Two schedules of one tile kernel family, chosen from the token count T:
   loads and SM90 tensor cores, and the cubin is the size of the pre-transposed kernel's).
 * decode (T <= 16): bandwidth-bound on w. The block's tile is (16, bn) (x padded with zero rows
   past T); by default it computes w @ x.T, so that w's tile is the warpgroup mma's A operand
-  straight from shared memory. When N / bn gives too few blocks to keep every SM streaming, K
-  is split: each block writes f32 partial sums of its K range into a (splits, T, N) buffer it
+  straight from shared memory. Only when N / bn gives very few blocks (under an eighth of the
+  SMs) is K split: each block writes f32 partial sums of its K range into a (splits, T, N) buffer it
   owns a tile of, and a second kernel adds them, adds the bias and rounds once.
 
 Rounding (every path, every dtype): products are exact (f16 and bf16 products fit f32; f32
@@ -142,9 +142,13 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
 
     Decode (t <= 16): the "mma_t" form (w's (64, bk) tile is the A operand of Hopper's
     warpgroup mma, read from shared memory; "mma" goes through ldmatrix and spills at f32 or
-    16 x 128 tiles), (16, 64) tiles of y, bk 256 (f32: 128); with fewer than four blocks per
-    SM, K is split into a power of two of parts until there are about four (a wave's tail costs
-    the weight stream), each part keeping at least two K steps.
+    16 x 128 tiles), (16, 64) tiles of y, bk 256 (f32: 128), K split only when there are fewer
+    than ``sms // 8`` blocks (into a power of two of parts up to that many blocks, each part
+    keeping at least two K steps). Measured on the H200 (bf16, T 1, 2026-12-02,
+    benchmarks/bench_linear.py): one kernel over 32 blocks streams N 2048 x K 2048 in 8.8 us
+    and 2048 x 6144 in 14.7 us, where K split into 4-8 parts plus the reducing kernel took
+    10.9 and 18.5 us (the split's f32 partial sums and its second launch cost more than the
+    idle SMs); (16, 16) tiles fall off a cliff (75-560 us), (16, 32) tiles run 10-20% slower.
     Prefill: the largest of the tiles 128x128 (not for f32: its three mma spill registers),
     128x64, 64x128, 64x64 (bm no larger than t's power of two) that gives a block per SM, bk
     64 (f32: 32); when even 64x64 leaves SMs idle, K is split until there are about two blocks
@@ -153,19 +157,19 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
     wide = dtype.itemsize == 4
     form = "mma"
     if t <= DECODE_MAX_T:
-        form, bm, bn, bk, per_sm, least, want = "mma_t", 16, 64, 128 if wide else 256, 4, 2, \
-            4 * sms
+        form, bm, bn, bk, least = "mma_t", 16, 64, 128 if wide else 256, 2
+        want = target = max(1, sms // 8)
     else:
         cap = min(128, c.pow2(t))
         for bm, bn in _PREFILL_TILES[1:] if wide else _PREFILL_TILES:
             bm = min(bm, cap)
             if -(-t // bm) * -(-n // bn) >= sms:
                 break
-        bk, per_sm, least, want = 32 if wide else 64, 2, 4, sms
+        bk, least, want, target = 32 if wide else 64, 4, sms, 2 * sms
     blocks = max(1, -(-t // bm) * -(-n // bn))
     splits = 1
     if blocks < want:
-        splits = min(_pow2_at_most(per_sm * sms // blocks), _pow2_at_most(-(-k // bk) // least))
+        splits = min(_pow2_at_most(target // blocks), _pow2_at_most(-(-k // bk) // least))
     return Plan(form, bm, bn, bk, max(1, splits))
 
 
