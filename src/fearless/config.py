@@ -26,6 +26,10 @@ Variables:
                         the cpu backend compiles is also compiled to a cubin for each, and a
                         failure raises at that launch (``runtime/ahead.py``; CI sets it, no
                         GPU needed). Default: none.
+    FEARLESS_PDL        ``0`` launches tile kernels without programmatic dependent launch (they
+                        are compiled for it on sm_90 and later either way: each waits for the
+                        kernel before it ahead of its first memory access; see
+                        ``backends/tileir/lower.py``'s ``uses_pdl``). For measuring it.
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ class Config:
     full_traceback: bool = False
     progress: bool = True
     cross_compile: tuple[str, ...] = ()
+    pdl: bool = True
 
     @staticmethod
     def from_env(env=None) -> "Config":
@@ -74,7 +79,8 @@ class Config:
                       disk_cache=env.get("FEARLESS_CACHE", "1") != "0", dump=dump,
                       racecheck=env.get("FEARLESS_RACECHECK", "").strip() != "0",
                       full_traceback=env.get("FEARLESS_TRACEBACK", "0") not in ("", "0"),
-                      progress=env.get("FEARLESS_PROGRESS", "1") != "0", cross_compile=archs)
+                      progress=env.get("FEARLESS_PROGRESS", "1") != "0", cross_compile=archs,
+                      pdl=env.get("FEARLESS_PDL", "1") != "0")
 
 
 CONFIG = Config.from_env()

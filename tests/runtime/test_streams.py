@@ -235,7 +235,7 @@ def add_one(o: ft.Out[fl.f32], x: ft.In[fl.f32], s: fl.f32):
 
 
 class _Loaded:  # a stand-in for a LoadedTile: operations here are cancelled, never run
-    function, grouped, params, name = 0, False, None, "add_one"
+    function, grouped, params, name, pdl = 0, False, None, "add_one", False
 
 
 def test_the_tile_fast_path_keys_and_refusals():

@@ -44,7 +44,9 @@ class KernelInfo:
     warps needed); ``coverage`` (per written array, the elements a launch reaches,
     ``analysis/owners.py``, as ``(name, cover)`` pairs); ``coarsen`` (logical threads per
     hardware thread). Tile facts: ``grouped`` (a 2-d Out partition launched 1-d in grouped
-    order); ``built_by`` (the tileiras that built the cubin)."""
+    order); ``built_by`` (the tileiras that built the cubin); ``pdl`` (the kernel waits for the
+    grids it depends on before any memory access, so it may be launched with programmatic
+    stream serialization: ``backends/tileir/lower.py``'s ``uses_pdl``)."""
 
     params: tuple
     abi: Abi | None = None
@@ -57,6 +59,7 @@ class KernelInfo:
     coarsen: int = 1
     grouped: bool = False
     built_by: str | None = None
+    pdl: bool = False
 
     @property
     def names(self) -> list[str]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from fearless.backends.llvm.lower import abi as simt_abi, lower
 from fearless.backends.llvm.ptx import emit_ptx, optimize
 from fearless.backends.tileir import tileiras
-from fearless.backends.tileir.lower import abi as tile_abi, is_grouped, lower_tile
+from fearless.backends.tileir.lower import abi as tile_abi, is_grouped, lower_tile, uses_pdl
 from fearless.compiler.info import KernelInfo, ParamInfo
 from fearless.errors import BackendError
 from fearless.frontend import tile_intrinsics, typing
@@ -200,7 +200,8 @@ def _tileir(s: _State):
     version = tc.pick_version() if tc is not None else DEFAULT_TILE_VERSION
     s.out.tileir = lower_tile(s.out.fn, version, s.hints, s.arch)
     types = [t for _, t in s.params]
-    s.out.info = KernelInfo(params_info(s.params), tile_abi(types), grouped=is_grouped(types))
+    s.out.info = KernelInfo(params_info(s.params), tile_abi(types), grouped=is_grouped(types),
+                            pdl=uses_pdl(version, s.arch))
 
 
 def _tile_cubin(s: _State):

@@ -166,6 +166,6 @@ class TilePlan:
             check_order(stream, name, names, tensors, written)
             if not empty:
                 pack.launch(loaded.function, hw, (1, 1, 1), 0, stream.handle,
-                            loaded.params.fill(a), name)
+                            loaded.params.fill(a), name, loaded.pdl)
         return DeviceOperation(enqueue, runtime_args, reads=reads, writes=writes,
                                partitions=partitions, label=self.label)

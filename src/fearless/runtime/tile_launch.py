@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fearless.config import CONFIG
 from fearless.runtime import pack
 from fearless.runtime.args import of_tensor
 from fearless.runtime.stream import Stream
@@ -25,6 +26,7 @@ class LoadedTile:
     function: int                  # the CUkernel address
     params: pack.ParamBuffer       # the entry parameters, packed at their byte offsets
     grouped: bool                  # launched 1-d in grouped tile order (a 2-d Out partition)
+    pdl: bool = False              # launched with programmatic stream serialization
 
 
 def load_tile(name: str, cubin: bytes, info) -> LoadedTile:
@@ -32,7 +34,8 @@ def load_tile(name: str, cubin: bytes, info) -> LoadedTile:
     from fearless.runtime.module import load
     loaded = load(name, cubin, "")
     offsets = _driver_offsets(loaded.handle, len(info.abi.slots))
-    return LoadedTile(name, loaded.function, pack.ParamBuffer(info.abi, offsets), info.grouped)
+    return LoadedTile(name, loaded.function, pack.ParamBuffer(info.abi, offsets), info.grouped,
+                      info.pdl and CONFIG.pdl)
 
 
 def _driver_offsets(handle, n: int) -> list | None:
@@ -67,7 +70,7 @@ def launch_cuda(loaded: LoadedTile, grid: tuple, tensors: list, scalars: list,
         return
     a = [of_tensor(t) if t is not None else s for t, s in zip(tensors, scalars)]
     pack.launch(loaded.function, hardware_grid(grid, loaded.grouped), (1, 1, 1), 0,
-                stream.handle, loaded.params.fill(a), loaded.name)
+                stream.handle, loaded.params.fill(a), loaded.name, loaded.pdl)
 
 
 def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list,

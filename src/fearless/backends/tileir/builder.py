@@ -241,6 +241,17 @@ class Builder(PointerOps):
     def make_token(self) -> Value:
         return self._one("make_token", TOKEN)
 
+    def gdc_launch_dependents(self) -> Value:
+        """Let the grids that depend on this one programmatically launch (PTX
+        ``griddepcontrol.launch_dependents``); their ``gdc_wait`` still waits for this grid."""
+        return self._one("gdc_launch_dependents", TOKEN, token=None)
+
+    def gdc_wait(self) -> Value:
+        """Wait until the grids this one depends on have completed and their memory is visible
+        (PTX ``griddepcontrol.wait``; returns at once without such a dependency). The token:
+        memory operations that take it follow the wait."""
+        return self._one("gdc_wait", TOKEN, token=None)
+
     def join_tokens(self, tokens) -> Value:
         tokens = tuple(tokens)
         if any(t.type != TOKEN for t in tokens):

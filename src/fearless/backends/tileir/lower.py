@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 from fearless.backends.tileir import control, mathlib, memory, special, tir
 from fearless.backends.tileir.builder import Builder
@@ -161,7 +162,13 @@ class Lowering:
                 self.partition(op.operands[0], op.attrs["shape"], op.attrs.get("padding"))
             elif op.name in (Op.TILE_LOAD_OWN, Op.TILE_STORE):
                 self.partition(op.operands[0], op.operands[0].type.tile_shape)
-        self.token = b.make_token()
+        if uses_pdl(self.module.version, self.arch):
+            # programmatic dependent launch: every memory operation takes this token or one
+            # made after it, so none runs before the grids this one depends on are done
+            b.gdc_launch_dependents()
+            self.token = b.gdc_wait()
+        else:
+            self.token = b.make_token()
         ordered = {id(op.operands[0]) for op in self.fn.walk()
                    if op.name in _MEMORY and op.attrs.get("order") is not None}
         for p in self.fn.params:
@@ -712,6 +719,20 @@ RULES = {
     Op.LOCAL_STORE: _local_store,
     **control.RULES,
 }
+
+def uses_pdl(version: tuple[int, int], arch: str | None) -> bool:
+    """Whether a kernel lowered for ``version`` and ``arch`` starts with the grid dependency
+    control of programmatic dependent launch (``griddepcontrol``: sm_90 and later, bytecode
+    13.4 and later). Such a kernel signals its dependents at once and then waits for the grids
+    it depends on before its first memory access, so launching it with the driver's
+    programmatic stream serialization lets it be scheduled, and run everything up to that
+    access, while the kernel before it finishes; without a dependency the wait returns at
+    once."""
+    if arch is None or version < (13, 4):
+        return False
+    digits = re.match(r"sm_(\d+)", arch)
+    return digits is not None and int(digits.group(1)) >= 90
+
 
 def lower_tile(fn: Function, version: tuple[int, int], hints: dict | None = None,
                arch: str | None = None) -> bytes:

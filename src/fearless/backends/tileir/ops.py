@@ -166,6 +166,10 @@ _op("assume", 6, _res(), Field("pred", "predicate"), _o("value"))
 
 # views, tokens, block ids, memory
 _op("make_token", 68, _res())
+# grid dependency control (programmatic dependent launch; 13.4 GdcTokens): result token, flags
+# (bit 0: the optional token operand), the token
+_op("gdc_launch_dependents", 119, _res(), _flags("token"), Field("opnd?", "token"), since=(13, 4))
+_op("gdc_wait", 120, _res(), _flags("token"), Field("opnd?", "token"), since=(13, 4))
 _op("join_tokens", 60, _resv(), Field("opnds", "tokens"))
 _op("make_tensor_view", 67, _resv(), _o("base"), Field("opnds", "shape"),
     Field("opnds", "strides"))
