@@ -268,3 +268,32 @@ def test_the_launcher_api_builds_operations_from_closures():
     s = Stream()
     assert op.sync_on(s) == (p, x) and seen == [s]
     np.testing.assert_array_equal(p.unpartition().numpy(), x.numpy() * 2)
+
+
+# -- what an enqueue leaves for the stream to hold ---------------------------------------------
+
+class _Leaf:  # an enqueued leaf: its result is its argument tuple
+    def __init__(self, result):
+        self._result = result
+
+
+def test_a_stream_holds_only_what_its_own_frees_do_not_order():
+    """Fearless memory allocated on the stream is freed in its order once dropped: nothing to
+    hold. Foreign arrays, memory of another stream (or host memory, no home), and operations
+    whose result is not their argument tuple are held until the GPU is done."""
+    from fearless.runtime.lazy import _held_by_stream
+    home, foreign = fl.zeros(8), np.zeros(3)
+    home._storage.home = 0x10
+    other2 = fl.zeros(8)
+    other2._storage.home = 0x20
+    part = fl.zeros(8)
+    part._storage.home = 0x10
+    p = part.partition(4)
+    leaf = _Leaf((p, home, other2, foreign, 2.0, np.float32(1), 3, True, None))
+    def held(ops, stream):
+        return [id(x) for x in _held_by_stream(ops, stream)]
+    assert held([leaf], 0x10) == [id(other2), id(foreign)]
+    assert held([leaf], 0x20) == [id(p._tensor), id(home), id(foreign)]
+    opaque = _Leaf(None)
+    assert held([opaque, _Leaf((home,))], 0x10) == [id(opaque)]
+    p.unpartition()

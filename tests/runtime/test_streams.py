@@ -374,3 +374,16 @@ class _Handle:  # any object speaking the CUDA stream protocol
 
     def __cuda_stream__(self):
         return (0, self.handle)
+
+
+@pytest.mark.gpu
+def test_dropped_temporaries_go_back_to_the_pool_while_the_gpu_is_behind():
+    """An eager loop that allocates a 1 GiB output per step and drops the last one while the
+    GPU is still behind: held until the GPU caught up (as leases held a model's activations),
+    150 steps would need 150 GiB; freed in the stream's order, two or three are live."""
+    fl.set_backend("cuda")
+    n = 1 << 28
+    x = fl.zeros(n)
+    for _ in range(150):
+        x = add_one(fl.empty(n).partition(1024), x, 1.0).enqueue()[0].unpartition()
+    assert x[n - 1:].numpy()[0] == 150.0

@@ -64,6 +64,25 @@ def allocate(nbytes: int, stream: Stream | None = None):
                            help="free tensors you no longer need, or use smaller ones") from exc
 
 
+class StreamOrdered:
+    """A tensor's device memory, freed behind the work of the stream it was allocated on:
+    dropping the last reference calls ``Buffer.close(stream)`` (``cuMemFreeAsync`` on that
+    stream), so the pool hands the memory out again only to work ordered after every launch
+    enqueued on that stream before the drop. A buffer used only on its own stream therefore
+    needs nothing else kept alive while the GPU catches up (``lazy.py``'s leases)."""
+
+    __slots__ = ("buffer", "stream")
+
+    def __init__(self, buffer, stream: Stream):
+        self.buffer, self.stream = buffer, stream
+
+    def __del__(self):
+        try:
+            self.buffer.close(self.stream.core)
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the context is already gone
+            pass
+
+
 def _host_ptr(arr: np.ndarray, nbytes: int, writable: bool) -> int:
     if not arr.flags.c_contiguous or arr.nbytes < nbytes:
         raise ValueError(f"host buffer must be C-contiguous with at least {nbytes} bytes, "

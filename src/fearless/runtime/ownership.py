@@ -36,13 +36,15 @@ _EVERYTHING = (-(2**63), 2**63)
 class Storage:
     """The memory behind one allocation or one wrapped foreign array, shared by its views."""
 
-    __slots__ = ("claims", "host_views", "views", "writer")
+    __slots__ = ("claims", "home", "host_views", "views", "writer")
 
     def __init__(self):
         self.views = weakref.WeakSet()       # live Tensor handles over this memory
         self.host_views: list[weakref.ref] = []  # NumPy arrays from host_view() (unhashable)
         self.claims: list[Claim] = []
         self.writer = None  # (stream, its launch count) of the last enqueued write (stream.py)
+        self.home = None    # the handle of the stream whose order frees this memory (fearless
+        #                     allocations, memory.StreamOrdered); None: foreign or host memory
 
     def add_host_view(self, array) -> None:
         self.host_views = [r for r in self.host_views if r() is not None]

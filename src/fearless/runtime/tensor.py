@@ -546,9 +546,11 @@ def _wrap_host(arr: np.ndarray) -> Tensor:
 def _alloc(shape: tuple[int, ...], dt: dtypes.DType) -> Tensor:
     """An uninitialised contiguous cuda tensor in fresh device memory."""
     nbytes = _prod(shape) * dt.itemsize
-    buf = memory.allocate(nbytes)
+    stream = memory.cuda_stream()
+    buf = memory.allocate(nbytes, stream)
     t = Tensor(shape=shape, strides=interop.c_strides(shape), dtype=dt, backend="cuda",
-               offset=0, base_ptr=int(buf.handle), owner=buf)
+               offset=0, base_ptr=int(buf.handle), owner=memory.StreamOrdered(buf, stream))
+    t._storage.home = stream.handle
     t._facts = (True, (t._base_ptr, t._base_ptr + nbytes), False)  # what _layout() finds
     return t
 
