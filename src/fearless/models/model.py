@@ -4,9 +4,10 @@ One layer, in transformers' order (modeling_llama.py, modeling_qwen3.py), hidden
 token-major (T = batch * seq rows):
 
     x = rms_norm(h); q | k | v = linear(x, Wqkv)       (q, k, v: column views of one output)
-    q, k = rope(q, k, positions)  (Qwen3: of the rms_norm of each head, q_norm and k_norm: one
-                                   kernel, nn.qk_norm_rope); attention (prefill) or KV-cache
-                                   write + decode attention
+    prefill: q, k = rope(q, k, positions)  (Qwen3: of the rms_norm of each head, q_norm and
+                 k_norm: one kernel, nn.qk_norm_rope); k, v to the KV cache; attention
+    decode:  rope (and norm) of q, k and the KV-cache write in one kernel (nn.rope_kv_write);
+             attention over the cache (nn.decode_attention)
     h = h + linear(attn, Wo);  x = rms_norm(h)        (one fused rms_norm(.., residual=h))
     gate | up = linear(x, Wgate_up);  h = h + linear(silu_mul(gate, up), Wdown)
     logits = linear(rms_norm(h), lm_head)             (lm_head is embed_tokens when tied)
@@ -204,6 +205,7 @@ class CausalLM:
 
         def attend(n, q, k, v):
             c = self.config
+            q, k = self._rotate(n, q, k, positions)
             q4 = q.reshape((batch, seq, c.num_heads, c.head_dim))
             k4 = k.reshape((batch, seq, c.num_kv_heads, c.head_dim))
             v4 = v.reshape((batch, seq, c.num_kv_heads, c.head_dim))
@@ -224,19 +226,22 @@ class CausalLM:
         c = self.config
         batch = ids.shape[0]
 
-        def attend(n, q, k, v):
-            _write(cache, n, k.reshape((batch, 1, c.num_kv_heads, c.head_dim)),
-                   v.reshape((batch, 1, c.num_kv_heads, c.head_dim)), positions)
-            return nn.decode_attention(q.reshape((batch, c.num_heads, c.head_dim)),
-                                       cache.k[n], cache.v[n], lengths)
+        def attend(n, q, k, v):  # rope, the cache write (one kernel), attention over the cache
+            layer = self.layers[n]
+            norms = (layer.q_norm, layer.k_norm) if c.qk_norm else (None, None)
+            q, cache.k[n], cache.v[n] = nn.rope_kv_write(
+                q, k, v.reshape((batch, c.num_kv_heads, c.head_dim)), cache.k[n], cache.v[n],
+                self.cos, self.sin, positions, *norms, eps=c.rms_norm_eps)
+            return nn.decode_attention(q, cache.k[n], cache.v[n], lengths)
 
         return nn.linear(self.stack(ids, positions, attend), self.lm_head)
 
     def stack(self, ids: fl.Tensor, positions: fl.Tensor, attend) -> fl.Tensor:
         """Embedding, every layer and the final norm: (T,) ids -> (T, hidden) normalised
-        hidden states. ``attend(layer index, q (T, Hq, D), k (T, Hkv, D), v (T, Hkv * D))``
-        returns the attention output, any shape of T * Hq * D elements (v may be a strided
-        view of the fused projection's output)."""
+        hidden states. ``attend(layer index, q (T, Hq, D), k (T, Hkv, D), v (T, Hkv * D))``,
+        q and k before RoPE (and Qwen3's q/k norm: ``_rotate``), returns the attention output,
+        any shape of T * Hq * D elements (q, k, v may be strided views of the fused
+        projection's output)."""
         h = nn.embedding(ids, self.embed)
         x, residual = nn.rms_norm(h, self.layers[0].input_norm, self.config.rms_norm_eps), h
         for n in range(len(self.layers)):
@@ -252,11 +257,6 @@ class CausalLM:
         q, k, v = _project(x, layer.qkv, layer.qkv_bias, (c.q_size, c.kv_size, c.kv_size))
         q = q.reshape((t, c.num_heads, c.head_dim))    # views: a head's D values are contiguous
         k = k.reshape((t, c.num_kv_heads, c.head_dim))
-        if c.qk_norm:  # Qwen3: rms_norm of each head, then rope, in one kernel
-            q, k = nn.qk_norm_rope(q, k, layer.q_norm, layer.k_norm, eps, self.cos, self.sin,
-                                   positions)
-        else:
-            q, k = nn.rope(q, k, self.cos, self.sin, positions)
         a = attend(n, q, k, v)
         o = nn.linear(a.reshape((t, c.q_size)), layer.wo, layer.bo)
         x, residual = nn.rms_norm(o, layer.post_norm, eps, residual=residual)
@@ -265,6 +265,15 @@ class CausalLM:
         m = nn.linear(nn.silu_mul(gate, up), layer.down, layer.bdown)
         w = self.layers[n + 1].input_norm if n + 1 < len(self.layers) else self.norm
         return nn.rms_norm(m, w, eps, residual=residual)
+
+    def _rotate(self, n: int, q, k, positions: fl.Tensor):
+        """RoPE of layer n's q (T, Hq, D) and k (T, Hkv, D) at ``positions``; for Qwen3 the
+        rms_norm of each head first, in the same kernel."""
+        c, layer = self.config, self.layers[n]
+        if c.qk_norm:
+            return nn.qk_norm_rope(q, k, layer.q_norm, layer.k_norm, c.rms_norm_eps, self.cos,
+                                   self.sin, positions)
+        return nn.rope(q, k, self.cos, self.sin, positions)
 
     def new_cache(self, batch: int, max_ctx: int) -> KVCache:
         """Zeroed per-layer caches (batch, max_ctx, kv_heads, head_dim)."""

@@ -1,0 +1,69 @@
+"""fearless.nn.rope_kv_write (a decode token's RoPE, optional q/k norm, and KV-cache write in one
+kernel) against the two kernels it replaces, rope (or qk_norm_rope) then kv_cache_write, which
+tests/nn/test_rope.py, test_qk_norm_rope.py and test_kvcache.py check against float64 NumPy:
+the same values, and exactly the rows at the positions written."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fearless import dtypes, nn
+from fearless.errors import ArgumentTypeError, ContractError
+from tests.nn._ref import call, cases, f64, host, rand
+from tests.nn.test_rope import same
+from tests.support import BACKENDS
+
+EPS = 1e-6
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("dt,normed,interleaved,hq,hkv,d", cases(
+    [(False, False, 4, 2, 64), (True, False, 4, 2, 64)],
+    [(True, True, 6, 3, 48), (False, False, 8, 8, 128)]))
+def test_equals_rope_then_kv_cache_write(backend, dt, normed, interleaved, hq, hkv, d):
+    """q, k, v as column views of one fused q | k | v output; positions at the first and last
+    row, in the middle, and one past the cache (its row is not written)."""
+    b, ctx = 4, 40
+    qkv = rand(dt, (b, (hq + 2 * hkv) * d), 1, 2.0, 0.3)
+    q = qkv[:, :hq * d].reshape(b, hq, d)
+    k = qkv[:, hq * d:(hq + hkv) * d].reshape(b, hkv, d)
+    v = qkv[:, (hq + hkv) * d:].reshape(b, hkv, d)
+    qw, kw = (rand(dt, (d,), 2, 0.5, 1.0), rand(dt, (d,), 3, 0.5, 1.0)) if normed else (None, None)
+    kc, vc = rand(dt, (b, ctx, hkv, d), 4), rand(dt, (b, ctx, hkv, d), 5)
+    cos, sin = nn.rope_tables(d, 300, 1000000.0)
+    pos = np.array([0, 17, ctx - 1, ctx], np.int32)
+    if normed:
+        qr, kr = call(nn.qk_norm_rope, q, k, qw, kw, EPS, cos, sin, pos, interleaved=interleaved)
+    else:
+        qr, kr = call(nn.rope, q, k, cos, sin, pos, interleaved=interleaved)
+    want_k, want_v = call(nn.kv_cache_write, kc.copy(), vc.copy(), host(kr)[:, None],
+                          np.ascontiguousarray(v)[:, None], pos)
+    qo, kn, vn = call(nn.rope_kv_write, q, k, v, kc.copy(), vc.copy(), cos, sin, pos,
+                      q_weight=qw, k_weight=kw, eps=EPS, interleaved=interleaved)
+    assert qo.shape == q.shape and qo.dtype is dt and kn.shape == vn.shape == kc.shape
+    same(backend, dt, host(qo), f64(host(qr)))
+    np.testing.assert_array_equal(f64(vn.numpy()), f64(want_v.numpy()))  # a copy: exact
+    got_k, exp_k = f64(kn.numpy()), f64(want_k.numpy())
+    rows = [(s, r) for s, r in enumerate(pos) if r < ctx]
+    untouched = np.ones((b, ctx), bool)
+    for s, r in rows:
+        untouched[s, r] = False
+        same(backend, dt, got_k[s, r], exp_k[s, r])
+    np.testing.assert_array_equal(got_k[untouched], f64(kc)[untouched])
+
+
+def test_bad_arguments_are_refused_before_anything_runs():
+    dt = dtypes.f32
+    q, k = rand(dt, (2, 4, 64), 1), rand(dt, (2, 2, 64), 2)
+    kc = rand(dt, (2, 16, 2, 64), 3)
+    cos, sin = nn.rope_tables(64, 32, 10000.0)
+    pos = np.array([1, 2], np.int32)
+    with pytest.raises(ContractError, match="parameter 'v'"):
+        nn.rope_kv_write(q, k, k[:, :1], kc, kc.copy(), cos, sin, pos)
+    with pytest.raises(ContractError, match="parameter 'k_cache'"):
+        nn.rope_kv_write(q, k, k, kc[:, :, :1], kc.copy(), cos, sin, pos)
+    with pytest.raises(ArgumentTypeError, match="parameter 'v_cache'"):
+        nn.rope_kv_write(q, k, k, kc, kc.astype(np.float16), cos, sin, pos)
+    with pytest.raises(ContractError, match="parameter 'k_weight'"):
+        nn.rope_kv_write(q, k, k, kc, kc.copy(), cos, sin, pos, q_weight=q[0, 0],
+                         k_weight=q[0, 0, :32], eps=EPS)
