@@ -188,3 +188,23 @@ def test_torch_decode_step():
     nn.kv_cache_write(kc, vc, k, k, start)
     torch.cuda.synchronize()
     assert torch.equal(kc, want)
+
+
+def test_a_refusal_after_the_caches_moved_gives_them_back():
+    """A start already moved into a partition is refused by the kernel call, after the caches
+    were moved into the write: both come back usable and unwritten; k with heads that are not
+    contiguous is refused before the caches move at all."""
+    dt = dtypes.f32
+    kc0 = rand(dt, (2, 8, 2, 16), 8)
+    kc, vc = fl.asarray(kc0.copy()), fl.asarray(kc0.copy())
+    k = rand(dt, (2, 1, 2, 16), 10)
+    start = fl.asarray(np.array([3, 7], np.int32))
+    held = start.partition(2)
+    with pytest.raises(MovedError, match="parameter 'start'"):
+        nn.kv_cache_write(kc, vc, k, k, start)
+    with pytest.raises(ArgumentTypeError, match="contiguous"):
+        nn.kv_cache_write(kc, vc, np.swapaxes(rand(dt, (2, 1, 16, 2), 11), 2, 3), k, 0)
+    np.testing.assert_array_equal(kc.numpy(), kc0)
+    np.testing.assert_array_equal(vc.numpy(), kc0)
+    kn, _ = nn.kv_cache_write(kc, vc, k, k, held.unpartition())
+    np.testing.assert_array_equal(kn.numpy(), expected(kc0, k, [3, 7]))

@@ -67,3 +67,27 @@ def test_bad_arguments_are_refused_before_anything_runs():
     with pytest.raises(ContractError, match="parameter 'k_weight'"):
         nn.rope_kv_write(q, k, k, kc, kc.copy(), cos, sin, pos, q_weight=q[0, 0],
                          k_weight=q[0, 0, :32], eps=EPS)
+
+
+def test_a_refused_launch_gives_the_caches_back():
+    """The caches are moved into the call before the kernel checks its other arguments: a
+    refusal there (q already moved into another partition) ends their partitions and leaves
+    both handles usable and unwritten."""
+    import fearless as fl
+    from fearless.errors import MovedError
+    dt = dtypes.f32
+    q, k = fl.asarray(rand(dt, (2, 4, 64), 1)), rand(dt, (2, 2, 64), 2)
+    kc0 = rand(dt, (2, 16, 2, 64), 3)
+    kc, vc = fl.asarray(kc0.copy()), fl.asarray(kc0.copy())
+    cos, sin = nn.rope_tables(64, 32, 10000.0)
+    pos = fl.asarray(np.array([1, 2], np.int32))
+    held = q.partition((1, 4, 64))
+    with pytest.raises(MovedError, match="parameter 'q'"):
+        nn.rope_kv_write(q, k, k, kc, vc, cos, sin, pos)
+    np.testing.assert_array_equal(kc.numpy(), kc0)
+    _, kn, vn = nn.rope_kv_write(held.unpartition(), k, k, kc, vc, cos, sin, pos)
+    np.testing.assert_array_equal(vn.numpy()[0, 1], k[0])     # v (here k) at row pos[b]
+    np.testing.assert_array_equal(vn.numpy()[1, 2], k[1])
+    np.testing.assert_array_equal(vn.numpy()[0, 2:], kc0[0, 2:])
+    with pytest.raises(ArgumentTypeError, match="come together"):
+        nn.rope_kv_write(q, k, k, kn, vn, cos, sin, pos, q_weight=np.ones(64, np.float32))

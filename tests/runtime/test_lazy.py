@@ -272,9 +272,9 @@ def test_the_launcher_api_builds_operations_from_closures():
 
 # -- what an enqueue leaves for the stream to hold ---------------------------------------------
 
-class _Leaf:  # an enqueued leaf: its result is its argument tuple
-    def __init__(self, result):
-        self._result = result
+class _Leaf:  # an enqueued leaf: its result is (usually) its argument tuple
+    def __init__(self, result, reads=()):
+        self._result, self._reads, self._writes, self._partitions = result, list(reads), [], []
 
 
 def test_a_stream_holds_only_what_its_own_frees_do_not_order():
@@ -296,4 +296,6 @@ def test_a_stream_holds_only_what_its_own_frees_do_not_order():
     assert held([leaf], 0x20) == [id(p._tensor), id(home), id(foreign)]
     opaque = _Leaf(None)
     assert held([opaque, _Leaf((home,))], 0x10) == [id(opaque)]
+    # a tensor the operation declared it reads but left out of its result is held all the same
+    assert held([_Leaf((home,), reads=[other2])], 0x10) == [id(other2)]
     p.unpartition()

@@ -76,3 +76,9 @@ def test_a_chain_of_dependent_kernels_reads_each_result(captured):
     else:
         out = _chain(x, 40)
     np.testing.assert_array_equal(out.numpy(), _expected(host, 40))
+
+
+def test_fearless_pdl_0_turns_the_launch_attribute_off():
+    from fearless.config import Config
+    assert Config.from_env({}).pdl and Config.from_env({"FEARLESS_PDL": "1"}).pdl
+    assert not Config.from_env({"FEARLESS_PDL": "0"}).pdl

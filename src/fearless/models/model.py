@@ -318,6 +318,7 @@ def _project(x, weights: tuple, biases: tuple | None, sizes: tuple) -> list:
 
 
 def _write(cache: KVCache, n: int, k, v, start) -> None:
-    """Write k, v (B, S, Hkv, D) into layer n's cache at rows start[b].. (nn.kv_cache_write).
+    """Write k, v (B, S, Hkv, D) into layer n's cache from row ``start`` (a host int, or (B,)
+    device rows: nn.kv_cache_write).
     Keeps the handles it returns: the caches given are moved into the write."""
     cache.k[n], cache.v[n] = nn.kv_cache_write(cache.k[n], cache.v[n], k, v, start)

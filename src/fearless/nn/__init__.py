@@ -1,5 +1,6 @@
-"""fearless.nn: the kernels a transformer needs (RMSNorm, RoPE, attention, the KV-cache write, a
-decode token's RoPE and cache write in one, SiLU-mul, embedding, linear, argmax) as functions over fearless and torch tensors.
+"""fearless.nn: the kernels a transformer needs (RMSNorm, RoPE, attention, the KV-cache write,
+a decode token's RoPE and cache write in one, SiLU-mul, embedding, linear, argmax) as functions
+over fearless and torch tensors.
 
 Each function takes fearless Tensors, torch tensors (CUDA) or anything ``fearless.asarray``
 accepts (NumPy on the cpu backend) and returns results of the kind of its first tensor argument.

@@ -191,6 +191,22 @@ def partition_as(fn: str, items) -> list:
     return [part for _, part in done]
 
 
+@contextlib.contextmanager
+def moved_into(fn: str, items) -> Iterator[list]:
+    """``partition_as(fn, items)`` for a ``with`` block that launches on the partitions: when
+    the block raises (a refused argument, a refused launch), the partitions are ended and the
+    tensors given back usable, as if the call had never been made."""
+    parts = partition_as(fn, items)
+    try:
+        yield parts
+    except BaseException:
+        for (_, t, *_), part in zip(items, parts):
+            if not part._ended:
+                part.unpartition()
+            t._moved = None
+        raise
+
+
 def _poison_of(dtype: dtypes.DType):
     if _poison is None or dtype.is_float:
         return _poison

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from fearless import dtypes, f32
 from fearless import tile as ft
+from fearless.errors import ArgumentTypeError
 from fearless.nn import _common as c
 from fearless.nn.rope import _checked, _normed_rotated, _rotated
 from fearless.tracebacks import user_facing
@@ -43,7 +44,8 @@ def rope_kv_rows(qo: ft.Out[T], ko: ft.Out[T], kc: ft.Out[T], vc: ft.Out[T], q: 
     else:
         qo.store(_rotated(q, qo, cos, sin, pos, interleaved))
         kr = _rotated(k, ko, cos, sin, pos, interleaved)
-    ko.store(kr)
+    ko.store(kr)  # unused by the caller: it gives the helpers the key tile's shape (B * Hkv * D
+    #               elements, a few KB per step)
     h = ft.arange(hp).reshape((1, hp, 1))
     col = ft.arange(dp).reshape((1, 1, dp))
     keep = (h < heads) & (col < d) & (pos >= 0) & (pos < kc.shape[1])
@@ -64,8 +66,8 @@ def rope_kv_write(q, k, v, k_cache, v_cache, cos, sin, positions, q_weight=None,
 
     ``q`` (B, Hq, D), ``k`` and ``v`` (B, Hkv, D), one dtype (f16, bf16, f32; strided views of
     a fused projection output are fine when each token's heads are contiguous); ``k_cache``,
-    ``v_cache`` (B, max_ctx, Hkv, D) contiguous, that dtype; ``cos``, ``sin``, ``positions``
-    (B,) device int32/int64 and ``interleaved`` as for ``rope``; ``q_weight``, ``k_weight``
+    ``v_cache`` (B, max_ctx, Hkv, D) contiguous, that dtype; ``positions`` (B,) int32 or int64
+    device data; ``cos``, ``sin`` and ``interleaved`` as for ``rope``; ``q_weight``, ``k_weight``
     (D,) and ``eps`` as for ``qk_norm_rope``. A position outside ``[0, max_ctx)`` writes no
     row (a model checks the room on the host first).
 
@@ -80,6 +82,10 @@ def rope_kv_write(q, k, v, k_cache, v_cache, cos, sin, positions, q_weight=None,
     c.check_shape(fn, "v", vt, kt.shape, "k's (B, Hkv, D)")
     c.check_same_dtype(fn, "v", vt, "q", qt)
     normed = q_weight is not None or k_weight is not None
+    if normed and (q_weight is None or k_weight is None):
+        raise ArgumentTypeError("q_weight and k_weight come together (Qwen3's q and k norms) or "
+                                "not at all", kernel=fn,
+                                param="q_weight" if q_weight is None else "k_weight")
     if normed:
         qwt, kwt = c.tensor(fn, "q_weight", q_weight), c.tensor(fn, "k_weight", k_weight)
         for name, w in (("q_weight", qwt), ("k_weight", kwt)):
@@ -99,10 +105,10 @@ def rope_kv_write(q, k, v, k_cache, v_cache, cos, sin, positions, q_weight=None,
     qp = qout.partition((1, c.pow2(qt.shape[1]), dp))
     kp = kout.partition((1, c.pow2(heads), dp))
     flat, tile = (nb, max_ctx, heads * d), (1, c.pow2(max_ctx + 1), c.pow2(heads * d))
-    kcp, vcp = c.partition_as(fn, [("k_cache", kct, flat, tile), ("v_cache", vct, flat, tile)])
-    qp, _, kcp, vcp, *_ = c.run(rope_kv_rows(qp, kp, kcp, vcp, qt, kt, vt, qwt, kwt,
-                                             float(eps), ct, st, pt, int(normed),
-                                             int(interleaved)))
+    with c.moved_into(fn, [("k_cache", kct, flat, tile), ("v_cache", vct, flat, tile)]) as parts:
+        qp, _, kcp, vcp, *_ = c.run(rope_kv_rows(qp, kp, *parts, qt, kt, vt, qwt, kwt,
+                                                 float(eps), ct, st, pt, int(normed),
+                                                 int(interleaved)))
     if c.is_torch(k_cache):
         kcp.unpartition(), vcp.unpartition()
         return qout.result(qp), k_cache, v_cache

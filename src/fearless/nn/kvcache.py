@@ -128,6 +128,7 @@ def kv_cache_write(k_cache, v_cache, k, v, start):
         c.check_shape(fn, name, t, (nb, kt.shape[1], heads, d), "the caches' (B, ?, Hkv, D) and "
                       "k's S")
     flat, new = (nb, max_ctx, heads * d), kt.shape[1]
+    km, vm = _merge_heads(fn, "k", kt), _merge_heads(fn, "v", vt)
     if host:
         first = int(start)
         if first < 0 or first + new > max_ctx:
@@ -135,18 +136,17 @@ def kv_cache_write(k_cache, v_cache, k, v, start):
                                 f"{max_ctx} rows", kernel=fn, param="start")
         tile = copy_tile_of(new, heads * d)
         rows = (slice(None), slice(first, first + new))
-        kp, vp = c.partition_as(fn, [("k_cache", kct, flat, tile, rows),
-                                     ("v_cache", vct, flat, tile, rows)])
-        op = kv_copy_rows(kp, vp, _merge_heads(fn, "k", kt), _merge_heads(fn, "v", vt))
+        items = [("k_cache", kct, flat, tile, rows), ("v_cache", vct, flat, tile, rows)]
+        with c.moved_into(fn, items) as (kp, vp):
+            kp, vp, *_ = c.run(kv_copy_rows(kp, vp, km, vm))
     else:
         c.check_rank(fn, "start", st, 1, "(B,)")
         c.check_dtype(fn, "start", st, c.INDEX)
         c.check_shape(fn, "start", st, (nb,), "the caches' B")
         tile, step = tile_of(new, heads * d, max_ctx)
-        kp, vp = c.partition_as(fn, [("k_cache", kct, flat, tile), ("v_cache", vct, flat, tile)])
-        op = kv_write_rows(kp, vp, _merge_heads(fn, "k", kt), _merge_heads(fn, "v", vt), st,
-                           rows=step)
-    kp, vp, *_ = c.run(op)
+        items = [("k_cache", kct, flat, tile), ("v_cache", vct, flat, tile)]
+        with c.moved_into(fn, items) as (kp, vp):
+            kp, vp, *_ = c.run(kv_write_rows(kp, vp, km, vm, st, rows=step))
     if c.is_torch(k_cache) or host:
         kp.unpartition(), vp.unpartition()
         # a host start partitioned only the rows written: new handles of the whole caches

@@ -55,6 +55,7 @@ import warnings
 
 import contextlib
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -99,8 +100,8 @@ _NOTHING_TO_HOLD = (bool, int, float, complex, np.generic, type(None))
 
 def _held_by_stream(ops, handle) -> list:
     """What a stream must keep alive until the GPU has run ``ops`` (enqueued leaves): of each
-    leaf's arguments (its result tuple), those whose memory is not freed in this stream's
-    order: foreign arrays (torch, CuPy, NumPy), fearless memory allocated on another stream.
+    leaf's arguments (its result tuple, and the tensors it declared it reads, writes and
+    partitions), those whose memory is not freed in this stream's order: foreign arrays (torch, CuPy, NumPy), fearless memory allocated on another stream.
     A leaf whose result is not its argument tuple is kept whole. Fearless memory allocated on
     this stream (``Storage.home``) needs nothing: dropped, it is freed behind the launches
     already enqueued (``memory.StreamOrdered``), so a model's temporaries go back to the pool
@@ -112,7 +113,7 @@ def _held_by_stream(ops, handle) -> list:
         if type(args) is not tuple:
             held.append(op)
             continue
-        for v in args:
+        for v in chain(args, op._reads, op._writes, op._partitions):
             t = v._tensor if type(v) is Partition else v
             if type(t) is Tensor:
                 if t._storage.home != handle:

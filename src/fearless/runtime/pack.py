@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import threading
 
 from fearless.compiler.abi import ERROR_WORD, EXTENT, PTR, SCALAR, STRIDE, THREADS, Abi
 from fearless.errors import BackendError
@@ -78,8 +79,10 @@ def _filler(abi: Abi, pack_into, buffer, address):
 
 
 _launch_kernel = _SUCCESS = None
-_pdl = None   # (cuLaunchKernelEx, a CUlaunchConfig whose one attribute allows programmatic
-#               stream serialization), made at the first such launch
+# per thread: (cuLaunchKernelEx, a CUlaunchConfig whose one attribute allows programmatic stream
+# serialization), made at the thread's first such launch (the driver call reads the config
+# without the GIL: threads must not share one)
+_pdl = threading.local()
 
 
 def launch(function: int, grid: tuple, block: tuple, shared: int, stream: int,
@@ -99,7 +102,7 @@ def launch(function: int, grid: tuple, block: tuple, shared: int, stream: int,
         # per call than ctypes with fixed argument types (5.1 against 7.3 us)
         _launch_kernel, _SUCCESS = driver.cuLaunchKernel, driver.CUresult.CUDA_SUCCESS
     if pdl:
-        launch_ex, config = _pdl or _pdl_config()
+        launch_ex, config = getattr(_pdl, "ex", None) or _pdl_config()
         config.gridDimX, config.gridDimY, config.gridDimZ = grid
         config.blockDimX, config.blockDimY, config.blockDimZ = block
         config.sharedMemBytes, config.hStream = shared, stream
@@ -115,14 +118,13 @@ def launch(function: int, grid: tuple, block: tuple, shared: int, stream: int,
 
 
 def _pdl_config():
-    """The launch function and the one CUlaunchConfig that PDL launches fill in (launches are
-    enqueued one at a time: the config's fields are read by the call that takes it)."""
-    global _pdl
+    """This thread's launch function and CUlaunchConfig that its PDL launches fill in (its
+    fields are read by the call that takes it)."""
     from cuda.bindings import driver
     attr = driver.CUlaunchAttribute()
     attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
     attr.value.programmaticStreamSerializationAllowed = 1
     config = driver.CUlaunchConfig()
     config.attrs, config.numAttrs = [attr], 1
-    _pdl = (driver.cuLaunchKernelEx, config)
-    return _pdl
+    _pdl.ex = (driver.cuLaunchKernelEx, config)
+    return _pdl.ex
