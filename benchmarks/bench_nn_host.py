@@ -177,6 +177,7 @@ def cuda_fast_path_stub():
     class Loaded:
         grouped = False
         function = None
+        pdl = False
 
         class params:  # noqa: N801 - stands in for the cubin's parameter packer
             @staticmethod

@@ -17,7 +17,8 @@ import numpy as np
 from fearless import dtypes
 from fearless.errors import ArgumentTypeError, ContractError
 from fearless.runtime.lazy import DeviceOperation
-from fearless.runtime.tensor import Tensor, as_tensor, asarray, empty, full
+from fearless.runtime import device
+from fearless.runtime.tensor import Tensor, _alloc, as_tensor, asarray, empty, full
 
 FLOATS = (dtypes.f16, dtypes.bf16, dtypes.f32)   # the activation and weight dtypes of fearless.nn
 INDEX = (dtypes.i32, dtypes.i64)
@@ -140,6 +141,8 @@ class Output:
             self.tensor = as_tensor(self.foreign)
         elif poison is not None:
             self.tensor = full(shape, poison, dtype)
+        elif device._chosen == "cuda":  # empty()'s checks hold: nn functions pass int tuples
+            self.tensor = _alloc(shape, dtype)
         else:
             self.tensor = empty(shape, dtype)
 

@@ -269,28 +269,31 @@ class Tensor:
         tile = tile_shape_of(tile_shape, self.shape)
         if self._moved is not None:
             self._refuse_moved("partition it")
-        what = f"cannot partition {self!r}"
-        held = ownership.conflict(self._storage, 0, 0, "partition")
+        storage = self._storage
+        held = ownership.conflict(storage, 0, 0, "partition")
         if held is not None:
-            raise AliasError(f"{what}: {held.describe()}", help=_give_back_hint(held))
-        other = self._storage.other_view(but=self)
+            raise AliasError(f"cannot partition {self!r}: {held.describe()}",
+                             help=_give_back_hint(held))
+        other = storage.other_view(but=self)
         if other is not None:
-            raise AliasError(f"{what}: another view of its memory is alive ({other})",
-                             help="a partition needs the only handle to its memory: drop other "
-                                  "views (del v), or partition a copy")
-        if self._storage.has_host_views():
-            raise AliasError(f"{what}: a NumPy array from host_view() still views its memory",
-                             help="drop that array first (del it)")
-        if interop.exported(self._storage):
-            raise AliasError(f"{what}: a DLPack consumer (NumPy, PyTorch, ...) still holds an "
-                             "export of its memory", help="drop the consumer's array first")
+            raise AliasError(f"cannot partition {self!r}: another view of its memory is alive "
+                             f"({other})", help="a partition needs the only handle to its "
+                                                "memory: drop other views (del v), or partition "
+                                                "a copy")
+        if storage.has_host_views():
+            raise AliasError(f"cannot partition {self!r}: a NumPy array from host_view() still "
+                             "views its memory", help="drop that array first (del it)")
+        if interop.exported(storage):
+            raise AliasError(f"cannot partition {self!r}: a DLPack consumer (NumPy, PyTorch, "
+                             "...) still holds an export of its memory",
+                             help="drop the consumer's array first")
         if self.readonly:
-            raise ArgumentTypeError(f"{what}: its memory is read-only",
+            raise ArgumentTypeError(f"cannot partition {self!r}: its memory is read-only",
                                     help="partition a writable copy")
         if self.size > 1 and self.has_internal_overlap():
-            raise AliasError(f"{what}: several of its elements share memory (strides "
-                             f"{self.strides})", help="partition a tensor without broadcast or "
-                                                      "overlapping strides")
+            raise AliasError(f"cannot partition {self!r}: several of its elements share memory "
+                             f"(strides {self.strides})",
+                             help="partition a tensor without broadcast or overlapping strides")
         hidden = self._handle()
         self._moved = f"moved into a Partition by .partition({tile})"
         return Partition(hidden, tile)
