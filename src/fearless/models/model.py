@@ -4,10 +4,9 @@ One layer, in transformers' order (modeling_llama.py, modeling_qwen3.py), hidden
 token-major (T = batch * seq rows):
 
     x = rms_norm(h); q | k | v = linear(x, Wqkv)       (q, k, v: column views of one output)
-    prefill: q, k = rope(q, k, positions)  (Qwen3: of the rms_norm of each head, q_norm and
-                 k_norm: one kernel, nn.qk_norm_rope); k, v to the KV cache; attention
-    decode:  rope (and norm) of q, k and the KV-cache write in one kernel (nn.rope_kv_write);
-             attention over the cache (nn.decode_attention)
+    q, k = rope(q, k, positions)  (Qwen3: of the rms_norm of each head, q_norm and k_norm: one
+                                   kernel, nn.qk_norm_rope); k, v to the KV cache; attention
+                                   (prefill) or decode attention over the cache
     h = h + linear(attn, Wo);  x = rms_norm(h)        (one fused rms_norm(.., residual=h))
     gate | up = linear(x, Wgate_up);  h = h + linear(silu_mul(gate, up), Wdown)
     logits = linear(rms_norm(h), lm_head)             (lm_head is embed_tokens when tied)
@@ -226,12 +225,12 @@ class CausalLM:
         c = self.config
         batch = ids.shape[0]
 
-        def attend(n, q, k, v):  # rope, the cache write (one kernel), attention over the cache
-            layer = self.layers[n]
-            norms = (layer.q_norm, layer.k_norm) if c.qk_norm else (None, None)
-            q, cache.k[n], cache.v[n] = nn.rope_kv_write(
-                q, k, v.reshape((batch, c.num_kv_heads, c.head_dim)), cache.k[n], cache.v[n],
-                self.cos, self.sin, positions, *norms, eps=c.rms_norm_eps)
+        def attend(n, q, k, v):
+            # rope, then the cache write: two kernels, measured faster on the H200 than
+            # nn.rope_kv_write's one (a Qwen3-1.7B step: 435.9 against 380.8 tokens/s)
+            q, k = self._rotate(n, q, k, positions)
+            _write(cache, n, k.reshape((batch, 1, c.num_kv_heads, c.head_dim)),
+                   v.reshape((batch, 1, c.num_kv_heads, c.head_dim)), positions)
             return nn.decode_attention(q, cache.k[n], cache.v[n], lengths)
 
         return nn.linear(self.stack(ids, positions, attend), self.lm_head)
