@@ -316,6 +316,23 @@ def arity(kernel: str, params: list[Param], given: int) -> None:
                                 kernel=kernel)
 
 
+def const_key(value):
+    """A key that tells compile-time constants apart where ``==`` does not: 0.0 from -0.0 (a
+    kernel dividing by one gives +inf or -inf), 1 from 1.0 and True (the compiled code differs
+    by type), also inside tuples and lists; floats by their bits (a NaN equals itself)."""
+    kind = type(value)
+    if isinstance(value, (float, np.floating)):
+        return kind, np.asarray(value).tobytes()
+    if kind is tuple or kind is list:
+        return kind, tuple(const_key(v) for v in value)
+    return kind, value
+
+
+def const_keys(constants: dict) -> tuple:
+    """``constants`` (name -> value) as a key of the compiled specialisations (``const_key``)."""
+    return tuple(sorted((name, const_key(v)) for name, v in constants.items()))
+
+
 def const_value(kernel: str, p: Param, value):
     """The value of CONST parameter ``p``, of the Python type its annotation names when that is
     int, float or bool (a bool is not an int here). Raises ArgumentTypeError."""

@@ -150,7 +150,7 @@ class TileKernel(BaseKernel):
                     arch: str | None = None, fresh: bool = False) -> Compiled:
         """The compiled specialisation (cached in memory and on disk). ``fresh``: compile again
         without reading either cache (the driver refused what the disk cache held)."""
-        return self.compiled((types, tuple(sorted(constants.items())), backend, arch),
+        return self.compiled((types, P.const_keys(constants), backend, arch),
                              lambda: self._compile(types, constants, backend, arch, fresh), fresh)
 
     def _ir_params(self, types):
@@ -311,7 +311,7 @@ class TileKernel(BaseKernel):
                                                    scalar_dtypes, requires)
 
     def _entry(self, types, names, constants, backend) -> _Entry:
-        key = (types, tuple(sorted(constants.items())), backend)
+        key = (types, P.const_keys(constants), backend)
         entry = self._entries.get(key)
         if entry is None:
             if backend == "cpu":

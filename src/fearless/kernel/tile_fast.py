@@ -4,8 +4,9 @@ SIMT launches).
 ``signature(kernel, args)`` reads a call's arguments once (``runtime/args.py`` views) into a key:
 per Out its partition's tensor view key, tile shape and layout facts; per In its view key and
 layout facts (the alignment and divisibility facts are part of a tile specialisation, see
-``ir.types.Layout``); per ``ft.Const`` its value; per scalar its type. After a first call has
-checked everything the slow way and compiled, the kernel keeps a plan under that key; a repeat
+``ir.types.Layout``); per ``ft.Const`` its type and value (``params.const_key``: 0.0 is not
+-0.0); per scalar its type. After a first call has checked everything the slow way and
+compiled, the kernel keeps a plan under that key; a repeat
 call builds its ``DeviceOperation`` from the plan with the per-call checks only: partitions
 free, one grid over every Out, no memory shared between an Out or Atomic tensor and another
 argument, fearless inputs and Atomic tensors neither moved nor claimed by a pending operation
@@ -16,7 +17,7 @@ Atomic tensors) takes the slow path.
 from __future__ import annotations
 
 from fearless.errors import ArgumentTypeError
-from fearless.kernel.params import ATOMIC, CONST, IN, OUT, SCALAR
+from fearless.kernel.params import ATOMIC, CONST, IN, OUT, SCALAR, const_key
 from fearless.runtime import args as args_, pack
 from fearless.runtime.args import HI, LO, OBJ, PTR, SCALAR_TYPES, SHAPE, STRIDES, converter
 from fearless.runtime.lazy import DeviceOperation
@@ -69,8 +70,8 @@ def signature(params, args):
     for p, v in zip(params, args):
         kind = type(v)
         pk = p.kind
-        if pk is CONST:
-            key.append((kind, v))
+        if pk is CONST:  # by type and, for floats, bits: 0.0 and -0.0 compile apart
+            key.append((kind, v) if kind is int or kind is bool else const_key(v))
             continue
         if pk is OUT:
             if kind is not Partition or v._ended or v._holder is not None:
