@@ -85,6 +85,22 @@ def test_captured_launches_run_at_each_replay_not_at_capture(backend):
     assert g.release() is None
 
 
+def _alternating_adds(v, one, steps: int, launch, tile: int):
+    """``steps`` eager launches, tile (even steps) and SIMT (odd) alternately, each adding 1 to
+    the previous one's output into a new tensor; returns the last output."""
+    n = v.shape[0]
+    for k in range(steps):
+        if k % 2:
+            nxt = fl.empty(n)
+            add[launch](v, one, nxt)
+        else:
+            p = fl.empty(n).partition(tile)
+            affine(p, v, 1.0).enqueue()
+            nxt = p.unpartition()
+        v = nxt
+    return v
+
+
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
 def test_replays_keep_the_order_of_the_block(backend):
     """Each launch reads the one before: 40 steps, alternately SIMT and tile, each +1."""
@@ -92,17 +108,7 @@ def test_replays_keep_the_order_of_the_block(backend):
     x = fl.asarray(a.copy())  # a stays the reference: x is written in place below
     one = fl.ones(N)
     with fl.capture() as g:
-        v = x
-        for k in range(40):
-            if k % 2:
-                nxt = fl.empty(N)
-                add[L](v, one, nxt)
-            else:
-                p = fl.empty(N).partition(256)
-                affine(p, v, 1.0).enqueue()
-                nxt = p.unpartition()
-            v = nxt
-    last = v
+        last = _alternating_adds(x, one, 40, L, 256)
     for r in range(3):
         write(x, a + r)
         g.replay()
@@ -212,16 +218,7 @@ def test_a_300_launch_capture_replayed_100_times():
     pos = fl.asarray(np.array([0], np.int32))
     out = fl.full(n, np.nan, fl.f32)
     with fl.capture() as g:
-        v = x
-        for k in range(299):
-            if k % 2:
-                nxt = fl.empty(n)
-                add[launch](v, one, nxt)
-            else:
-                p = fl.empty(n).partition(512)
-                affine(p, v, 1.0).enqueue()
-                nxt = p.unpartition()
-            v = nxt
+        v = _alternating_adds(x, one, 299, launch, 512)
         gather[gather.prepare(n)](v, pos, out)
     assert np.isnan(out.numpy()).all()
     for r in range(100):
