@@ -25,7 +25,8 @@ from fearless import dtypes, f32
 from fearless import tile as ft
 from fearless.errors import ArgumentTypeError
 from fearless.nn import _common as c
-from fearless.nn.rope import _checked, _normed_rotated, _rotated
+from fearless.nn.kvcache import caches_back, check_caches
+from fearless.nn.rope import _checked, _checked_weights, _normed_rotated, _rotated
 from fearless.tracebacks import user_facing
 
 T = TypeVar("T")
@@ -92,19 +93,12 @@ def rope_kv_write(q, k, v, k_cache, v_cache, cos, sin, positions, q_weight=None,
         raise ArgumentTypeError("q_weight and k_weight come together (Qwen3's q and k norms) or "
                                 "not at all", kernel=fn,
                                 param="q_weight" if q_weight is None else "k_weight")
-    if normed:
-        qwt, kwt = c.tensor(fn, "q_weight", q_weight), c.tensor(fn, "k_weight", k_weight)
-        for name, w in (("q_weight", qwt), ("k_weight", kwt)):
-            c.check_same_dtype(fn, name, w, "q", qt)
-            c.check_shape(fn, name, w, (qt.shape[2],), "q's head dimension")
-    else:
-        qwt = kwt = qt  # not read
+    qwt, kwt = _checked_weights(fn, qt, q_weight, k_weight) if normed else (qt, qt)  # qt: unread
     nb, heads, d = kt.shape
     c.check_rank(fn, "k_cache", kct, 4, "(B, max_ctx, Hkv, D)")
     c.check_same_dtype(fn, "k_cache", kct, "q", qt)
     c.check_shape(fn, "k_cache", kct, (nb, None, heads, d), "k's (B, ?, Hkv, D)")
-    c.check_same_dtype(fn, "v_cache", vct, "q", qt)
-    c.check_shape(fn, "v_cache", vct, kct.shape, "k_cache's shape")
+    check_caches(fn, kct, vct)
     max_ctx = kct.shape[1]
     qout, kout = c.output(q, qt.shape, qt.dtype), c.output(qt, kt.shape, qt.dtype)
     dp = c.pow2(d)
@@ -115,8 +109,4 @@ def rope_kv_write(q, k, v, k_cache, v_cache, cos, sin, positions, q_weight=None,
         qp, _, kcp, vcp, *_ = c.run(rope_kv_rows(qp, kp, *parts, qt, kt, vt, qwt, kwt,
                                                  float(eps), ct, st, pt, int(normed),
                                                  int(interleaved)))
-    if c.is_torch(k_cache):
-        kcp.unpartition(), vcp.unpartition()
-        return qout.result(qp), k_cache, v_cache
-    kn, vn = kcp.unpartition(), vcp.unpartition()
-    return qout.result(qp), kn.reshape(kct.shape), vn.reshape(vct.shape)
+    return (qout.result(qp), *caches_back(k_cache, v_cache, kct, vct, kcp, vcp))

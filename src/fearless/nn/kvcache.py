@@ -117,10 +117,7 @@ def kv_cache_write(k_cache, v_cache, k, v, start):
     kt, vt = c.tensor(fn, "k", k), c.tensor(fn, "v", v)
     host = isinstance(start, (int, np.integer)) and not isinstance(start, bool)
     st = None if host else c.tensor(fn, "start", start)
-    c.check_rank(fn, "k_cache", kct, 4, "(B, max_ctx, Hkv, D)")
-    c.check_dtype(fn, "k_cache", kct, c.FLOATS)
-    c.check_same_dtype(fn, "v_cache", vct, "k_cache", kct)
-    c.check_shape(fn, "v_cache", vct, kct.shape, "k_cache's shape")
+    check_caches(fn, kct, vct)
     nb, max_ctx, heads, d = kct.shape
     for name, t in (("k", kt), ("v", vt)):
         c.check_rank(fn, name, t, 4, "(B, S, Hkv, D)")
@@ -147,9 +144,22 @@ def kv_cache_write(k_cache, v_cache, k, v, start):
         items = [("k_cache", kct, flat, tile), ("v_cache", vct, flat, tile)]
         with c.moved_into(fn, items) as (kp, vp):
             kp, vp, *_ = c.run(kv_write_rows(kp, vp, km, vm, st, rows=step))
-    if c.is_torch(k_cache) or host:
-        kp.unpartition(), vp.unpartition()
-        # a host start partitioned only the rows written: new handles of the whole caches
-        return (k_cache, v_cache) if c.is_torch(k_cache) else (kct._handle(), vct._handle())
-    kn, vn = kp.unpartition(), vp.unpartition()
-    return kn.reshape(kct.shape), vn.reshape(vct.shape)
+    return caches_back(k_cache, v_cache, kct, vct, kp, vp)
+
+
+def check_caches(fn: str, kct, vct) -> None:
+    """The caches' checks: (B, max_ctx, Hkv, D), a float dtype, one shape and dtype for both."""
+    c.check_rank(fn, "k_cache", kct, 4, "(B, max_ctx, Hkv, D)")
+    c.check_dtype(fn, "k_cache", kct, c.FLOATS)
+    c.check_same_dtype(fn, "v_cache", vct, "k_cache", kct)
+    c.check_shape(fn, "v_cache", vct, kct.shape, "k_cache's shape")
+
+
+def caches_back(k_cache, v_cache, kct, vct, kp, vp):
+    """What a cache write returns once it has run through ``kp``, ``vp`` (partitions of views
+    of the caches, possibly of a row window only): the caches given for torch ones, else new
+    handles of the whole fearless caches ``kct``, ``vct`` (the caches given were moved)."""
+    kp.unpartition(), vp.unpartition()
+    if c.is_torch(k_cache):
+        return k_cache, v_cache
+    return kct._handle(), vct._handle()

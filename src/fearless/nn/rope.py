@@ -139,6 +139,16 @@ def norm_rope_tokens(qo: ft.Out[T], ko: ft.Out[T], q: ft.In[T], k: ft.In[T], qw:
     ko.store(_normed_rotated(k, kw, eps, ko, cos, sin, pos, interleaved))
 
 
+def _checked_weights(fn: str, qt, q_weight, k_weight):
+    """The q/k norm weights as Tensors, checked: (D,) of q's dtype (shared with
+    rope_kv_write)."""
+    qwt, kwt = c.tensor(fn, "q_weight", q_weight), c.tensor(fn, "k_weight", k_weight)
+    for name, w in (("q_weight", qwt), ("k_weight", kwt)):
+        c.check_same_dtype(fn, name, w, "q", qt)
+        c.check_shape(fn, name, w, (qt.shape[2],), "q's head dimension")
+    return qwt, kwt
+
+
 @user_facing
 def qk_norm_rope(q, k, q_weight, k_weight, eps: float, cos, sin, positions,
                  interleaved: bool = False):
@@ -155,11 +165,8 @@ def qk_norm_rope(q, k, q_weight, k_weight, eps: float, cos, sin, positions,
     """
     fn = "qk_norm_rope"
     qt, kt = c.tensor(fn, "q", q), c.tensor(fn, "k", k)
-    qwt, kwt = c.tensor(fn, "q_weight", q_weight), c.tensor(fn, "k_weight", k_weight)
     ct, st, pt = _checked(fn, qt, kt, cos, sin, positions)
-    for name, w in (("q_weight", qwt), ("k_weight", kwt)):
-        c.check_same_dtype(fn, name, w, "q", qt)
-        c.check_shape(fn, name, w, (qt.shape[2],), "q's head dimension")
+    qwt, kwt = _checked_weights(fn, qt, q_weight, k_weight)
     qout, kout = c.output(q, qt.shape, qt.dtype), c.output(q, kt.shape, qt.dtype)
     dp = c.pow2(qt.shape[2])
     qp = qout.tensor.partition((1, c.pow2(qt.shape[1]), dp))
