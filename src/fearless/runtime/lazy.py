@@ -101,8 +101,9 @@ _NOTHING_TO_HOLD = (bool, int, float, complex, np.generic, type(None))
 def _held_by_stream(ops, handle) -> list:
     """What a stream must keep alive until the GPU has run ``ops`` (enqueued leaves): of each
     leaf's arguments (its result tuple, and the tensors it declared it reads, writes and
-    partitions), those whose memory is not freed in this stream's order: foreign arrays (torch, CuPy, NumPy), fearless memory allocated on another stream.
-    A leaf whose result is not its argument tuple is kept whole. Fearless memory allocated on
+    partitions), those whose memory is not freed in this stream's order: foreign arrays
+    (torch, CuPy, NumPy), fearless memory allocated on another stream. A leaf whose result is
+    not its argument tuple is kept whole. Fearless memory allocated on
     this stream (``Storage.home``) needs nothing: dropped, it is freed behind the launches
     already enqueued (``memory.StreamOrdered``), so a model's temporaries go back to the pool
     as Python drops them while the GPU is still behind (kept until the GPU caught up, a
@@ -121,6 +122,13 @@ def _held_by_stream(ops, handle) -> list:
             elif not isinstance(v, _NOTHING_TO_HOLD):
                 held.append(v)
     return held
+
+
+def _lease(stream: Stream, ops) -> None:
+    """Lease to ``stream`` what it must hold for the enqueued leaves ``ops``."""
+    held = _held_by_stream(ops, stream.handle)
+    if held:
+        stream.lease(held)
 
 
 class DeviceOperation:
@@ -281,9 +289,7 @@ class DeviceOperation:
                 raise
             finally:
                 self._release()
-                held = _held_by_stream((self,), stream.handle)
-                if held:
-                    stream.lease(held)
+                _lease(stream, (self,))
             return self._result
         with ownership.execution():  # .then() callbacks run here: nothing may escape the stream
             ex = _Execution(stream)
@@ -294,9 +300,7 @@ class DeviceOperation:
                 raise
             finally:
                 ex.release_all(self)
-                held = _held_by_stream(ex.ran, stream.handle)
-                if held:
-                    stream.lease(held)
+                _lease(stream, ex.ran)
 
     @user_facing
     def sync(self) -> Any:
