@@ -30,6 +30,11 @@ Variables:
                         are compiled for it on sm_90 and later either way: each waits for the
                         kernel before it ahead of its first memory access; see
                         ``backends/tileir/lower.py``'s ``uses_pdl``). For measuring it.
+    FEARLESS_TMA        ``0`` compiles tile kernels without TMA (every tile load and store
+                        ``allow_tma=False``; kept apart in the caches). compute-sanitizer's
+                        initcheck does not see TMA's bulk tensor stores and reports every later
+                        plain read of their result as uninitialised (measured on the H200,
+                        CUDA 13.0), so ``fearless sanitize --tool initcheck`` sets it.
 """
 from __future__ import annotations
 
@@ -55,6 +60,7 @@ class Config:
     progress: bool = True
     cross_compile: tuple[str, ...] = ()
     pdl: bool = True
+    tma: bool = True
 
     @staticmethod
     def from_env(env=None) -> "Config":
@@ -80,7 +86,8 @@ class Config:
                       racecheck=env.get("FEARLESS_RACECHECK", "").strip() != "0",
                       full_traceback=env.get("FEARLESS_TRACEBACK", "0") not in ("", "0"),
                       progress=env.get("FEARLESS_PROGRESS", "1") != "0", cross_compile=archs,
-                      pdl=env.get("FEARLESS_PDL", "1") != "0")
+                      pdl=env.get("FEARLESS_PDL", "1") != "0",
+                      tma=env.get("FEARLESS_TMA", "1") != "0")
 
 
 CONFIG = Config.from_env()

@@ -3,7 +3,9 @@
     fearless sanitize SCRIPT [--tool memcheck|racecheck|initcheck|synccheck] [-- ARGS...]
     fearless sanitize SCRIPT... [--tool T ... | --tool all] [--jobs N] [-- ARGS...]
 
-The script runs with ``FEARLESS_BACKEND=cuda`` as ``compute-sanitizer --tool T
+The script runs with ``FEARLESS_BACKEND=cuda`` (and under initcheck ``FEARLESS_TMA=0``:
+initcheck does not see TMA's bulk tensor stores, so it would report every later read of a tile
+kernel's TMA-stored output as uninitialised) as ``compute-sanitizer --tool T
 --error-exitcode 86 python SCRIPT ARGS``, so any finding makes the command exit non-zero (86, or
 the script's own failure code). compute-sanitizer comes with the CUDA toolkit (``$CUDA_HOME/bin``)
 or the ``nvidia-cuda-sanitizer-api`` wheel; without it the command says so and exits 0 (skipped),
@@ -45,9 +47,11 @@ def command(exe: str, script: str, tool: str, args: list[str]) -> list[str]:
             "all", sys.executable, script, *args]
 
 
-def _gpu_env() -> dict:
-    """The scripts' environment: fearless on the GPU."""
-    return {**os.environ, "FEARLESS_BACKEND": "cuda"}
+def _gpu_env(tool: str) -> dict:
+    """The scripts' environment under ``tool``: fearless on the GPU; for initcheck, tile
+    kernels compiled without TMA (see the module docstring)."""
+    return {**os.environ, "FEARLESS_BACKEND": "cuda",
+            **({"FEARLESS_TMA": "0"} if tool == "initcheck" else {})}
 
 
 def _executable(tools, exe: str | None, skipped: str) -> tuple[str | None, int]:
@@ -71,7 +75,7 @@ def run(script: str, tool: str = "memcheck", args: list[str] | None = None,
     exe, stop = _executable((tool,), exe, "")
     if exe is None:
         return stop
-    code = subprocess.run(command(exe, script, tool, args or []), env=_gpu_env(),
+    code = subprocess.run(command(exe, script, tool, args or []), env=_gpu_env(tool),
                           check=False).returncode
     if code == FINDING_EXIT:
         print(f"compute-sanitizer {tool} reported errors in {script}", file=sys.stderr)
@@ -90,14 +94,13 @@ def run_many(scripts: list[str], tools: tuple, args: list[str] | None = None, jo
         return stop
     logs = Path(log_dir or tempfile.mkdtemp(prefix="fearless-sanitize-"))
     logs.mkdir(parents=True, exist_ok=True)
-    env = _gpu_env()
 
     def one(pair):
         script, tool = pair
         log = logs / f"{Path(script).stem}.{tool}.log"
         with open(log, "w") as out:
-            code = subprocess.run(command(exe, script, tool, args or []), env=env, check=False,
-                                  stdout=out, stderr=subprocess.STDOUT).returncode
+            code = subprocess.run(command(exe, script, tool, args or []), env=_gpu_env(tool),
+                                  check=False, stdout=out, stderr=subprocess.STDOUT).returncode
         return script, tool, code, log
 
     pairs = [(s, t) for s in scripts for t in tools]

@@ -82,6 +82,7 @@ class _State:
     llvm_module: object = None
     constants: dict = field(default_factory=dict)  # tile kernels: ft.Const values by name
     hints: dict = field(default_factory=dict)      # tile kernels: Tile IR entry hints
+    tma: bool = True                               # tile kernels: loads/stores may use TMA
 
 
 def _ast(s: _State):
@@ -198,7 +199,7 @@ def _tile_passes(s: _State):
 def _tileir(s: _State):
     tc = tileiras.find()
     version = tc.pick_version() if tc is not None else DEFAULT_TILE_VERSION
-    s.out.tileir = lower_tile(s.out.fn, version, s.hints, s.arch)
+    s.out.tileir = lower_tile(s.out.fn, version, s.hints, s.arch, tma=s.tma)
     types = [t for _, t in s.params]
     s.out.info = KernelInfo(params_info(s.params), tile_abi(types), grouped=is_grouped(types),
                             pdl=uses_pdl(version, s.arch))
@@ -220,16 +221,17 @@ TILE_STAGE_NAMES = tuple(name for name, _ in TILE_STAGES)
 
 def compile_tile(cap: Captured, params: list[tuple[str, T.Type]], constants: dict,
                  arch: str | None, until: str = "cubin", hints: dict | None = None,
-                 dump=frozenset()) -> Compiled:
+                 dump=frozenset(), tma: bool = True) -> Compiled:
     """Run the tile stages up to ``until``; ``tileir`` and ``cubin`` need ``arch``. A compile
     that makes the IR also runs the passes: they refuse what the GPU cannot run, and the CPU
     backend interprets their output (``compiled.fn``), so ``until="ir"`` gives the same ``fn``
-    as ``until="passes"`` (and ``compiled.ir``, the frontend's text)."""
+    as ``until="passes"`` (and ``compiled.ir``, the frontend's text). ``tma=False``: no tile
+    load or store may use TMA (``FEARLESS_TMA``)."""
     if until not in TILE_STAGE_NAMES:
         raise ValueError(f"unknown stage {until!r}; stages: {', '.join(TILE_STAGE_NAMES)}")
     state = _State(cap, params, PassOptions(), arch,
                    Compiled(cap.name, tuple(t for _, t in params)), constants=constants,
-                   hints=dict(hints or {}))
+                   hints=dict(hints or {}), tma=tma)
     if until == "ir":
         until = "passes"
     for name, stage in TILE_STAGES:

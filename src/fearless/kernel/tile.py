@@ -66,7 +66,8 @@ class TileKernel(BaseKernel):
         return P.read(cap, "tile")
 
     def _key_parts(self) -> list:
-        return [repr(sorted(self.hints.items()))]
+        # FEARLESS_TMA=0 compiles other cubins: keep them apart in the caches
+        return [repr(sorted(self.hints.items()))] + ([] if base.CONFIG.tma else ["no tma"])
 
     # binding and checking --------------------------------------------------------------------
 
@@ -184,7 +185,7 @@ class TileKernel(BaseKernel):
 
             def run():
                 compiled = compile_tile(self.captured, params, constants, arch, "cubin",
-                                        self.hints, dump=base.CONFIG.dump)
+                                        self.hints, dump=base.CONFIG.dump, tma=base.CONFIG.tma)
                 compiled.info = replace(compiled.info, built_by=built_by)
                 return compiled
 
@@ -206,7 +207,7 @@ class TileKernel(BaseKernel):
         try:
             compiled = compile_tile(self.captured, self._ir_params(types), constants or {},
                                     arch if stage in ("tileir", "cubin", "sass") else None, stage,
-                                    self.hints)
+                                    self.hints, tma=base.CONFIG.tma)
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None
         return show(compiled, stage)

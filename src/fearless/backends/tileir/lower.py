@@ -97,8 +97,8 @@ class _View:
 
 class Lowering:
     def __init__(self, fn: Function, version: tuple[int, int], hints: dict | None,
-                 arch: str | None = None, scalar_access: bool = False):
-        self.fn, self.arch, self.scalar_access = fn, arch, scalar_access
+                 arch: str | None = None, scalar_access: bool = False, tma: bool = True):
+        self.fn, self.arch, self.scalar_access, self.tma = fn, arch, scalar_access, tma
         self.module = tir.Module(version)
         params = []
         for p in fn.params:
@@ -552,13 +552,21 @@ def _ordered_load(low: Lowering, op, view, index, hints=None):
                                                                       hints=hints))
 
 
+def _memory_hints(low: Lowering, op) -> dict | None:
+    """The optimisation hints of a view load or store, keyed by arch: the kernel's
+    (``latency``, ``allow_tma``), with ``allow_tma`` False when the kernel is compiled
+    without TMA (``FEARLESS_TMA=0``)."""
+    hints = dict(op.attrs.get("hints") or {})
+    if not low.tma:
+        hints["allow_tma"] = False
+    return {low.arch or "default": hints} if hints else None
+
+
 def _load(low: Lowering, op):
     tensor, *coords = op.operands
     pv = low.partition(tensor, op.attrs["shape"], op.attrs.get("padding"))
     index = [_index_i32(low, c) for c in coords]
-    hints = op.attrs.get("hints")
-    low.set(op, _ordered_load(low, op, pv, index,
-                              {low.arch or "default": hints} if hints else None))
+    low.set(op, _ordered_load(low, op, pv, index, _memory_hints(low, op)))
 
 
 def _own_index(low: Lowering, ty: T.TensorView):
@@ -568,7 +576,7 @@ def _own_index(low: Lowering, ty: T.TensorView):
 def _load_own(low: Lowering, op):
     (out,) = op.operands
     pv = low.partition(out, out.type.tile_shape)
-    low.set(op, _ordered_load(low, op, pv, _own_index(low, out.type)))
+    low.set(op, _ordered_load(low, op, pv, _own_index(low, out.type), _memory_hints(low, op)))
 
 
 def _store(low: Lowering, op):
@@ -576,10 +584,9 @@ def _store(low: Lowering, op):
     if op.attrs.get("order") is not Order.AFTER_ALL:
         raise InternalError("tile lowering: a store the memory_order pass did not order")
     pv = low.partition(out, out.type.tile_shape)
-    hints = op.attrs.get("hints")
+    hints = _memory_hints(low, op)
     memory.ordered(low, op, lambda token: (None, low.b.store_view_tko(
-        low.v(value), pv, _own_index(low, out.type), token=token,
-        hints={low.arch or "default": hints} if hints else None)))
+        low.v(value), pv, _own_index(low, out.type), token=token, hints=hints)))
 
 
 def _splat(low: Lowering, op):
@@ -735,17 +742,18 @@ def uses_pdl(version: tuple[int, int], arch: str | None) -> bool:
 
 
 def lower_tile(fn: Function, version: tuple[int, int], hints: dict | None = None,
-               arch: str | None = None) -> bytes:
+               arch: str | None = None, tma: bool = True) -> bytes:
     """Tile IR bytecode of tile kernel ``fn`` for bytecode ``version`` (e.g. (13, 4)).
 
     ``hints``: Tile IR entry hints per arch, e.g. ``{"sm_90": {"occupancy": 1}}``; ``arch``
-    (e.g. "sm_90") keys the load hints a kernel gives (``latency``, ``allow_tma``).
+    (e.g. "sm_90") keys the load hints a kernel gives (``latency``, ``allow_tma``); ``tma``
+    False makes every view load and store ``allow_tma=False``.
     ``fn`` has been through ``passes.TILE_PASSES``, which refuse what Tile IR cannot express
     (CompileError); here only the writer may refuse an op the bytecode ``version`` lacks.
     """
-    low = _lower(fn, version, hints, arch, False)
+    low = _lower(fn, version, hints, arch, False, tma)
     if _has_f64_trig(low.entry.body):
-        low = _lower(fn, version, hints, arch, True)
+        low = _lower(fn, version, hints, arch, True, tma)
     return low.module.encode()
 
 
@@ -767,8 +775,8 @@ def _has_f64_trig(block: tir.Block) -> bool:
     return False
 
 
-def _lower(fn: Function, version, hints, arch, scalar_access: bool) -> Lowering:
-    low = Lowering(fn, version, hints, arch, scalar_access)
+def _lower(fn: Function, version, hints, arch, scalar_access: bool, tma: bool) -> Lowering:
+    low = Lowering(fn, version, hints, arch, scalar_access, tma)
     low.prologue()
     control.enter_kernel(low, fn.body)
     low.region(fn.body, tail=True)
