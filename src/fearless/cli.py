@@ -16,6 +16,9 @@
         run each script on the CPU with its kernels (SIMT and tile) compiling for the GPU
         instead of running: fills the JIT cache (FEARLESS_CACHE_DIR), so a GPU machine needs
         no tileiras, and fails on any kernel that does not compile
+    fearless export TARGET [--signature ...] [--arch sm_90 ...] [--block 256] -o DIR
+        SIMT kernels compiled ahead of time for C and C++ callers: a cubin per arch and a C
+        header whose launch function checks the launch contract (fearless/export.py)
     fearless sanitize SCRIPT... [--tool T|all ...] [--jobs N] [-- ARGS]
         the scripts under compute-sanitizer; several runs go in parallel, with a summary
     fearless generate PATH --prompt-ids 1,2,3 [--max-new-tokens 64] [--batch B] [--dtype D]
@@ -74,6 +77,15 @@ def main(argv=None) -> int:
     comp.add_argument("scripts", nargs="+")
     comp.add_argument("--arch", action="append", default=None,
                       help="target, e.g. sm_90 (repeat for several; default sm_90)")
+    exp = sub.add_parser("export", help="compile SIMT kernels ahead of time for C and C++ "
+                                         "callers: cubins and a C header")
+    exp.add_argument("target")
+    exp.add_argument("--signature", default="", help="name=dtype[:ndim],... for generic params")
+    exp.add_argument("--arch", action="append", default=None,
+                     help="target, e.g. sm_90 (repeat for several; default sm_90)")
+    exp.add_argument("--block", default=None,
+                     help="the block when the contract does not fix it: 256, or 32x8 (x first)")
+    exp.add_argument("-o", "--out", required=True, help="the directory to write into")
     san = sub.add_parser("sanitize", help="run scripts under compute-sanitizer")
     san.add_argument("scripts", nargs="+", metavar="script")
     san.add_argument("--tool", action="append", default=None,
@@ -113,6 +125,9 @@ def main(argv=None) -> int:
                             args.batch, args.dtype)
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
+        if args.command == "export":
+            return export_kernels(args.target, args.signature, args.arch or ["sm_90"],
+                                  args.block, args.out)
         return inspect(args.target, args.stage, args.signature, args.arch, args.const)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -297,6 +312,26 @@ def inspect(target: str, stage: str, signature: str, arch: str, consts: str = ""
         else:
             print(f"// kernel {k.name}, stage {stage}")
             print(k.inspect(stage, types, arch), end="")
+    return 0
+
+
+def export_kernels(target: str, signature: str, archs: list[str], block: str | None,
+                   out: str) -> int:
+    """``fearless export``: each kernel of ``target`` (fearless/export.py)."""
+    from fearless import export
+    sig = _parse_signature(signature)
+    kernels = _kernels(target)
+    _check_names(kernels, sig, "--signature", False)
+    blk = None
+    if block is not None:
+        parts = block.lower().split("x")
+        if not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+            raise UsageError(f"--block {block!r}: expected positive extents joined by x, such "
+                             f"as 256 or 32x8")
+        blk = tuple(int(p) for p in parts)
+    for k in kernels:
+        done = export.export(k, param_types(k, sig), archs, out, blk)
+        print(f"{done.header}  ({', '.join(str(p) for p in done.cubins.values())})")
     return 0
 
 
