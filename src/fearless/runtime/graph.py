@@ -34,6 +34,7 @@ from fearless.errors import LaunchError, MovedError
 from fearless.runtime import dispatch, ownership
 from fearless.runtime.device import cuda_device, current_backend
 from fearless.runtime.lazy import DeviceOperation, _Execution, unique_tensors
+from fearless.observe import STATS
 from fearless.tracebacks import user_facing
 from fearless.runtime.stream import Stream, check_order, current_stream, refuse_while_capturing, \
     writes_recorded
@@ -192,6 +193,8 @@ class Graph:
                 self._order(stream)
             replay(stream)
             self.replays += 1
+            if STATS.on:
+                STATS.replay()
             self._eager.add(stream)  # an .enqueue()d replay: release() waits for it
 
         op = DeviceOperation(enqueue, None, reads=self._reads, writes=self._writes,
@@ -232,6 +235,8 @@ class Graph:
             self._order(stream)
         self._replay(stream)
         self.replays += 1
+        if STATS.on:
+            STATS.replay()
         if stream is not self._last:
             self._eager.add(stream)
             self._last = stream

@@ -1,0 +1,147 @@
+"""``fl.stats``: compiles (cold, disk, memory), launches, refused calls by error type, kernel
+errors, graph replays and device memory; off and untouched by default; JSON and Prometheus
+exports; ``fearless stats SCRIPT``."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fearless as fl
+from fearless import cli
+from fearless import tile as ft
+from fearless.dtypes import f32
+from fearless.errors import AliasError, KernelBoundsError
+from fearless.runtime import dispatch, memory, pack, tile_launch
+
+BASE = importlib.import_module("fearless.kernel.base")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@fl.kernel
+def twice(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = 2.0 * x[i + 1]          # reads one past its own element
+
+
+@ft.kernel
+def plus_one(out: ft.Out[f32], x: ft.In[f32]):
+    out.store(ft.load_like(x, out) + 1.0)
+
+
+@pytest.fixture
+def counting(monkeypatch, tmp_path):
+    """fl.stats on, from zero, with a fresh disk cache; off again afterwards."""
+    monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(BASE.CONFIG,
+                                                           cache_dir=tmp_path / "cache"))
+    fl.stats.reset()
+    fl.stats.enable()
+    yield fl.stats
+    fl.stats.disable()
+    fl.stats.reset()
+
+
+def test_off_by_default_leaves_the_launch_paths_alone():
+    originals = (pack.launch, dispatch.launch_cpu, tile_launch.launch_cpu, memory.allocate)
+    assert not fl.stats.on and not fl.stats()["enabled"]
+    fl.stats.enable()
+    try:
+        assert all(now is not was for now, was in zip(
+            (pack.launch, dispatch.launch_cpu, tile_launch.launch_cpu, memory.allocate),
+            originals))
+    finally:
+        fl.stats.disable()
+    assert (pack.launch, dispatch.launch_cpu, tile_launch.launch_cpu, memory.allocate) == \
+        originals
+    fl.stats.reset()
+
+
+def test_launches_compiles_and_errors(counting):
+    x = fl.asarray(np.arange(9, dtype=np.float32))
+    out = fl.empty(8, f32)
+    for _ in range(3):
+        twice[twice.prepare(8)](x[:9], out)
+    with pytest.raises(AliasError):
+        twice[twice.prepare(8)](x[:9], x[:8])
+    with pytest.raises(KernelBoundsError):   # 8 threads read x[1..8]: x[8] is past 8 elements
+        twice[twice.prepare(8)](x[:8], out)
+        fl.synchronize()
+    snap = fl.stats()
+    k = snap["kernels"]["twice"]
+    assert k["launches"] == 4
+    assert k["refused"] == {"AliasError": 1} and k["kernel_errors"] == {"KernelBoundsError": 1}
+    (label, c), = k["compiles"].items()
+    assert label.startswith("(array<f32, 1d, read>") and label.endswith("for cpu")
+    assert (c["cold"], c["disk"]) == (1, 0) and c["cold_s"] > 0
+    assert c["memory"] >= 3          # the later calls' slow paths found it compiled
+    assert snap["memory"] is None    # the cpu backend
+
+
+def test_a_disk_hit_and_a_tile_kernel(counting):
+    x = fl.asarray(np.arange(64, dtype=np.float32))
+    for _ in range(2):
+        o, _ = plus_one(fl.empty(64, f32).partition(16), x).sync()
+    plus_one._compiled.clear()
+    plus_one._entries.clear()
+    plus_one(fl.empty(64, f32).partition(16), x).sync()
+    k = fl.stats()["kernels"]["plus_one"]
+    assert k["launches"] == 3
+    (c,) = k["compiles"].values()
+    assert (c["cold"], c["disk"]) == (1, 1) and c["disk_s"] >= 0
+
+
+def test_graph_replays(counting):
+    x = fl.asarray(np.arange(9, dtype=np.float32))
+    out = fl.empty(8, f32)
+    with fl.capture() as graph:
+        twice[twice.prepare(8)](x, out)
+    for _ in range(5):
+        graph.replay()
+    graph.sync()
+    assert fl.stats()["graphs"]["replays"] == 6
+
+
+def test_json_and_prometheus(counting):
+    x = fl.asarray(np.arange(9, dtype=np.float32))
+    twice[twice.prepare(8)](x, fl.empty(8, f32))
+    assert json.loads(fl.stats.json()) == json.loads(json.dumps(fl.stats()))
+    text = fl.stats.prometheus()
+    assert 'fearless_launches_total{kernel="twice"} 1' in text.splitlines()
+    for line in text.splitlines():   # every sample: name{labels} value
+        assert line.startswith("# ") or re.fullmatch(
+            r'[a-z_]+(\{([a-z]+="([^"\\]|\\.)*",?)*\})? [0-9.e+-]+', line), line
+
+
+def test_the_command_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FEARLESS_EXAMPLE_SIZES", "small")
+    assert cli.main(["stats", str(ROOT / "examples/saxpy.py"), "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    snap = json.loads(out[out.index("{"):])
+    assert snap["kernels"]["saxpy"]["launches"] > 0 and not fl.stats.on
+    assert cli.main(["stats", str(ROOT / "examples/saxpy.py")]) == 0
+    table = capsys.readouterr().out
+    assert re.search(r"^saxpy\s+\d+", table, re.M) and "graph replays: 0" in table
+    fl.stats.reset()
+
+
+@pytest.mark.gpu
+def test_device_memory_is_counted(backend, counting):
+    before = fl.stats()["memory"]["current"]
+    t = fl.empty((1 << 20,), f32)
+    mem = fl.stats()["memory"]
+    assert mem["current"] - before == 4 << 20 and mem["peak"] >= mem["current"]
+    del t
+    import gc
+    gc.collect()
+    assert fl.stats()["memory"]["current"] == before
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))
