@@ -37,6 +37,27 @@ def shifted(x: fl.Array[f32, 2], bias: fl.Slice[f32], cols: i32,
         out[r, c] = x[r, c] + bias[c // 2]
 
 
+@fl.kernel(contract=fl.Contract(dims=1, block=128, requires=("n * m <= len(x)",)))
+def gated(x: fl.Slice[f32], on: fl.bool_, n: fl.i64, m: fl.i64, out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = x[i] if on else 0.0
+
+
+@fl.kernel(contract=fl.Contract(dims=2, block=(32, 8)))
+def one_d_in_two(out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = 1.0
+
+
+@fl.kernel
+def keyword(int: fl.i32, out: fl.DisjointSlice[f32]):
+    i = fl.thread.index_1d()
+    if i < len(out):
+        out[i] = 1.0
+
+
 def _cuda_include() -> Path | None:
     spec = importlib.util.find_spec("nvidia")
     for root in (spec.submodule_search_locations if spec else []):
@@ -218,6 +239,62 @@ def test_requires_and_a_2d_launch(tmp_path):
     bad = _run_c(tmp_path, exported.header, "shifted", body % 13)[-1]
     assert bad.startswith(f"launch {export.STATUS.index('FL_ERR_REQUIRES')} kernel 'shifted'")
     assert "requirement `len(bias) >= cols // 2 - 1`: 13 against 14" in bad
+
+
+@needs_c
+def test_requirement_arithmetic_past_64_bits_refuses_and_bools_pack_as_python(tmp_path):
+    types = cli.param_types(gated, {})
+    exported = export.export(gated, types, ["sm_90"], tmp_path / "out")
+    info = gated._compile(types, "cuda", "sm_90", prove=False).info
+    lines = _run_c(tmp_path, exported.header, "gated", """
+    fl_gated_args a = {0x10000, {64}, 2, 8, 8, 0x30000, {64}};
+    int64_t size[1] = {64};
+    report("good", fl_gated_launch(&k, &a, size, NULL), k.message);
+    a.n = 1LL << 32; a.m = 1LL << 32;     /* n * m wraps to 0 in 64 bits: Python refuses */
+    report("overflow", fl_gated_launch(&k, &a, size, NULL), k.message);
+    a.n = 8; a.m = 8; a.x_shape[0] = 1LL << 62;   /* 2^64 bytes */
+    report("bytes", fl_gated_launch(&k, &a, size, NULL), k.message);""")
+    words = next(line for line in lines if line.startswith("cuLaunchKernel")).split()
+    views = [_view(0x10000, (64,)), True, 8, 8, _view(0x30000, (64,))]
+    word = 0x7000 if info.bounds_sites else 0
+    threads = 128 if info.coarsen > 1 else 0
+    assert words[8] == _expected_params(info, views, word, threads)   # `on` 2 packs as 1
+    overflow = next(line for line in lines if line.startswith("overflow"))
+    assert overflow.startswith(f"overflow {export.STATUS.index('FL_ERR_REQUIRES')} ")
+    assert "64-bit arithmetic cannot hold it" in overflow
+    bytes_line = next(line for line in lines if line.startswith("bytes"))
+    assert "more bytes than 64 bits count" in bytes_line
+    assert sum(line.startswith("cuLaunchKernel") for line in lines) == 1
+
+
+def test_what_a_launch_would_refuse_is_refused_at_export(tmp_path):
+    with pytest.raises(fl.errors.ContractError, match="index_1d"):
+        export.export(one_d_in_two, cli.param_types(one_d_in_two, {}), ["sm_90"], tmp_path)
+    with pytest.raises(export.ExportError, match="'int' is a C or C\\+\\+ keyword"):
+        export.export(keyword, cli.param_types(keyword, {}), ["sm_90"], tmp_path)
+
+
+@needs_c
+def test_every_example_kernel_exports_to_a_warning_free_header(tmp_path):
+    built = 0
+    for script in sorted((ROOT / "examples").glob("[!_]*.py")):
+        module = importlib.import_module(f"examples.{script.stem}")
+        for kernel in vars(module).values():
+            if type(kernel).__name__ != "Kernel":
+                continue
+            try:
+                types = cli.param_types(kernel, {})
+                exported = export.export(kernel, types, ["sm_90"], tmp_path / kernel.name)
+            except (cli.UsageError, export.ExportError):
+                continue   # a generic kernel, or one that export refuses by name
+            source = tmp_path / f"{kernel.name}.c"
+            source.write_text(f'#include "{exported.header.name}"\nint main(void) {{ return 0; }}\n')
+            build = subprocess.run([CC, "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic",
+                                    "-fsyntax-only", f"-I{exported.header.parent}", "-isystem",
+                                    str(INCLUDE), str(source)], capture_output=True, text=True)
+            assert build.returncode == 0, f"{kernel.name}: {build.stderr}"
+            built += 1
+    assert built >= 8
 
 
 def test_tile_kernels_and_dynamic_shared_memory_are_refused():

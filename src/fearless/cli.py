@@ -326,9 +326,14 @@ def export_kernels(target: str, signature: str, archs: list[str], block: str | N
                    out: str) -> int:
     """``fearless export``: each kernel of ``target`` (fearless/export.py)."""
     from fearless import export
+    from fearless.kernel import Kernel
     sig = _parse_signature(signature)
     kernels = _kernels(target)
     _check_names(kernels, sig, "--signature", False)
+    tiles = [k.name for k in kernels if not isinstance(k, Kernel)]
+    if tiles:   # refused before any file is written
+        raise UsageError(f"{', '.join(tiles)}: tile kernels are not exported yet; name a SIMT "
+                         f"kernel (FILE:kernel)")
     blk = None
     if block is not None:
         parts = block.lower().split("x")
@@ -353,19 +358,23 @@ def run_with_stats(script: str, script_args: list[str], fmt: str) -> int:
     fl.stats.reset()
     fl.stats.enable()
     argv, sys.argv = sys.argv, [str(path), *script_args]
+    code = 0
     try:
         with _user_code(f"running {script}"):
             runpy.run_path(str(path), run_name="__main__")
-    finally:
+    except SystemExit as exc:   # the script's sys.exit(): its status, after the counts
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:   # printed whatever the script did: a failing run is when they matter most
         sys.argv = argv
+        sys.path.remove(str(path.parent))
         fl.stats.disable()
-    if fmt == "json":
-        print(fl.stats.json(indent=2))
-    elif fmt == "prometheus":
-        print(fl.stats.prometheus(), end="")
-    else:
-        print(stats_table(fl.stats()))
-    return 0
+        if fmt == "json":
+            print(fl.stats.json(indent=2))
+        elif fmt == "prometheus":
+            print(fl.stats.prometheus(), end="")
+        else:
+            print(stats_table(fl.stats()))
+    return code
 
 
 def stats_table(snap: dict) -> str:

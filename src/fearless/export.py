@@ -24,20 +24,28 @@ cubin is the fully checked one (no bounds proof that needs a precondition at lau
 read out of bounds is skipped on the device and reported by ``fl_saxpy_check``, as a Python
 launch reports it at the next synchronisation.
 
+One error word per loaded kernel: check after each stream's work, or load one kernel object
+per stream. The requirement arithmetic is Python's on 64 bits: a value past them (or a zero
+divisor) refuses the launch. A cubin runs on its major capability at its minor or above (no PTX
+is embedded: export for each major the callers have).
+
 Not exported (``ExportError`` says which): tile kernels, dynamic shared memory, static shared
-arrays over 48 KB, kernels whose cubins for two archs disagree on the parameter layout.
+arrays over 48 KB, 16-bit float scalars in ``requires``, parameter names that C or the header
+takes, kernels whose cubins for two archs disagree on the parameter layout.
 """
 from __future__ import annotations
 
 import ast
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from fearless.compiler.abi import ERROR_WORD, EXTENT, PTR, SCALAR, STRIDE, THREADS
 from fearless.errors import FearlessError
-from fearless.runtime.contract import MAX_THREADS
-from fearless.runtime.launch import DEFAULT_BLOCK, SHARED_LIMIT
+from fearless.runtime import launch as launches
+from fearless.runtime.dispatch import MISALIGNED
+from fearless.runtime.launch import SHARED_LIMIT
 
 MAX_GRID = (2**31 - 1, 65535, 65535)   # CUDA's grid limits (x, y, z) on sm_80 and later
 _C_TYPES = {"bool": "uint8_t", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t",
@@ -48,7 +56,7 @@ _SLOT_TYPES = {"B": "uint8_t", "b": "int8_t", "h": "int16_t", "H": "uint16_t", "
                "I": "uint32_t", "f": "float", "q": "int64_t", "Q": "uint64_t", "d": "double"}
 STATUS = ("FL_OK", "FL_ERR_SIZE", "FL_ERR_GRID", "FL_ERR_NULL", "FL_ERR_SHAPE", "FL_ERR_ALIAS",
           "FL_ERR_REQUIRES", "FL_ERR_COVERAGE", "FL_ERR_DRIVER", "FL_ERR_BOUNDS",
-          "FL_ERR_DEVICE")
+          "FL_ERR_DEVICE", "FL_ERR_ALIGN")
 
 
 class ExportError(FearlessError):
@@ -76,7 +84,7 @@ def export(kernel, types: tuple, archs: list[str], out_dir, block=None) -> Expor
                           help="tile kernels come next; call them from Python meanwhile")
     if not archs:
         raise ExportError("export needs at least one --arch", kernel=kernel.name)
-    dims = kernel.index_space or (kernel.contract.dims if kernel.contract else 1)
+    dims = kernel.contract.dims if kernel.contract else (kernel.index_space or 1)
     blk = _block(kernel, dims, block)
     compiled = {arch: kernel._compile(types, "cuda", arch, prove=False) for arch in archs}
     infos = {arch: c.info for arch, c in compiled.items()}
@@ -86,7 +94,7 @@ def export(kernel, types: tuple, archs: list[str], out_dir, block=None) -> Expor
                 info.coverage != first.coverage or info.coarsen != first.coarsen:
             raise ExportError(f"the {arch} and {archs[0]} cubins take different parameters",
                               kernel=kernel.name, help="export each arch on its own")
-    _supported(kernel, first, blk)
+    _supported(kernel, first, blk, dims)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cubins = {}
@@ -100,29 +108,38 @@ def export(kernel, types: tuple, archs: list[str], out_dir, block=None) -> Expor
 
 
 def _block(kernel, dims: int, block) -> tuple:
-    contract = kernel.contract
-    if contract is not None and contract.block is not None:
-        if block is not None and tuple(_ints(block)) != contract.block:
-            raise ExportError(f"--block {block} differs from the contract's block "
-                              f"{contract.block}", kernel=kernel.name)
-        return contract.block
-    blk = tuple(_ints(block)) if block is not None else DEFAULT_BLOCK[dims]
-    if len(blk) != dims or min(blk) < 1:
-        raise ExportError(f"the block {blk} must be {dims} positive extents (x first) for this "
-                          f"{dims}-d kernel", kernel=kernel.name)
-    limit = contract.max_threads if contract is not None and contract.max_threads else MAX_THREADS
-    if math.prod(blk) > limit:
-        raise ExportError(f"the block {blk} has {math.prod(blk)} threads, above {limit}",
-                          kernel=kernel.name)
-    return blk
+    """The block of every launch, as ``prepare`` would take it (launch.plan's checks: the
+    contract's dims and block, the kernel's index space, the per-axis limits of sm_80+)."""
+    given = None if block is None else tuple(block if isinstance(block, (tuple, list))
+                                             else (block,))
+    prepared = launches.plan(kernel, kernel._launch_space, (1,) * dims, given, "cpu", None,
+                             kernel.contract)
+    return prepared.block
 
 
-def _ints(block) -> list[int]:
-    return list(block) if isinstance(block, (tuple, list)) else [block]
+# C and C++ keywords: a parameter becomes a struct member of that name
+_RESERVED = frozenset("""auto break case char const continue default do double else enum extern
+float for goto if inline int long register restrict return short signed sizeof static struct
+switch typedef union unsigned void volatile while bool catch class delete false friend mutable
+namespace new nullptr operator private protected public template this throw true try typename
+using virtual""".split())
 
 
-def _supported(kernel, info, block: tuple) -> None:
+def _supported(kernel, info, block: tuple, dims: int) -> None:
     name = kernel.name
+    names = {q.name for q in info.params}
+    for q in info.params:
+        if q.name in _RESERVED:
+            raise ExportError(f"the parameter name '{q.name}' is a C or C++ keyword",
+                              kernel=name, param=q.name,
+                              help="rename the parameter to export the kernel")
+        if q.is_array and (f"{q.name}_shape" in names or f"{q.name}_bytes" in names):
+            raise ExportError(f"the parameter names '{q.name}' and '{q.name}_shape' (or "
+                              f"'_bytes') collide in C", kernel=name, param=q.name)
+        if q.is_array and q.disjoint and q.name not in info.covered() and q.ndim != dims:
+            raise ExportError(f"'{q.name}' is a {q.ndim}-d DisjointSlice of a {dims}-d launch: "
+                              f"elements outside the launch would never be written, so every "
+                              f"launch would be refused", kernel=name, param=q.name)
     if any(shape is None for _, shape, _ in info.shared) or \
             (kernel.contract is not None and kernel.contract.shared_range[1] > 0):
         raise ExportError("kernels with dynamic shared memory are not exported yet", kernel=name)
@@ -134,6 +151,13 @@ def _supported(kernel, info, block: tuple) -> None:
     params = {q.name: q for q in info.params}
     for r in kernel.contract.requires if kernel.contract is not None else ():
         for node in ast.walk(r.tree):
+            if isinstance(node, ast.Constant) and abs(node.value) > 2**63 - 1:
+                raise ExportError(f"requires `{r.text}`: {node.value} does not fit 64 bits",
+                                  kernel=name)
+            if isinstance(node, ast.Name) and node.id in params and \
+                    params[node.id].dtype.name in ("f16", "bf16"):
+                raise ExportError(f"requires `{r.text}` takes the 16-bit float '{node.id}', "
+                                  f"which is not exported yet", kernel=name, param=node.id)
             if isinstance(node, ast.Call) and not params[node.args[0].id].is_array:
                 raise ExportError(f"requires `{r.text}` takes len() of the scalar "
                                   f"'{node.args[0].id}'", kernel=name)
@@ -159,7 +183,7 @@ def header_text(kernel, info, dims: int, block: tuple, cubins: dict) -> str:
     lines = [f"/* {n}.h: the fearless kernel '{n}', compiled ahead of time for "
              f"{', '.join(cubins)}.", " * Generated by `fearless export`; see "
              "fearless/export.py for the contract. */",
-             f"#ifndef FL_{n.upper()}_H", f"#define FL_{n.upper()}_H", "",
+             f"#ifndef FL_EXPORT_{n}_H", f"#define FL_EXPORT_{n}_H", "",
              "#include <stddef.h>", "#include <stdint.h>", "#include <stdio.h>",
              "#include <string.h>", "#include <cuda.h>", "", _COMMON, ""]
     lines += _cubin_arrays(p, cubins)
@@ -186,7 +210,7 @@ def header_text(kernel, info, dims: int, block: tuple, cubins: dict) -> str:
     lines += _load(p, n, info, kernel, block, cubins)
     lines += _launch(p, n, info, dims, block, arrays, kernel)
     lines += _check(p, n, info)
-    lines += [f"#endif /* FL_{n.upper()}_H */", ""]
+    lines += [f"#endif /* FL_EXPORT_{n}_H */", ""]
     return "\n".join(lines)
 
 
@@ -194,11 +218,42 @@ _COMMON = """#ifndef FL_EXPORT_COMMON
 #define FL_EXPORT_COMMON
 enum { """ + ", ".join(f"{s} = {i}" for i, s in enumerate(STATUS)) + """ };
 
-/* floor division as Python's //; *bad set on a zero divisor */
+/* a requirement's arithmetic, as Python's exact integers give it; *bad set where 64 bits
+   cannot hold the result (the launch is refused) or on a zero divisor */
+static inline int64_t fl__add(int64_t a, int64_t b, int *bad) {
+    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) { *bad = 1; return 0; }
+    return a + b;
+}
+static inline int64_t fl__sub(int64_t a, int64_t b, int *bad) {
+    if ((b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b)) { *bad = 1; return 0; }
+    return a - b;
+}
+static inline int64_t fl__mul(int64_t a, int64_t b, int *bad) {
+    if (a == 0 || b == 0) return 0;
+    if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN) ||
+        (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
+               : (b > 0 ? a < INT64_MIN / b : a < INT64_MAX / b))) { *bad = 1; return 0; }
+    return a * b;
+}
+static inline int64_t fl__neg(int64_t a, int *bad) {
+    if (a == INT64_MIN) { *bad = 1; return 0; }
+    return -a;
+}
+/* floor division as Python's // */
 static inline int64_t fl__floordiv(int64_t a, int64_t b, int *bad) {
-    if (b == 0) { *bad = 1; return 0; }
+    if (b == 0 || (a == INT64_MIN && b == -1)) { *bad = 1; return 0; }
     int64_t q = a / b;
     return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+/* int(v) of a float scalar; *bad for NaN or a value past 64 bits */
+static inline int64_t fl__int(double v, int *bad) {
+    if (!(v > -9223372036854775808.0 && v < 9223372036854775808.0)) { *bad = 1; return 0; }
+    return (int64_t)v;
+}
+/* a u64 scalar as a signed 64-bit number; *bad past INT64_MAX */
+static inline int64_t fl__u64(uint64_t v, int *bad) {
+    if (v > (uint64_t)INT64_MAX) { *bad = 1; return 0; }
+    return (int64_t)v;
 }
 
 /* whether [a, a + na) and [b, b + nb) share a byte (empty ranges share none) */
@@ -246,9 +301,16 @@ def _load(p: str, n: str, info, kernel, block: tuple, cubins: dict) -> list[str]
              "        return FL_ERR_DRIVER;", "    }",
              "    const unsigned char *image = NULL; int best = -1;"]
     for arch in cubins:
-        cc = int(arch.split("_")[1].rstrip("a"))
-        lines.append(f"    if (major == {cc // 10} && {cc % 10} <= minor && {cc % 10} > best) "
-                     f"{{ image = {p}_{arch}; best = {cc % 10}; }}")
+        # a cubin runs on its major capability at its minor or above; an "a" (arch-specific)
+        # cubin on exactly its own, and is preferred there
+        digits = re.fullmatch(r"sm_(\d+)(a?)", arch)
+        if digits is None:
+            raise ExportError(f"--arch {arch}: expected sm_XY or sm_XYa, e.g. sm_90")
+        cc, exact = int(digits.group(1)), bool(digits.group(2))
+        score = 2 * (cc % 10) + exact
+        fits = f"{cc % 10} == minor" if exact else f"{cc % 10} <= minor"
+        lines.append(f"    if (major == {cc // 10} && {fits} && {score} > best) "
+                     f"{{ image = {p}_{arch}; best = {score}; }}")
     lines += [
         "    if (image == NULL) {",
         f"        snprintf(k->message, sizeof k->message, \"kernel '{n}': no cubin for "
@@ -272,19 +334,21 @@ def _load(p: str, n: str, info, kernel, block: tuple, cubins: dict) -> list[str]
         f"    if (most < {threads}) {{",
         f"        snprintf(k->message, sizeof k->message, \"kernel '{n}': the cubin allows %d "
         f"threads per block, the block {block} has {threads}\", most);",
+        f"        {p}_unload(k);",
         "        return FL_ERR_DEVICE;", "    }"]
     if info.bounds_sites:
         lines += ["    if (cuMemAlloc(&k->error_word, 32) != CUDA_SUCCESS ||",
                   "        cuMemsetD8(k->error_word, 0, 32) != CUDA_SUCCESS) {",
                   f"        snprintf(k->message, sizeof k->message, \"kernel '{n}': allocating "
                   f"its error word failed\");",
+                  f"        {p}_unload(k);",
                   "        return FL_ERR_DRIVER;", "    }"]
-    lines += ["    return FL_OK;", "}", "",
-              f"static inline void {p}_unload({p}_kernel *k) {{",
+    lines += ["    return FL_OK;", "}", ""]
+    unload = [f"static inline void {p}_unload({p}_kernel *k) {{",
               "    if (k->error_word) cuMemFree(k->error_word);",
               "    if (k->module) cuModuleUnload(k->module);",
               "    k->module = NULL; k->error_word = 0;", "}", ""]
-    return lines
+    return unload + lines
 
 
 def _fail(n: str, code: str, param: str | None, fmt: str, *values: str,
@@ -317,15 +381,25 @@ def _launch(p: str, n: str, info, dims: int, block: tuple, arrays, kernel) -> li
                    "above the device limit", "(unsigned long long)grid[d]", "d", indent=12)
     lines += ["        }", "    }"]
     for _, q in arrays:
-        nbytes = f"(uint64_t){' * '.join(f'a->{q.name}_shape[{i}]' for i in range(q.ndim))}"
-        lines += [f"    for (int d = 0; d < {q.ndim}; d++) if (a->{q.name}_shape[d] < 0) {{"]
+        lines += [f"    uint64_t {q.name}_bytes = {q.dtype.itemsize};",
+                  f"    for (int d = 0; d < {q.ndim}; d++) {{",
+                  f"        if (a->{q.name}_shape[d] < 0) {{"]
         lines += _fail(n, "FL_ERR_SHAPE", q.name, "extent %lld along axis %d is negative",
-                       f"(long long)a->{q.name}_shape[d]", "d")
-        lines += ["    }",
-                  f"    const uint64_t {q.name}_bytes = {nbytes} * {q.dtype.itemsize};",
+                       f"(long long)a->{q.name}_shape[d]", "d", indent=12)
+        lines += ["        }",
+                  f"        if (a->{q.name}_shape[d] > 0 && {q.name}_bytes > UINT64_MAX / "
+                  f"(uint64_t)a->{q.name}_shape[d]) {{"]
+        lines += _fail(n, "FL_ERR_SHAPE", q.name, "its extents hold more bytes than 64 bits "
+                       "count", indent=12)
+        lines += ["        }",
+                  f"        {q.name}_bytes *= (uint64_t)a->{q.name}_shape[d];",
+                  "    }",
                   f"    if ({q.name}_bytes && a->{q.name} == 0) {{"]
         lines += _fail(n, "FL_ERR_NULL", q.name, "a null pointer for %llu bytes",
                        f"(unsigned long long){q.name}_bytes")
+        lines += ["    }", f"    if (a->{q.name} % {q.dtype.itemsize}) {{"]
+        lines += _fail(n, "FL_ERR_ALIGN", q.name, f"the pointer is not a multiple of "
+                       f"{q.dtype.itemsize} bytes (its dtype's size)")
         lines += ["    }"]
     for _, q in arrays:
         if not q.written:
@@ -348,17 +422,18 @@ def _launch(p: str, n: str, info, dims: int, block: tuple, arrays, kernel) -> li
             lines += _fail(n, "FL_ERR_REQUIRES", None, f"the launch breaks the contract's "
                            f"requirement `{_c_string(r.text)}`: %lld against %lld%s",
                            "(long long)lhs", "(long long)rhs",
-                           'bad ? " (a division by zero)" : ""', indent=12)
+                           'bad ? " (64-bit arithmetic cannot hold it, or a division by zero)"'
+                           ' : ""', indent=12)
             lines += ["        }", "    }"]
     lines += _coverage(n, info, dims)
     axis = max(kernel.index_space, 1) - 1
     lines += ["    uint64_t launch_x = grid[0], launch_y = grid[1], launch_z = grid[2];"]
     if info.coarsen > 1:
         var = "launch_" + "xyz"[axis]
-        lines += [f"    const int64_t threads = (int64_t)grid[{axis}] * block[{axis}];",
-                  f"    {var} = ({var} + {info.coarsen - 1}) / {info.coarsen};"]
-    else:
-        lines += ["    const int64_t threads = 0;"]
+        lines += [f"    {var} = ({var} + {info.coarsen - 1}) / {info.coarsen};"]
+    if info.abi.has(THREADS):  # the logical threads of the coarsened axis
+        lines += [f"    const int64_t threads = "
+                  f"{f'(int64_t)grid[{axis}] * block[{axis}]' if info.coarsen > 1 else '0'};"]
     lines += [f"    {p}_params params;", "    memset(&params, 0, sizeof params);"]
     word = "k->error_word" if info.bounds_sites else "0"
     for i, s in enumerate(info.abi.slots):
@@ -371,8 +446,8 @@ def _launch(p: str, n: str, info, dims: int, block: tuple, arrays, kernel) -> li
         elif s.kind == STRIDE:
             later = [f"a->{q.name}_shape[{j}]" for j in range(s.axis + 1, q.ndim)]
             value = " * ".join(later) if later else "1"
-        elif s.kind == SCALAR:
-            value = f"a->{q.name}"
+        elif s.kind == SCALAR:  # a bool travels as 0 or 1, as Python's converter gives it
+            value = f"a->{q.name} != 0" if q.dtype.name == "bool" else f"a->{q.name}"
         elif s.kind == ERROR_WORD:
             value = word
         else:
@@ -393,29 +468,40 @@ def _launch(p: str, n: str, info, dims: int, block: tuple, arrays, kernel) -> li
 
 _C_CMP = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
           ast.GtE: ">="}
-_C_ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
+_C_ARITH = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.FloorDiv: "floordiv"}
 
 
 def _c_expr(node, info) -> str:
     """A requirement's side (contract.py's grammar) as a C int64 expression over ``a``."""
     params = {q.name: q for q in info.params}
     if isinstance(node, ast.Constant):
-        return f"(int64_t){node.value}"
+        return f"(int64_t){node.value}LL" if node.value != -2**63 else "INT64_MIN"
     if isinstance(node, ast.Name):
-        return f"(int64_t)a->{params[node.id].name}"
+        q = params[node.id]
+        if q.dtype.name in ("f32", "f64"):
+            return f"fl__int((double)a->{q.name}, &bad)"
+        if q.dtype.name == "u64":
+            return f"fl__u64(a->{q.name}, &bad)"
+        if q.dtype.name == "bool":
+            return f"(int64_t)(a->{q.name} != 0)"
+        return f"(int64_t)a->{q.name}"
     if isinstance(node, ast.Call):
         q = params[node.args[0].id]
         return f"a->{q.name}_shape[0]" if q.ndim > 0 else "(int64_t)1"
     if isinstance(node, ast.UnaryOp):
-        return f"(-{_c_expr(node.operand, info)})"
+        return f"fl__neg({_c_expr(node.operand, info)}, &bad)"
     left, right = _c_expr(node.left, info), _c_expr(node.right, info)
-    if isinstance(node.op, ast.FloorDiv):
-        return f"fl__floordiv({left}, {right}, &bad)"
-    return f"({left} {_C_ARITH[type(node.op)]} {right})"
+    return f"fl__{_C_ARITH[type(node.op)]}({left}, {right}, &bad)"
+
+
+def _c_literal(text: str) -> str:
+    """``text`` inside a C string literal."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _c_string(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    """``text`` inside a C string literal used as a printf format."""
+    return _c_literal(text).replace("%", "%%")
 
 
 def _coverage(n: str, info, dims: int) -> list[str]:
@@ -464,7 +550,7 @@ def _check(p: str, n: str, info) -> list[str]:
     lines += ["    }"]
     if not info.bounds_sites:
         return lines + ["    return FL_OK;", "}", ""]
-    sites = ", ".join(f"\"{q} (line {s.line}: {_c_string(s.text.strip())})\""
+    sites = ", ".join(f"\"{q} (line {s.line}: {_c_literal(s.text.strip())})\""
                       for q, s in info.bounds_sites)
     lines += [f"    static const char *const sites[{len(info.bounds_sites)}] = {{{sites}}};",
               "    int64_t word[4];",
@@ -477,6 +563,11 @@ def _check(p: str, n: str, info) -> list[str]:
               f"    if (site < 1 || site > {len(info.bounds_sites)}) {{"]
     lines += _fail(n, "FL_ERR_BOUNDS", None, "a bounds error at an unknown site %lld",
                    "(long long)site")
+    lines += ["    }",
+              f"    if (axis == {MISALIGNED}) {{  /* the device wrote offset * 32 + alignment */"]
+    lines += _fail(n, "FL_ERR_BOUNDS", None, "misaligned access at %s: address offset %lld is "
+                   "not a multiple of %lld bytes; it was skipped", "sites[site - 1]",
+                   "(long long)(word[1] / 32)", "(long long)(word[1] % 32)")
     lines += ["    }"]
     lines += _fail(n, "FL_ERR_BOUNDS", None, "read out of bounds of %s: index %lld along axis "
                    "%lld; the read was skipped and gave 0", "sites[site - 1]",

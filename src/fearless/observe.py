@@ -11,22 +11,23 @@ Per kernel: ``compiles`` per specialisation (the label a compile prints: the par
 constants and target), each ``{"cold": n, "cold_s": seconds, "disk": n, "disk_s": seconds,
 "memory": n}``: a cold compile, a disk-cache hit (its load time) and a memory-cache hit (a
 call's slow path found the specialisation compiled in this process; fast-path launches reuse it
-without looking); ``launches``: kernel launches enqueued (eagerly or while a graph was being
-captured; a graph's replays are ``graphs.replays``); ``refused``: errors raised to the caller
-that name the kernel, by error type (``ContractError``, ``AliasError``, ... a launch or call
-refused before anything ran, or a ``CompileError``); ``kernel_errors``: bounds and race errors
-the kernel's own runs raised (``KernelBoundsError``, ``RaceError``). ``memory``: the bytes of
-device memory fearless allocated while enabled and has not freed (``current``) and the most at
-any time (``peak``); None on the cpu backend.
+without looking); ``launches``: kernel launches enqueued eagerly (work recorded into a graph is
+not; its replays are ``graphs.replays``); ``refused``: errors that name the kernel raised to the
+caller, by type (``ContractError``, ``AliasError``, ... a launch or call refused before anything
+ran, or a ``CompileError``; fearless's own ``InternalError`` is not counted); ``kernel_errors``:
+bounds and race errors the kernel's own runs raised (``KernelBoundsError``, ``RaceError``).
+``memory``: the bytes of device memory fearless allocated while counting and has not freed
+(``current``) and the most at any time (``peak``); None until it counts a device allocation.
+Work inside ``with fl.stats.quiet():`` is not counted (an autotuner's trial runs).
 
-Off by default, and free when off: nothing on a launch's path looks at it. Enabling wraps the
-few module functions every launch goes through (``pack.launch``, the cpu backend's two
-launchers, ``memory.allocate``: ``runtime/stats.py``) and restores them when disabled; compiles
-and errors, off the hot path, check one flag. This module sits below the runtime (tracebacks
-reports errors to it), so the runtime registers those wrappers here (``hook``).
+Off by default, and close to free when off: each launch and allocation tests one module
+variable (``runtime/stats.py``); compiles and errors, off the hot path, test one flag. This
+module sits below the runtime (tracebacks report errors to it), so the runtime registers what
+enabling does here (``hook``).
 """
 from __future__ import annotations
 
+import contextlib
 import json as _json
 import threading
 from collections import Counter
@@ -47,32 +48,49 @@ class Stats:
 
     def __init__(self):
         self.on = False
-        self._lock = threading.Lock()
+        # reentrant: freed() runs from a Buffer's finalizer, which a garbage collection may
+        # call while this thread holds the lock
+        self._lock = threading.RLock()
         self._hooks: list = []
-        self._memory = lambda: False
+        self._quiet = threading.local()
         self.reset()
 
     # -- switching -------------------------------------------------------------------------
     def enable(self, on: bool = True) -> None:
         """Start (or with ``on=False`` stop) counting; counts so far are kept."""
-        if on == self.on:
-            return
-        self.on = on
-        if on:
-            self._wrap()
-        else:
-            self._unwrap()
+        with self._lock:
+            if on == self.on:
+                return
+            self.on = on
+            for install, uninstall in self._hooks:
+                if on:
+                    install(self)
+                else:
+                    uninstall()
 
     def disable(self) -> None:
         self.enable(False)
 
     def reset(self) -> None:
         """Forget every count (the memory high-water mark restarts at the current bytes)."""
-        with getattr(self, "_lock", threading.Lock()):
+        with self._lock:
             self._kernels: dict[str, _Kernel] = {}
             self._replays = 0
             current = getattr(self, "_current", 0)
             self._current, self._peak = current, current
+            self._device = getattr(self, "_device", False)
+
+    @contextlib.contextmanager
+    def quiet(self):
+        """Within the block, this thread's launches and errors are not counted."""
+        self._quiet.depth = getattr(self._quiet, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._quiet.depth -= 1
+
+    def _muted(self) -> bool:
+        return getattr(self._quiet, "depth", 0) > 0
 
     # -- recording (fearless calls these) --------------------------------------------------
     def _kernel(self, name) -> _Kernel:
@@ -91,14 +109,16 @@ class Stats:
                 c[f"{kind}_s"] += seconds
 
     def error(self, exc) -> None:
-        """An error on its way to the caller (counted once however many boundaries it passes)."""
-        if getattr(exc, "_fearless_counted", False):
+        """An error on its way to the caller (counted once however many boundaries it passes;
+        not when it names no kernel, or is fearless's own InternalError)."""
+        from fearless.errors import InternalError, KernelBoundsError, RaceError
+        if getattr(exc, "_fearless_counted", False) or getattr(exc, "kernel", None) is None \
+                or isinstance(exc, InternalError) or self._muted():
             return
         try:
             exc._fearless_counted = True
         except AttributeError:
             return
-        from fearless.errors import KernelBoundsError, RaceError
         kind = type(exc).__name__
         with self._lock:
             k = self._kernel(getattr(exc, "kernel", None))
@@ -110,11 +130,14 @@ class Stats:
             self._replays += 1
 
     def launch(self, kernel: str) -> None:
+        if self._muted():
+            return
         with self._lock:
             self._kernel(kernel).launches += 1
 
     def allocated(self, nbytes: int) -> None:
         with self._lock:
+            self._device = True
             self._current += nbytes
             self._peak = max(self._peak, self._current)
 
@@ -122,21 +145,10 @@ class Stats:
         with self._lock:
             self._current -= nbytes
 
-    def _wrap(self) -> None:
-        for install, _ in self._hooks:
-            install(self)
-
-    def _unwrap(self) -> None:
-        for _, uninstall in self._hooks:
-            uninstall()
-
-    def hook(self, install, uninstall, memory=None) -> None:
-        """Register what enabling does below this layer: ``install(stats)`` wraps the launch
-        paths (``runtime/stats.py``), ``uninstall()`` restores them; ``memory()`` says whether
-        device memory is counted (the cuda backend)."""
+    def hook(self, install, uninstall) -> None:
+        """Register what enabling does below this layer: ``install(stats)`` sets the launch
+        paths' observer (``runtime/stats.py``), ``uninstall()`` clears it."""
         self._hooks.append((install, uninstall))
-        if memory is not None:
-            self._memory = memory
 
     # -- reading --------------------------------------------------------------------------
     def __call__(self) -> dict:
@@ -147,8 +159,7 @@ class Stats:
                               "launches": k.launches, "refused": dict(k.refused),
                               "kernel_errors": dict(k.kernel_errors)}
                        for name, k in sorted(self._kernels.items())}
-            memory = {"current": self._current, "peak": self._peak} \
-                if self._memory() else None
+            memory = {"current": self._current, "peak": self._peak} if self._device else None
             return {"enabled": self.on, "kernels": kernels, "graphs": {"replays": self._replays},
                     "memory": memory}
 

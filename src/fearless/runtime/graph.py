@@ -191,10 +191,13 @@ class Graph:
             self._check_live("replay it")
             if stream._leases:
                 self._order(stream)
-            replay(stream)
-            self.replays += 1
             if STATS.on:
                 STATS.replay()
+                with STATS.quiet():
+                    replay(stream)
+            else:
+                replay(stream)
+            self.replays += 1
             self._eager.add(stream)  # an .enqueue()d replay: release() waits for it
 
         op = DeviceOperation(enqueue, None, reads=self._reads, writes=self._writes,
@@ -233,10 +236,13 @@ class Graph:
                 t._check_use(ownership.WRITE, "write it", kernel=self.label)
         if stream._leases:
             self._order(stream)
-        self._replay(stream)
-        self.replays += 1
-        if STATS.on:
+        if STATS.on:  # a cpu graph replays its recorded launches: counted as one replay
             STATS.replay()
+            with STATS.quiet():
+                self._replay(stream)
+        else:
+            self._replay(stream)
+        self.replays += 1
         if stream is not self._last:
             self._eager.add(stream)
             self._last = stream
