@@ -92,8 +92,9 @@ def test_launches_compiles_and_errors(counting):
     k = snap["kernels"]["twice"]
     assert k["launches"] == 4
     assert k["refused"] == {"AliasError": 1} and k["kernel_errors"] == {"KernelBoundsError": 1}
-    (label, c), = k["compiles"].items()
-    assert label.startswith("(array<f32, 1d, read>") and label.endswith("for cpu")
+    # the cpu compile (CI also compiles each kernel for GPUs: FEARLESS_CROSS_COMPILE)
+    (label, c), = ((s, c) for s, c in k["compiles"].items() if s.endswith("for cpu"))
+    assert label.startswith("(array<f32, 1d, read>")
     assert (c["cold"], c["disk"]) == (1, 0) and c["cold_s"] > 0
     assert c["memory"] >= 3          # the later calls' slow paths found it compiled
     assert snap["memory"] is None    # the cpu backend
@@ -108,7 +109,7 @@ def test_a_disk_hit_and_a_tile_kernel(counting):
     plus_one(fl.empty(64, f32).partition(16), x).sync()
     k = fl.stats()["kernels"]["plus_one"]
     assert k["launches"] == 3
-    (c,) = k["compiles"].values()
+    (c,) = (c for s, c in k["compiles"].items() if s.endswith("for cpu"))
     assert (c["cold"], c["disk"]) == (1, 1) and c["disk_s"] >= 0
 
 
