@@ -17,6 +17,7 @@ SRC = ROOT / "src" / "fearless"
 RANKS = [  # (module prefix, rank); the longest matching prefix wins
     ("fearless.frontend.spans", 0), ("fearless.version", 0), ("fearless.errors", 1),
     ("fearless.dtypes", 2), ("fearless.config", 2), ("fearless.tracebacks", 2),
+    ("fearless.observe", 2),
     ("fearless.compiler.abi", 3), ("fearless.compiler.info", 3), ("fearless.simt", 3), ("fearless.tile.lang", 3), ("fearless.tile.views", 3),
     ("fearless.math", 3),
     ("fearless.ir", 4), ("fearless.frontend", 5), ("fearless.analysis", 6),

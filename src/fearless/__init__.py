@@ -24,6 +24,8 @@ from fearless.runtime.lazy import DeviceOperation, zip
 from fearless.runtime.launch import PreparedLaunch
 from fearless.runtime.stream import Event, Stream, current_stream, stream, synchronize
 from fearless.runtime.partition import Partition
+from fearless.observe import STATS as stats
+from fearless.runtime import stats as _stats  # registers the launch paths it counts
 from fearless.runtime.tensor import Tensor, asarray, empty, full, ones, zeros
 from fearless.simt import mma, shared, thread, warp
 from fearless.simt.asynccopy import async_commit, async_copy, async_wait
@@ -39,6 +41,7 @@ else:
     from fearless.dtypes import (bf16, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32,
                                  u64)
 
+from fearless.config import CONFIG as _CONFIG
 from fearless.version import __version__
 
 __all__ = [
@@ -50,7 +53,10 @@ __all__ = [
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
     "DeviceOperation", "graph", "Graph", "capture",
     "Stream", "Event", "stream", "current_stream", "synchronize", "current_backend", "set_backend",
-    "multiprocessor_count",
+    "multiprocessor_count", "stats",
     "errors", "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
     "f16", "bf16", "f32", "f64",
 ]
+
+if _CONFIG.stats:  # FEARLESS_STATS=1: count from the first launch
+    stats.enable()

@@ -1,4 +1,4 @@
-"""The ``fearless`` command: doctor, demo, inspect, compile, sanitize.
+"""The ``fearless`` command: doctor, demo, inspect, compile, export, stats, sanitize.
 
     fearless doctor                      what works on this machine, and what to do otherwise
     fearless demo                        run the examples (GPU if usable, else CPU), check, time
@@ -16,6 +16,11 @@
         run each script on the CPU with its kernels (SIMT and tile) compiling for the GPU
         instead of running: fills the JIT cache (FEARLESS_CACHE_DIR), so a GPU machine needs
         no tileiras, and fails on any kernel that does not compile
+    fearless export TARGET [--signature ...] [--arch sm_90 ...] [--block 256] -o DIR
+        SIMT kernels compiled ahead of time for C and C++ callers: a cubin per arch and a C
+        header whose launch function checks the launch contract (fearless/export.py)
+    fearless stats SCRIPT [--format table|json|prometheus] [-- ARGS]
+        run the script with fl.stats counting, then print what its kernels did
     fearless sanitize SCRIPT... [--tool T|all ...] [--jobs N] [-- ARGS]
         the scripts under compute-sanitizer; several runs go in parallel, with a summary
     fearless generate PATH --prompt-ids 1,2,3 [--max-new-tokens 64] [--batch B] [--dtype D]
@@ -74,6 +79,18 @@ def main(argv=None) -> int:
     comp.add_argument("scripts", nargs="+")
     comp.add_argument("--arch", action="append", default=None,
                       help="target, e.g. sm_90 (repeat for several; default sm_90)")
+    exp = sub.add_parser("export", help="compile SIMT kernels ahead of time for C and C++ "
+                                         "callers: cubins and a C header")
+    exp.add_argument("target")
+    exp.add_argument("--signature", default="", help="name=dtype[:ndim],... for generic params")
+    exp.add_argument("--arch", action="append", default=None,
+                     help="target, e.g. sm_90 (repeat for several; default sm_90)")
+    exp.add_argument("--block", default=None,
+                     help="the block when the contract does not fix it: 256, or 32x8 (x first)")
+    exp.add_argument("-o", "--out", required=True, help="the directory to write into")
+    st = sub.add_parser("stats", help="run a script with fl.stats counting and print them")
+    st.add_argument("script")
+    st.add_argument("--format", choices=("table", "json", "prometheus"), default="table")
     san = sub.add_parser("sanitize", help="run scripts under compute-sanitizer")
     san.add_argument("scripts", nargs="+", metavar="script")
     san.add_argument("--tool", action="append", default=None,
@@ -89,7 +106,7 @@ def main(argv=None) -> int:
     gen.add_argument("--dtype", default=None, help="bf16, f16 or f32 (default: the checkpoint's)")
     argv = list(sys.argv[1:] if argv is None else argv)
     script_args = []
-    if argv[:1] == ["sanitize"] and "--" in argv:  # the scripts' own arguments follow `--`
+    if argv[:1] in (["sanitize"], ["stats"]) and "--" in argv:  # the scripts' own arguments follow `--`
         k = argv.index("--")
         argv, script_args = argv[:k], argv[k + 1:]
     args = parser.parse_args(argv)
@@ -111,8 +128,13 @@ def main(argv=None) -> int:
             from fearless.models.cli import run as generate
             return generate(args.path, _token_ids(args.prompt_ids), args.max_new_tokens,
                             args.batch, args.dtype)
+        if args.command == "stats":
+            return run_with_stats(args.script, script_args, args.format)
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
+        if args.command == "export":
+            return export_kernels(args.target, args.signature, args.arch or ["sm_90"],
+                                  args.block, args.out)
         return inspect(args.target, args.stage, args.signature, args.arch, args.const)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -298,6 +320,78 @@ def inspect(target: str, stage: str, signature: str, arch: str, consts: str = ""
             print(f"// kernel {k.name}, stage {stage}")
             print(k.inspect(stage, types, arch), end="")
     return 0
+
+
+def export_kernels(target: str, signature: str, archs: list[str], block: str | None,
+                   out: str) -> int:
+    """``fearless export``: each kernel of ``target`` (fearless/export.py)."""
+    from fearless import export
+    from fearless.kernel import Kernel
+    sig = _parse_signature(signature)
+    kernels = _kernels(target)
+    _check_names(kernels, sig, "--signature", False)
+    tiles = [k.name for k in kernels if not isinstance(k, Kernel)]
+    if tiles:   # refused before any file is written
+        raise UsageError(f"{', '.join(tiles)}: tile kernels are not exported yet; name a SIMT "
+                         f"kernel (FILE:kernel)")
+    blk = None
+    if block is not None:
+        parts = block.lower().split("x")
+        if not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+            raise UsageError(f"--block {block!r}: expected positive extents joined by x, such "
+                             f"as 256 or 32x8")
+        blk = tuple(int(p) for p in parts)
+    for k in kernels:
+        done = export.export(k, param_types(k, sig), archs, out, blk)
+        print(f"{done.header}  ({', '.join(str(p) for p in done.cubins.values())})")
+    return 0
+
+
+def run_with_stats(script: str, script_args: list[str], fmt: str) -> int:
+    """``fearless stats``: run ``script`` (as ``python script args``) with ``fl.stats``
+    counting, then print them as a table, JSON or the Prometheus text format."""
+    import runpy
+
+    import fearless as fl
+    path = _script(script)
+    sys.path.insert(0, str(path.parent))
+    fl.stats.reset()
+    fl.stats.enable()
+    argv, sys.argv = sys.argv, [str(path), *script_args]
+    code = 0
+    try:
+        with _user_code(f"running {script}"):
+            runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as exc:   # the script's sys.exit(): its status, after the counts
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:   # printed whatever the script did: a failing run is when they matter most
+        sys.argv = argv
+        sys.path.remove(str(path.parent))
+        fl.stats.disable()
+        if fmt == "json":
+            print(fl.stats.json(indent=2))
+        elif fmt == "prometheus":
+            print(fl.stats.prometheus(), end="")
+        else:
+            print(stats_table(fl.stats()))
+    return code
+
+
+def stats_table(snap: dict) -> str:
+    """``fl.stats()`` as a table: a row per kernel (compiles summed over its signatures)."""
+    rows = [f"{'kernel':24} {'launches':>9} {'cold':>5} {'cold s':>8} {'disk':>5} "
+            f"{'disk s':>7} {'memory':>6}  refused / kernel errors"]
+    for name, k in snap["kernels"].items():
+        c = {key: sum(v[key] for v in k["compiles"].values())
+             for key in ("cold", "cold_s", "disk", "disk_s", "memory")}
+        errors = ", ".join(f"{e} {n}" for e, n in {**k["refused"], **k["kernel_errors"]}.items())
+        rows.append(f"{name[:24]:24} {k['launches']:>9} {c['cold']:>5} {c['cold_s']:>8.3f} "
+                    f"{c['disk']:>5} {c['disk_s']:>7.3f} {c['memory']:>6}  {errors or '-'}")
+    rows.append(f"graph replays: {snap['graphs']['replays']}")
+    mem = snap["memory"]
+    rows.append("device memory: " + (f"{mem['current']} bytes now, {mem['peak']} at most"
+                                      if mem is not None else "not counted (cpu backend)"))
+    return "\n".join(rows)
 
 
 def compile_ahead(scripts: list[str], archs: list[str]) -> int:

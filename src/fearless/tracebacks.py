@@ -24,6 +24,7 @@ from typing import TypeVar, cast
 
 from fearless.config import CONFIG
 from fearless.errors import FearlessError, InternalError
+from fearless.observe import STATS
 
 
 F = TypeVar("F", bound=Callable)
@@ -53,6 +54,8 @@ def hide_internal_frames(exc: BaseException) -> None:
             hide_internal_frames(exc)
             raise
     """
+    if STATS.on and isinstance(exc, FearlessError):
+        STATS.error(exc)
     if not isinstance(exc, FearlessError) or isinstance(exc, InternalError) \
             or CONFIG.full_traceback:
         return

@@ -69,6 +69,7 @@ class Compiled:
     tileir: bytes | None = None         # tile kernels: the Tile IR bytecode
     info: KernelInfo | None = None      # the facts the runtime reads (compiler/info.py)
     from_cache: bool = False            # read from the disk cache, not compiled here
+    label: str = ""                     # what a compile prints: types, constants, target
 
 
 @dataclass

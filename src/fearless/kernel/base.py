@@ -16,6 +16,7 @@ import functools
 import inspect
 import pickle
 import threading
+import time
 from typing import Callable, Generic, ParamSpec, TypeVar
 
 import numpy as np
@@ -27,6 +28,7 @@ from fearless.errors import CompileError
 from fearless.frontend.capture import MISSING, Captured, capture
 from fearless.kernel.params import CONST
 from fearless.runtime import cache, progress
+from fearless.observe import STATS
 from fearless.tracebacks import user_facing
 from fearless.version import __version__
 
@@ -105,6 +107,9 @@ class BaseKernel:
                 compiled = None if fresh else self._compiled.get(key)
                 if compiled is None:
                     compiled = self._compiled[key] = compile_once()
+                    return compiled
+        if STATS.on:
+            STATS.compile(self.name, compiled.label, "memory")
         return compiled
 
 
@@ -198,12 +203,21 @@ def cached_compile(config: Config, key: str, cap: Captured, types: tuple, run, w
     a line on stderr (``runtime/progress.py``)."""
     disk = cache.DiskCache(config.cache_dir, config.disk_cache)
     anchors = _anchors(cap)
+    label = "(" + what.split(" (", 1)[1] if " (" in what else what  # without the name
+    start = time.perf_counter()
     if not fresh:
         hit = disk.load(key, lambda sections: _restored(cap.name, types, sections, anchors))
         if hit is not None and (accept is None or accept(hit)):
+            hit.label = label
+            if STATS.on:
+                STATS.compile(cap.name, label, "disk", time.perf_counter() - start)
             return hit
+    start = time.perf_counter()
     with progress.compiling(what, config.progress):
         compiled = run()
+    compiled.label = label
+    if STATS.on:
+        STATS.compile(cap.name, label, "cold", time.perf_counter() - start)
     sections = {}
     if compiled.ptx:
         sections["ptx"] = compiled.ptx.encode()

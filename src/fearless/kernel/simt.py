@@ -29,6 +29,7 @@ from fearless.ir import types as T
 from fearless.passes import PassOptions
 from fearless.kernel import base, params as P
 from fearless.kernel.base import VERSION, BaseKernel, _called, _walk_functions, cached_compile
+from fearless.observe import STATS
 from fearless.runtime import ahead, args as args_, cache, device, dispatch, \
     launch as contracts, ownership, pack
 from fearless.runtime.contract import Contract
@@ -353,6 +354,8 @@ class Kernel(BaseKernel):
         entry = self._entries.get(key)
         if entry is None:
             entry = self._entries[key] = self._entry(args, tensors, backend)
+        elif STATS.on:
+            STATS.compile(self.name, entry.compiled.label, "memory")
         info = entry.compiled.info
         written = [p.written for p in info.params]
         contracts.check_arguments(self.name, info.names, written, tensors)

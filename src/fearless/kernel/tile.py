@@ -29,6 +29,7 @@ from fearless.errors import ArgumentTypeError, ContractError, FearlessError, Int
 from fearless.ir import types as T
 from fearless.kernel import base, params as P, tile_fast
 from fearless.kernel.base import VERSION, BaseKernel, cached_compile
+from fearless.observe import STATS
 from fearless.runtime import ahead, cache, device, launch as contracts, tile_launch
 from fearless.runtime.args import scalar
 from fearless.runtime.contract import check_names, requirements
@@ -325,6 +326,8 @@ class TileKernel(BaseKernel):
                     lambda c: tile_launch.load_tile(self.name, c.cubin, c.info))
                 entry = _Entry(types, names, compiled, loaded)
             self._entries[key] = entry
+        elif STATS.on:
+            STATS.compile(self.name, entry.compiled.label, "memory")
         return entry
 
 

@@ -19,6 +19,8 @@ SLOTS = 4096
 MISALIGNED = 7  # the axis code of a misaligned ldmatrix row or async copy
 SLOT_BYTES = 32
 
+OBSERVER = None  # fl.stats while it counts (runtime/stats.py): told of each launch
+
 
 def bounds_error(kernel: str, sites, site: int, index: int, extent: int, axis: int
                  ) -> KernelBoundsError:
@@ -130,6 +132,8 @@ def launch_cpu(kernel: str, fn, launch, values, tensors, sites, stream: Stream,
     barrier error as it happens."""
     from fearless.backends.cpu.simt import run
 
+    if OBSERVER is not None:
+        OBSERVER.launch(kernel)
     args = [t._raw_view() if t is not None else v for v, t in zip(values, tensors)]
     events = []
     races = None

@@ -34,6 +34,7 @@ from fearless.errors import LaunchError, MovedError
 from fearless.runtime import dispatch, ownership
 from fearless.runtime.device import cuda_device, current_backend
 from fearless.runtime.lazy import DeviceOperation, _Execution, unique_tensors
+from fearless.observe import STATS
 from fearless.tracebacks import user_facing
 from fearless.runtime.stream import Stream, check_order, current_stream, refuse_while_capturing, \
     writes_recorded
@@ -190,7 +191,12 @@ class Graph:
             self._check_live("replay it")
             if stream._leases:
                 self._order(stream)
-            replay(stream)
+            if STATS.on:
+                STATS.replay()
+                with STATS.quiet():
+                    replay(stream)
+            else:
+                replay(stream)
             self.replays += 1
             self._eager.add(stream)  # an .enqueue()d replay: release() waits for it
 
@@ -230,7 +236,12 @@ class Graph:
                 t._check_use(ownership.WRITE, "write it", kernel=self.label)
         if stream._leases:
             self._order(stream)
-        self._replay(stream)
+        if STATS.on:  # a cpu graph replays its recorded launches: counted as one replay
+            STATS.replay()
+            with STATS.quiet():
+                self._replay(stream)
+        else:
+            self._replay(stream)
         self.replays += 1
         if stream is not self._last:
             self._eager.add(stream)

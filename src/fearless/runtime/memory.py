@@ -18,6 +18,8 @@ from fearless.runtime import device
 from fearless.runtime.stream import Stream, current_stream, default_stream
 
 
+OBSERVER = None  # fl.stats while it counts (runtime/stats.py): told of each allocation
+
 def cuda_stream() -> Stream:
     """The stream cuda tensors' copies are ordered on.
 
@@ -56,12 +58,15 @@ def allocate(nbytes: int, stream: Stream | None = None):
         raise ValueError(f"cannot allocate {nbytes} bytes")
     stream = stream or cuda_stream()
     try:
-        return device.cuda_device().allocate(max(nbytes, 1), stream=stream.core)
+        buffer = device.cuda_device().allocate(max(nbytes, 1), stream=stream.core)
     except BackendError:
         raise
     except Exception as exc:  # cuda.core raises CUDAError / MemoryError with the driver's text
         raise BackendError(f"allocating {nbytes} bytes of device memory failed: {exc}",
                            help="free tensors you no longer need, or use smaller ones") from exc
+    if OBSERVER is not None:
+        OBSERVER.allocation(buffer, max(nbytes, 1))
+    return buffer
 
 
 class StreamOrdered:

@@ -79,6 +79,7 @@ def _filler(abi: Abi, pack_into, buffer, address):
 
 
 _launch_kernel = _SUCCESS = None
+OBSERVER = None  # fl.stats while it counts (runtime/stats.py): told of each launch
 # per thread: (cuLaunchKernelEx, a CUlaunchConfig whose one attribute allows programmatic stream
 # serialization), made at the thread's first such launch (the driver call reads the config
 # without the GIL: threads must not share one)
@@ -115,6 +116,8 @@ def launch(function: int, grid: tuple, block: tuple, shared: int, stream: int,
                            f" failed with {getattr(err, 'name', err)}",
                            help="run `fearless doctor`; `fearless sanitize` finds faults of "
                                 "earlier kernels")
+    if OBSERVER is not None:
+        OBSERVER.launch(kernel)
 
 
 def _pdl_config():

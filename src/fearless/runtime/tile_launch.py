@@ -29,6 +29,8 @@ class LoadedTile:
     pdl: bool = False              # launched with programmatic stream serialization
 
 
+OBSERVER = None  # fl.stats while it counts (runtime/stats.py): told of each launch
+
 def load_tile(name: str, cubin: bytes, info) -> LoadedTile:
     """Load ``cubin`` on the current device for the KernelInfo ``info``. Raises BackendError."""
     from fearless.runtime.module import load
@@ -81,6 +83,8 @@ def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list,
     when the launch ends."""
     from fearless.backends.cpu.tile import run
 
+    if OBSERVER is not None:
+        OBSERVER.launch(getattr(fn, "name", "?"))
     args = []
     for p, t, s in zip(params, tensors, scalars):
         if t is None:
