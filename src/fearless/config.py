@@ -30,6 +30,8 @@ Variables:
                         are compiled for it on sm_90 and later either way: each waits for the
                         kernel before it ahead of its first memory access; see
                         ``backends/tileir/lower.py``'s ``uses_pdl``). For measuring it.
+    FEARLESS_AUTOTUNE   ``0``: autotuned kernels run the cached winner or the first config,
+                        never tuning (``fearless/tile/tuning.py``).
     FEARLESS_TMA        ``0`` compiles tile kernels without TMA (every tile load and store
                         ``allow_tma=False``; kept apart in the caches). compute-sanitizer's
                         initcheck does not see TMA's bulk tensor stores and reports every later
@@ -61,6 +63,7 @@ class Config:
     cross_compile: tuple[str, ...] = ()
     pdl: bool = True
     tma: bool = True
+    autotune: bool = True
 
     @staticmethod
     def from_env(env=None) -> "Config":
@@ -87,7 +90,8 @@ class Config:
                       full_traceback=env.get("FEARLESS_TRACEBACK", "0") not in ("", "0"),
                       progress=env.get("FEARLESS_PROGRESS", "1") != "0", cross_compile=archs,
                       pdl=env.get("FEARLESS_PDL", "1") != "0",
-                      tma=env.get("FEARLESS_TMA", "1") != "0")
+                      tma=env.get("FEARLESS_TMA", "1") != "0",
+                      autotune=env.get("FEARLESS_AUTOTUNE", "1") != "0")
 
 
 CONFIG = Config.from_env()
