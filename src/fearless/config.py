@@ -32,6 +32,8 @@ Variables:
                         ``backends/tileir/lower.py``'s ``uses_pdl``). For measuring it.
     FEARLESS_STATS      ``1`` starts ``fl.stats`` counting when fearless is imported
                         (``runtime/stats.py``). Default off.
+    FEARLESS_AUTOTUNE   ``0``: autotuned kernels run the cached winner or the first config,
+                        never tuning (``fearless/tile/tuning.py``).
     FEARLESS_TMA        ``0`` compiles tile kernels without TMA (every tile load and store
                         ``allow_tma=False``; kept apart in the caches). compute-sanitizer's
                         initcheck does not see TMA's bulk tensor stores and reports every later
@@ -64,6 +66,7 @@ class Config:
     pdl: bool = True
     tma: bool = True
     stats: bool = False
+    autotune: bool = True
 
     @staticmethod
     def from_env(env=None) -> "Config":
@@ -91,7 +94,8 @@ class Config:
                       progress=env.get("FEARLESS_PROGRESS", "1") != "0", cross_compile=archs,
                       pdl=env.get("FEARLESS_PDL", "1") != "0",
                       tma=env.get("FEARLESS_TMA", "1") != "0",
-                      stats=env.get("FEARLESS_STATS", "0") not in ("", "0"))
+                      stats=env.get("FEARLESS_STATS", "0") not in ("", "0"),
+                      autotune=env.get("FEARLESS_AUTOTUNE", "1") != "0")
 
 
 CONFIG = Config.from_env()

@@ -164,6 +164,15 @@ class InternalError(FearlessError):
     """A bug in fearless itself. Raised ``from`` the original exception so its traceback stays."""
 
 
+class AutotuneError(FearlessError, ValueError):
+    """An autotuner's config list, key or arguments that cannot be used, or every config of a
+    tuning failing (the message lists each with why)."""
+
+
+class PerformanceWarning(UserWarning):
+    """The code runs right but slower than it could (the reason is in the message)."""
+
+
 class CacheWarning(UserWarning):
     """A JIT cache entry was damaged (and is compiled again), the GPU driver refused cached code
     (compiled again), or the cache folder cannot be written. Never a wrong result: filter it with

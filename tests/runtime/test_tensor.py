@@ -298,8 +298,8 @@ def test_as_tensor():
 def test_memory_errors_name_the_cuda_result():
     from cuda.bindings import driver
     with pytest.raises(BackendError, match="cuMemsetD8Async failed with CUDA_ERROR_INVALID_VALUE"):
-        memory._check((driver.CUresult.CUDA_ERROR_INVALID_VALUE,), "cuMemsetD8Async")
-    memory._check((driver.CUresult.CUDA_SUCCESS,), "cuMemsetD8Async")
+        memory.check_result((driver.CUresult.CUDA_ERROR_INVALID_VALUE,), "cuMemsetD8Async")
+    memory.check_result((driver.CUresult.CUDA_SUCCESS,), "cuMemsetD8Async")
 
 
 def test_memory_validates_before_touching_the_driver():

@@ -35,7 +35,7 @@ def cuda_stream() -> Stream:
     return default_stream("cuda")
 
 
-def _check(result, call: str) -> None:
+def check_result(result, call: str) -> None:
     """Raise BackendError unless the driver call's ``CUresult`` (first item of ``result``) is 0."""
     from cuda.bindings import driver
 
@@ -110,7 +110,8 @@ def copy_host_to_device(dst: int, src: np.ndarray, nbytes: int, stream: Stream |
     if nbytes == 0:
         return
     stream = stream or cuda_stream()
-    _check(driver.cuMemcpyHtoDAsync(dst, src_ptr, nbytes, stream.handle), "cuMemcpyHtoDAsync")
+    check_result(driver.cuMemcpyHtoDAsync(dst, src_ptr, nbytes, stream.handle),
+                 "cuMemcpyHtoDAsync")
     stream.core.sync()
 
 
@@ -128,7 +129,8 @@ def copy_device_to_host(dst: np.ndarray, src: int, nbytes: int, stream: Stream |
     if nbytes == 0:
         return
     stream = stream or cuda_stream()
-    _check(driver.cuMemcpyDtoHAsync(dst_ptr, src, nbytes, stream.handle), "cuMemcpyDtoHAsync")
+    check_result(driver.cuMemcpyDtoHAsync(dst_ptr, src, nbytes, stream.handle),
+                 "cuMemcpyDtoHAsync")
     stream.core.sync()
 
 
@@ -139,7 +141,7 @@ def copy_device_to_device(dst: int, src: int, nbytes: int, stream: Stream | None
     if nbytes == 0:
         return
     stream = stream or cuda_stream()
-    _check(driver.cuMemcpyDtoDAsync(dst, src, nbytes, stream.handle), "cuMemcpyDtoDAsync")
+    check_result(driver.cuMemcpyDtoDAsync(dst, src, nbytes, stream.handle), "cuMemcpyDtoDAsync")
 
 
 def memset(dst: int, byte: int, nbytes: int, stream: Stream | None = None) -> None:
@@ -151,4 +153,4 @@ def memset(dst: int, byte: int, nbytes: int, stream: Stream | None = None) -> No
     if nbytes == 0:
         return
     stream = stream or cuda_stream()
-    _check(driver.cuMemsetD8Async(dst, byte, nbytes, stream.handle), "cuMemsetD8Async")
+    check_result(driver.cuMemsetD8Async(dst, byte, nbytes, stream.handle), "cuMemsetD8Async")

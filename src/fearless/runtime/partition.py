@@ -114,6 +114,18 @@ class Partition:
         tensor._moved = "given back by Partition.unpartition()"
         return fresh
 
+    def abandon(self, original) -> None:
+        """Give a partition no operation took back to the handle ``original`` it was made from
+        (``original.partition(...)`` returned it): the partition ends and ``original`` is usable
+        again. For code that partitions arguments on a caller's behalf and then fails before
+        any work holds them (``fearless.tile.tuning``). A partition an operation or graph holds
+        stays as it is."""
+        if self._ended or self._holder is not None or original._moved is None:
+            return
+        self._ended = True
+        self._tensor = None     # the hidden handle goes: original is the sole one again
+        original._moved = None
+
     # -- for launchers and operations (see lazy.py's docstring) -----------------------------
     def _held_by(self):
         holder = self._holder() if self._holder is not None else None

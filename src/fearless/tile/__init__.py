@@ -32,10 +32,13 @@ def __getattr__(name: str):
     if name in ("kernel", "TileKernel"):
         from fearless.kernel import tile
         return getattr(tile, name)
+    if name in ("autotune", "Config"):
+        from fearless.tile import tuning
+        return getattr(tuning, name)
     raise AttributeError(f"module 'fearless.tile' has no attribute {name!r}")
 
 
-__all__ = ["kernel", "TileKernel", "In", "Out", "Atomic", "Const", "load", "load_like", "gather",
+__all__ = ["kernel", "TileKernel", "autotune", "Config", "In", "Out", "Atomic", "Const", "load", "load_like", "gather",
            "scatter", "zeros", "full", "arange", "cdiv", "mma", "broadcast", "reshape", "permute",
            "transpose", "where", "exp", "exp2", "log", "sqrt", "rsqrt", "tanh", "maximum",
            "minimum", "argmax"]

@@ -1,0 +1,288 @@
+"""``ft.autotune``: configs chosen by measurement on scratch twins, never on the caller's data.
+
+The tuning runs on the cpu backend here (``tuning._tunes_on_cpu`` replaced) with a stand-in timer
+that still runs every candidate's work (so the twins are exercised) and ranks the configs as each
+test says. The
+scenarios are the public autotuner failures of Triton's: an in-place kernel that the tuner ran
+on live data several times (B12), an accumulating kernel whose first call added more than once
+(B18), a config that writes half the output winning because benchmark runs filled the rest
+(B32)."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import TypeVar
+
+import numpy as np
+import pytest
+
+import fearless as fl
+from fearless import tile as ft
+from fearless.dtypes import f32
+from fearless.errors import AliasError, ArgumentTypeError, AutotuneError, PerformanceWarning
+
+tuning = importlib.import_module("fearless.tile.tuning")
+BASE = importlib.import_module("fearless.kernel.base")
+
+
+@ft.kernel
+def scale(o: ft.Out[f32], factor: f32):
+    o.store(o.load() * factor)
+
+
+@ft.kernel
+def accumulate(o: ft.Out[f32], x: ft.In[f32]):
+    o.store(o.load() + ft.load_like(x, o))
+
+
+@ft.kernel
+def copy_some(o: ft.Out[f32], x: ft.In[f32], skip: ft.Const[int] = 0, off: ft.Const[int] = 0):
+    if skip == 0 or o.tile_index[0] % 2 == 0:
+        o.store(ft.load_like(x, o) + off)
+
+
+T = TypeVar("T")
+
+
+@ft.kernel
+def copy_half(o: ft.Out[T], x: ft.In[T], skip: ft.Const[int] = 0):
+    if skip == 0 or o.tile_index[0] % 2 == 0:
+        o.store(ft.load_like(x, o))
+
+
+@pytest.fixture
+def tune(monkeypatch, tmp_path):
+    """Tuning on the cpu backend, a fresh disk cache, and a timer that runs the candidate's
+    work and returns the next of ``fake.times`` (one per config that survives, in order);
+    ``timed`` counts the timings."""
+    monkeypatch.setattr(tuning, "_tunes_on_cpu", lambda: True)
+    monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(
+        BASE.CONFIG, cache_dir=tmp_path / "cache", progress=False))
+    timed = []
+
+    def fake(enqueue, reps=5):
+        enqueue()
+        timed.append(len(timed))
+        return fake.times.pop(0)
+
+    fake.times = []
+    monkeypatch.setattr(tuning.timing, "replay_seconds", fake)
+    return fake, timed
+
+
+def _host(values) -> fl.Tensor:
+    """A copy: on the cpu backend fl.asarray wraps a NumPy array's own memory."""
+    return fl.asarray(np.array(values, np.float32))
+
+
+def test_an_in_place_kernel_scales_its_data_exactly_once(tune):
+    fake, timed = tune
+    fake.times = [2.0, 1.0]
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=32)])(scale)
+    data = np.random.default_rng(1).standard_normal(64).astype(np.float32)
+    o, _ = tuned(_host(data), 3.0).sync()
+    got = o.unpartition().numpy()
+    np.testing.assert_array_equal(got, data * np.float32(3.0))   # once, not once per candidate
+    assert len(timed) == 2 and [c.seconds for c in tuned.report] == [2.0, 1.0]
+    o, _ = tuned(_host(got), 5.0).sync()     # the cached winner (scalars are not in the key)
+    np.testing.assert_array_equal(o.unpartition().numpy(), got * np.float32(5.0))
+    assert len(timed) == 2 and o.tile_shape == (32,)
+
+
+def test_an_accumulating_kernel_adds_once_per_call(tune):
+    fake, _ = tune
+    fake.times = [1.0, 2.0]
+    tuned = ft.autotune([ft.Config(tile=8), ft.Config(tile=64)])(accumulate)
+    x = np.arange(64, dtype=np.float32)
+    acc = fl.zeros(64, f32)
+    for call in range(1, 5):
+        o, _ = tuned(acc, _host(x)).sync()
+        acc = o.unpartition()
+        np.testing.assert_array_equal(acc.numpy(), x * call)   # the first call as the fourth
+
+
+def test_a_config_that_leaves_half_the_output_unwritten_cannot_win(tune):
+    fake, _ = tune
+    fake.times = [5.0]   # only the full config is timed
+    tuned = ft.autotune([ft.Config(tile=16, skip=1), ft.Config(tile=16)])(copy_some)
+    x = np.arange(64, dtype=np.float32)
+    o, _ = tuned(fl.full(64, -1.0, f32), _host(x)).sync()
+    np.testing.assert_array_equal(o.unpartition().numpy(), x)
+    assert tuned.report[0].dropped == "leaves 32 of the 64 elements of 'o' unwritten"
+    assert tuned.report[1].seconds == 5.0
+
+
+def test_configs_computing_other_values_are_an_error_not_a_choice(tune):
+    fake, _ = tune
+    fake.times = [3.0, 1.0, 2.0]
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=32, off=1), ft.Config(tile=32)])(
+        copy_some)
+    out = fl.empty(64, f32)
+    with pytest.raises(AutotuneError, match=r"configs 0 Config\(tile=16\) and 1 "
+                                            r"Config\(tile=32, off=1\) compute different "
+                                            r"values: 'o' element 0: 1.0 against 0.0"):
+        tuned(out, _host(np.arange(64)))
+    assert out.numpy().shape == (64,)   # the caller's tensor is not moved
+
+
+def test_every_config_failing_lists_each_and_gives_the_output_back(tune):
+    tuned = ft.autotune([ft.Config(tile=16, skip=1), ft.Config(tile=24)])(copy_some)
+    out = fl.empty(64, f32)
+    with pytest.raises(AutotuneError, match=r"every config failed:\n  config 0 .*unwritten\n"
+                                            r"  config 1 Config\(tile=24\): \w+Error"):
+        tuned(out, _host(np.zeros(64)))
+    assert out.numpy().shape == (64,)
+
+
+def test_a_call_the_kernel_refuses_is_refused_before_tuning_and_gives_the_output_back(tune):
+    fake, timed = tune
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=32)])(copy_some)
+    out = fl.empty(64, f32)
+    view = out[:8]
+    with pytest.raises(AliasError):
+        tuned(out, _host(np.zeros(64)))     # another view of out is alive
+    del view
+    with pytest.raises(ArgumentTypeError):
+        tuned(out, fl.asarray(np.zeros(64, np.int32)))   # x's dtype differs from o's
+    assert timed == [] and out.numpy().shape == (64,)
+
+
+def test_outputs_of_every_dtype_are_checked_for_coverage(tune):
+    fake, _ = tune
+    fake.times = [1.0, 1.0, 1.0]
+    for dt, values in ((fl.u8, np.array([0, 255] * 32)), (fl.i32, np.array([0, -2**31] * 32)),
+                       (fl.bool_, np.array([True, False] * 32))):
+        tuned = ft.autotune([ft.Config(tile=16, skip=1), ft.Config(tile=16)])(copy_half)
+        x = fl.asarray(values.astype(dt.numpy))
+        o, _ = tuned(fl.empty(64, dt), x).sync()
+        np.testing.assert_array_equal(o.unpartition().numpy(), values.astype(dt.numpy))
+        assert tuned.report[0].dropped.startswith("leaves 32 of the 64"), dt
+        fake.times.append(1.0)
+
+
+def test_an_atomic_argument_is_updated_once(tune):
+    kernels = importlib.import_module("tests.tile.memory_kernels")
+    fake, timed = tune
+    fake.times = [1.0, 2.0]
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=64)], compare=False)(
+        kernels.histogram)
+    x = np.random.default_rng(5).integers(0, 8, 100).astype(np.int32)
+    hist = fl.zeros(8, fl.i32)
+    ranks, hist, _ = tuned(fl.empty(100, fl.i32), hist, fl.asarray(x)).sync()
+    np.testing.assert_array_equal(hist.numpy(), np.bincount(x, minlength=8))
+    assert len(timed) == 2
+
+
+def test_the_winner_persists_and_a_new_config_list_tunes_again(tune):
+    fake, timed = tune
+    fake.times = [2.0, 1.0]
+    configs = [ft.Config(tile=16), ft.Config(tile=32)]
+    x = _host(np.arange(64))
+    ft.autotune(configs)(copy_some)(fl.empty(64, f32), x).sync()
+    assert len(timed) == 2
+    again = ft.autotune(configs)(copy_some)     # a new process would do the same: the disk
+    again(fl.empty(64, f32), x).sync()
+    assert len(timed) == 2 and again._winners and list(again._winners.values()) == [1]
+    other = ft.autotune(configs + [ft.Config(tile=8)])(copy_some)
+    fake.times = [2.0, 1.0, 0.5]
+    other(fl.empty(64, f32), x).sync()
+    assert len(timed) == 5 and list(other._winners.values()) == [2]
+
+
+def test_a_new_key_tunes_once_more(tune):
+    fake, timed = tune
+    fake.times = [1.0, 2.0] * 2
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=32)], key=("x",))(copy_some)
+    for n in (64, 64, 128):
+        tuned(fl.empty(n, f32), _host(np.arange(n))).sync()
+    assert len(timed) == 4
+
+
+def test_fearless_autotune_0_runs_the_first_config(tune, monkeypatch):
+    fake, timed = tune
+    monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(BASE.CONFIG, autotune=False))
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=32)])(copy_some)
+    o, _ = tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
+    assert timed == [] and o.tile_shape == (16,)
+
+
+def test_inside_a_capture_the_first_config_runs(tune):
+    fake, timed = tune
+    tuned = ft.autotune([ft.Config(tile=32), ft.Config(tile=16)])(copy_some)
+    out, x = fl.empty(64, f32), _host(np.arange(64))
+    with pytest.warns(PerformanceWarning, match="fl.capture"):
+        with fl.capture() as graph:
+            o, _ = tuned(out, x).enqueue()
+    graph.sync()
+    assert timed == [] and o.tile_shape == (32,)
+    graph.release()
+
+
+def test_the_cpu_backend_runs_the_first_config_and_says_so():
+    tuned = ft.autotune([ft.Config(tile=32), ft.Config(tile=16)])(copy_some)
+    with pytest.warns(PerformanceWarning, match="the cpu backend does not tune"):
+        o, _ = tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
+    assert o.tile_shape == (32,)
+    np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(64))
+
+
+def test_bad_configs_and_keys_are_refused_before_anything_runs():
+    with pytest.raises(AutotuneError, match="the config list is empty"):
+        ft.autotune([])(copy_some)
+    with pytest.raises(AutotuneError, match="config 0 sets 'bk', which is not an ft.Const"):
+        ft.autotune([ft.Config(tile=16, bk=32)])(copy_some)
+    with pytest.raises(AutotuneError, match="a tile for 'x', which is not an Out"):
+        ft.autotune([ft.Config(tile={"x": (16,)})])(copy_some)
+    with pytest.raises(AutotuneError, match="config 1 has no tile"):
+        ft.autotune([ft.Config(tile=16), ft.Config()])(copy_some)
+    with pytest.raises(AutotuneError, match="the key names 'n', which is not a runtime"):
+        ft.autotune([ft.Config(tile=16)], key=("n",))(copy_some)
+    with pytest.raises(AutotuneError, match="decorates a tile kernel"):
+        ft.autotune([ft.Config(tile=16)])(lambda o: o)
+    with pytest.raises(AutotuneError, match="reps is 0"):
+        ft.autotune([ft.Config(tile=16)], reps=0)(copy_some)
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=(4, 4))])(copy_some)
+    out = fl.empty(64, f32)
+    with pytest.raises(AutotuneError, match=r"config 1's tile \(4, 4\) does not fit 'o' of "
+                                            r"shape \(64,\)"):
+        tuned(out, _host(np.arange(64)))
+    assert out.numpy().shape == (64,)   # not moved: nothing ran
+    with pytest.raises(AutotuneError, match="'o' takes a fearless Tensor here"):
+        tuned(fl.empty(64, f32).partition(16), _host(np.arange(64)))
+
+
+@pytest.mark.gpu
+def test_a_tuned_kernel_on_the_gpu(backend):
+    tuned = ft.autotune([ft.Config(tile=256), ft.Config(tile=1024),
+                         ft.Config(tile=1024, hints={"sm_90": {"occupancy": 2}})])(copy_some)
+    x = np.random.default_rng(3).standard_normal(1 << 20).astype(np.float32)
+    o, _ = tuned(fl.full(1 << 20, np.nan, f32), fl.asarray(x)).sync()
+    np.testing.assert_array_equal(o.unpartition().numpy(), x)
+    assert all(c.seconds is not None for c in tuned.report)
+
+
+def test_tuning_with_the_real_timer(monkeypatch, tmp_path):
+    """The cpu backend's timer (capture once, replay, wall clock): every survivor timed."""
+    monkeypatch.setattr(tuning, "_tunes_on_cpu", lambda: True)
+    monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(
+        BASE.CONFIG, cache_dir=tmp_path / "cache", progress=False))
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=32)], reps=2)(accumulate)
+    x = np.arange(64, dtype=np.float32)
+    o, _ = tuned(fl.ones(64, f32), _host(x)).sync()
+    np.testing.assert_array_equal(o.unpartition().numpy(), x + 1)
+    assert all(c.seconds is not None and c.seconds > 0 for c in tuned.report)
+
+
+def test_fl_stats_counts_the_real_call_only(tune):
+    fake, _ = tune
+    fake.times = [1.0]
+    fl.stats.reset()
+    fl.stats.enable()
+    try:
+        tuned = ft.autotune([ft.Config(tile=16, skip=1), ft.Config(tile=16)])(copy_some)
+        tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
+        k = fl.stats()["kernels"]["copy_some"]
+        assert k["launches"] == 1 and k["refused"] == {}   # the trials were quiet
+    finally:
+        fl.stats.disable()
+        fl.stats.reset()
