@@ -69,7 +69,7 @@ def _cuda_include() -> Path | None:
     return None
 
 
-CC, INCLUDE = shutil.which("cc"), _cuda_include()
+CC, CXX, INCLUDE = shutil.which("cc"), shutil.which("c++"), _cuda_include()
 needs_c = pytest.mark.skipif(CC is None or INCLUDE is None,
                              reason="needs a C compiler and the CUDA driver API's cuda.h")
 
@@ -293,6 +293,12 @@ def test_every_example_kernel_exports_to_a_warning_free_header(tmp_path):
                                     "-fsyntax-only", f"-I{exported.header.parent}", "-isystem",
                                     str(INCLUDE), str(source)], capture_output=True, text=True)
             assert build.returncode == 0, f"{kernel.name}: {build.stderr}"
+            if CXX is not None:   # the header is for C++ callers too
+                build = subprocess.run([CXX, "-std=c++17", "-x", "c++", "-Wall", "-Wextra",
+                                        "-Werror", "-fsyntax-only", f"-I{exported.header.parent}",
+                                        "-isystem", str(INCLUDE), str(source)],
+                                       capture_output=True, text=True)
+                assert build.returncode == 0, f"{kernel.name} (C++): {build.stderr}"
             built += 1
     assert built >= 8
 

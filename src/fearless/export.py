@@ -41,11 +41,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from fearless.backends.llvm.shared_pool import pooled_bytes
 from fearless.compiler.abi import ERROR_WORD, EXTENT, PTR, SCALAR, STRIDE, THREADS
 from fearless.errors import FearlessError
 from fearless.runtime import launch as launches
 from fearless.runtime.dispatch import MISALIGNED
-from fearless.runtime.launch import SHARED_LIMIT
 
 MAX_GRID = (2**31 - 1, 65535, 65535)   # CUDA's grid limits (x, y, z) on sm_80 and later
 _C_TYPES = {"bool": "uint8_t", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t",
@@ -84,6 +84,10 @@ def export(kernel, types: tuple, archs: list[str], out_dir, block=None) -> Expor
                           help="tile kernels come next; call them from Python meanwhile")
     if not archs:
         raise ExportError("export needs at least one --arch", kernel=kernel.name)
+    for arch in archs:
+        if not re.fullmatch(r"sm_\d{2,3}a?", arch):
+            raise ExportError(f"--arch {arch}: expected sm_XY or sm_XYa, e.g. sm_90",
+                              kernel=kernel.name)
     dims = kernel.contract.dims if kernel.contract else (kernel.index_space or 1)
     blk = _block(kernel, dims, block)
     compiled = {arch: kernel._compile(types, "cuda", arch, prove=False) for arch in archs}
@@ -117,12 +121,18 @@ def _block(kernel, dims: int, block) -> tuple:
     return prepared.block
 
 
-# C and C++ keywords: a parameter becomes a struct member of that name
+# C (to C23) and C++ (to C++23) keywords and alternative tokens, and the macros GNU modes
+# predefine: a parameter becomes a struct member of that name
 _RESERVED = frozenset("""auto break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
-switch typedef union unsigned void volatile while bool catch class delete false friend mutable
-namespace new nullptr operator private protected public template this throw true try typename
-using virtual""".split())
+switch typedef union unsigned void volatile while alignas alignof bool constexpr false nullptr
+static_assert thread_local true typeof typeof_unqual catch class delete friend mutable
+namespace new operator private protected public template this throw try typename using virtual
+char8_t char16_t char32_t concept consteval constinit co_await co_return co_yield decltype
+dynamic_cast explicit export noexcept reinterpret_cast requires static_cast const_cast typeid
+wchar_t and and_eq bitand bitor compl not not_eq or or_eq xor xor_eq linux unix i386
+_Bool _Complex _Imaginary _Alignas _Alignof _Atomic _Generic _Noreturn _Static_assert
+_Thread_local""".split())
 
 
 def _supported(kernel, info, block: tuple, dims: int) -> None:
@@ -143,11 +153,10 @@ def _supported(kernel, info, block: tuple, dims: int) -> None:
     if any(shape is None for _, shape, _ in info.shared) or \
             (kernel.contract is not None and kernel.contract.shared_range[1] > 0):
         raise ExportError("kernels with dynamic shared memory are not exported yet", kernel=name)
-    from fearless import dtypes
-    static = sum(math.prod(shape) * dtypes.coerce(dt).itemsize for _, shape, dt in info.shared)
-    if static > SHARED_LIMIT:
-        raise ExportError(f"{static} bytes of static shared memory (over 48 KB) are not "
-                          f"exported yet", kernel=name)
+    pooled = pooled_bytes(info.shared)   # the arrays' real layout: each 16-byte aligned
+    if pooled:
+        raise ExportError(f"{pooled} bytes of static shared memory (over 48 KB, so they live in "
+                          f"dynamic shared memory) are not exported yet", kernel=name)
     params = {q.name: q for q in info.params}
     for r in kernel.contract.requires if kernel.contract is not None else ():
         for node in ast.walk(r.tree):
@@ -247,7 +256,7 @@ static inline int64_t fl__floordiv(int64_t a, int64_t b, int *bad) {
 }
 /* int(v) of a float scalar; *bad for NaN or a value past 64 bits */
 static inline int64_t fl__int(double v, int *bad) {
-    if (!(v > -9223372036854775808.0 && v < 9223372036854775808.0)) { *bad = 1; return 0; }
+    if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) { *bad = 1; return 0; }
     return (int64_t)v;
 }
 /* a u64 scalar as a signed 64-bit number; *bad past INT64_MAX */
@@ -256,9 +265,10 @@ static inline int64_t fl__u64(uint64_t v, int *bad) {
     return (int64_t)v;
 }
 
-/* whether [a, a + na) and [b, b + nb) share a byte (empty ranges share none) */
+/* whether [a, a + na) and [b, b + nb) share a byte (empty ranges share none; written so that
+   no sum wraps past 2^64) */
 static inline int fl__overlap(CUdeviceptr a, uint64_t na, CUdeviceptr b, uint64_t nb) {
-    return na && nb && a < b + nb && b < a + na;
+    return na && nb && (a < b ? b - a < na : a - b < nb);
 }
 #endif"""
 
@@ -397,7 +407,7 @@ def _launch(p: str, n: str, info, dims: int, block: tuple, arrays, kernel) -> li
                   f"    if ({q.name}_bytes && a->{q.name} == 0) {{"]
         lines += _fail(n, "FL_ERR_NULL", q.name, "a null pointer for %llu bytes",
                        f"(unsigned long long){q.name}_bytes")
-        lines += ["    }", f"    if (a->{q.name} % {q.dtype.itemsize}) {{"]
+        lines += ["    }", f"    if ({q.name}_bytes && a->{q.name} % {q.dtype.itemsize}) {{"]
         lines += _fail(n, "FL_ERR_ALIGN", q.name, f"the pointer is not a multiple of "
                        f"{q.dtype.itemsize} bytes (its dtype's size)")
         lines += ["    }"]

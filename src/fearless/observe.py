@@ -100,7 +100,10 @@ class Stats:
         return k
 
     def compile(self, kernel: str, label: str, kind: str, seconds: float = 0.0) -> None:
-        """One lookup of a specialisation: ``kind`` "cold", "disk" or "memory"."""
+        """One lookup of a specialisation: ``kind`` "cold", "disk" or "memory" (a memory hit
+        inside ``quiet()`` is not counted; a compile is, whoever asked for it)."""
+        if kind == "memory" and self._muted():
+            return
         with self._lock:
             c = self._kernel(kernel).compiles.setdefault(
                 label, {"cold": 0, "cold_s": 0.0, "disk": 0, "disk_s": 0.0, "memory": 0})
@@ -126,6 +129,8 @@ class Stats:
              else k.refused)[kind] += 1
 
     def replay(self) -> None:
+        if self._muted():
+            return
         with self._lock:
             self._replays += 1
 
