@@ -16,9 +16,9 @@ values for ``ft.Const`` parameters and tileiras entry hints per arch (``occupanc
 compiler, selects a cached winner; a new key tunes once.
 
 Safety by construction: tuning never runs a candidate on the caller's buffers. The real call's
-own checks run first (a call the kernel would refuse is refused before any tuning). Every Out
+own checks run first (a call every config refuses is refused before any tuning). Every Out
 and Atomic argument gets scratch twins of its layout; In arguments are read-only anyway. An Out
-the kernel reads (``out.load()``, found in the compiled IR) or an Atomic starts as a copy of
+a config reads (its own tile loaded, found in the compiled IR) or an Atomic starts as a copy of
 the real contents, so in-place and accumulating kernels see what the real run will see; any
 other Out runs twice, starting all zero bytes and all one bytes, and an element holding the
 fill in both runs was never written: such a config is dropped. So is a config that fails to
@@ -29,11 +29,14 @@ The rest are timed (a CUDA graph of one run, replayed between CUDA events) and o
 runs on the real arguments, once; its lazy operation is returned. All candidates failing is an
 ``AutotuneError`` listing each with why; ``tuned.report`` lists the last tuning's candidates.
 
-Winners persist in ``FEARLESS_CACHE_DIR/autotune/`` per kernel (its source fingerprint) and
-config list. ``FEARLESS_AUTOTUNE=0`` uses the cached winner or the first config, and so does a
-call inside ``fl.capture()`` or a running operation (with a ``PerformanceWarning``). The cpu
-backend does not tune: it runs the first config and says so once; when it compiles kernels for
-GPUs too (``FEARLESS_CROSS_COMPILE``, ``fearless compile``) every config is compiled, on twins.
+The configs that refuse the real arguments (their ``requires=``, say) are not tried. A key's
+ranking (the timed configs, fastest first) persists in ``FEARLESS_CACHE_DIR/autotune/`` per
+kernel (its source fingerprint) and config list; a later call runs the best ranked config that
+accepts its arguments. ``FEARLESS_AUTOTUNE=0`` uses a cached ranking or the first config that
+accepts the arguments, and so does a call inside ``fl.capture()`` or a running operation (with
+a ``PerformanceWarning``). The cpu backend does not tune: it runs the first config that accepts
+the arguments and says so once; when it compiles kernels for GPUs too
+(``FEARLESS_CROSS_COMPILE``, ``fearless compile``) every accepted config is compiled, on twins.
 Not yet: SIMT kernels, a default search space, a bound on tuning time, ``fearless tune``.
 """
 from __future__ import annotations
@@ -185,29 +188,41 @@ class Autotuned:
         for n, cfg in enumerate(self.configs):  # every tile fits its Out before anything runs
             for name in self.outs:
                 self._tile(n, cfg, name, bound[name])
-        self._check_real_call(bound)
-        return self._run(self._choose(bound), bound)
+        key = self._key(bound)
+        ranking = self._winners.get(key)
+        if ranking is not None:   # a key seen before: its best config, whose own checks run
+            try:
+                with STATS.quiet():   # a refusal here is not the caller's: it chooses again
+                    return self._run(ranking[0], bound)
+            except InternalError:
+                raise
+            except FearlessError:
+                pass   # refused for these arguments (a requires= on a scalar): choose again
+        accepted = self._accepted(bound)
+        return self._run(self._choose(key, bound, accepted), bound)
 
-    def _check_real_call(self, bound: dict) -> None:
-        """The real call's own checks (aliasing, ownership, dtypes, ``requires``) before any
-        tuning, which twins would hide: each config's call is built and cancelled, and its
-        partitions given back, until one passes; none passing raises the first's error."""
-        first = None
+    def _accepted(self, bound: dict) -> list:
+        """The configs whose call on the real arguments passes every check (aliasing,
+        ownership, dtypes, ``requires``), each built and cancelled with its partitions given
+        back: tuning runs on twins, which would hide a refusal. None passing raises the first
+        config's error."""
+        first, accepted = None, []
         for n in range(len(self.configs)):
             made: list = []
             try:
                 with STATS.quiet():
                     self._run(n, bound, made=made).cancel()
+                accepted.append(n)
             except InternalError:
                 raise
             except FearlessError as exc:
                 first = first or exc
-                continue
             finally:
                 for part, tensor in made:
                     part.abandon(tensor)
-            return
-        raise first
+        if not accepted:
+            raise first
+        return accepted
 
     def _tile(self, n: int, cfg: Config, name: str, tensor) -> tuple:
         tile = cfg.tile.get(name) if isinstance(cfg.tile, dict) else cfg.tile
@@ -254,37 +269,41 @@ class Autotuned:
             raise
 
     # -- choosing --------------------------------------------------------------------------
-    def _choose(self, bound: dict) -> int:
-        key = self._key(bound)
+    def _choose(self, key: str, bound: dict, accepted: list) -> int:
+        """The best config for ``key`` among ``accepted``: from this process's or the disk's
+        ranking when they hold one of them, else tuned now (on cuda), else the first accepted
+        (the cpu backend, FEARLESS_AUTOTUNE=0, inside fl.capture() or a running operation)."""
         with self._lock:
-            if key in self._winners:
-                return self._winners[key]
             store = _Store(self)
-            stored = store.get(key)
-            if stored is not None:
-                self._winners[key] = stored
-                return stored
+            for ranking in (self._winners.get(key), store.get(key)):
+                best = next((n for n in ranking or () if n in accepted), None)
+                if best is not None:
+                    self._winners[key] = [best] + [n for n in ranking if n != best]
+                    return best
             backend = device.current_backend()
-            if backend != "cuda" and not _tunes_on_cpu():
-                self._compile_every_config(bound)
-                return self._first(f"the {backend} backend does not tune")
-            if not base.CONFIG.autotune:
-                return 0
+            why = None
             if current_stream().capture is not None or \
                     getattr(ownership._local, "executing", False):
-                return self._first("tuning runs work now, which fl.capture() and running "
-                                   "operations refuse")
+                why = "tuning runs work now, which fl.capture() and running operations refuse"
+            elif backend != "cuda" and not _tunes_on_cpu():
+                self._compile_every_config(bound, accepted)
+                why = f"the {backend} backend does not tune"
+            if why is not None or not base.CONFIG.autotune:
+                if why is not None:
+                    self._first(why)
+                self._winners[key] = accepted   # in config order: not stored on disk
+                return accepted[0]
             with STATS.quiet():   # trial runs and dropped configs are not the caller's
-                n = self._winners[key] = self._tune(bound)
-            store.put(key, n)
-            return n
+                ranking = self._tune(bound, accepted)
+            self._winners[key] = ranking
+            store.put(key, ranking)
+            return ranking[0]
 
-    def _first(self, why: str) -> int:
+    def _first(self, why: str) -> None:
         if why not in self._warned:
-            warnings.warn(f"autotuned kernel '{self.name}': {why}; it runs the first config",
-                          PerformanceWarning, stacklevel=4)
+            warnings.warn(f"autotuned kernel '{self.name}': {why}; it runs the first config "
+                          f"that accepts the arguments", PerformanceWarning, stacklevel=5)
             self._warned.add(why)
-        return 0
 
     def _key(self, bound: dict) -> str:
         parts = []
@@ -302,17 +321,19 @@ class Autotuned:
             if backend == "cuda" else ("cpu",)
         return repr((backend, where, __version__, cache.compiler_fingerprint(), tuple(parts)))
 
-    def _compile_every_config(self, bound: dict) -> None:
+    def _compile_every_config(self, bound: dict, accepted: list) -> None:
         """When the cpu backend also compiles for GPUs (FEARLESS_CROSS_COMPILE, ``fearless
-        compile``): every config, on twins, so each is known to compile."""
+        compile``): every accepted config, on twins, so each is known to compile (once per
+        key: the fallback choice is then remembered)."""
         if not ahead.archs(base.CONFIG) and not ahead.compiling_ahead():
             return
-        for n in range(1, len(self.configs)):
+        for n in accepted[1:]:
             twins = {name: _twin(bound[name], copy=True) for name in self.written}
             with STATS.quiet():
                 self._run(n, bound, twins).sync()
 
-    def _tune(self, bound: dict) -> int:
+    def _tune(self, bound: dict, accepted: list) -> list:
+        """Tune over the ``accepted`` configs; returns the timed ones, fastest first."""
         start = time.perf_counter()
         read = _outs_read(self, bound)
         for name in self.written:
@@ -324,6 +345,9 @@ class Autotuned:
                                                      "shape, or pass a contiguous copy")
         report, results, timed = [], {}, {}
         for n, cfg in enumerate(self.configs):
+            if n not in accepted:
+                report.append(Candidate(cfg, dropped="refuses these arguments"))
+                continue
             try:
                 results[n] = self._trial(n, bound, read)
                 if isinstance(results[n], str):
@@ -346,14 +370,15 @@ class Autotuned:
             raise AutotuneError(f"every config failed:\n{lines}", kernel=self.name)
         if self.compare:
             self._agree(results)
-        best = min(timed, key=timed.get)
+        ranking = sorted(timed, key=timed.get)
+        best = ranking[0]
         if base.CONFIG.progress:
             dropped = sum(c.dropped is not None for c in report)
             print(f"fearless: tuned '{self.name}' over {len(self.configs)} configs in "
                   f"{time.perf_counter() - start:.1f} s: config {best} "
                   f"{self.configs[best]!r} ({timed[best] * 1e6:.1f} us)"
                   + (f"; {dropped} dropped (see .report)" if dropped else ""), file=sys.stderr)
-        return best
+        return ranking
 
     def _enqueue(self, n: int, bound: dict, twins: dict) -> None:
         """Enqueue config n on the twins (no wait) and take the twins back."""
@@ -402,15 +427,17 @@ def _tunes_on_cpu() -> bool:
 
 
 def _outs_read(tuned: Autotuned, bound: dict) -> set:
-    """The Out parameters the kernel loads (``out.load()``: TILE_LOAD_OWN in the compiled IR of
-    the first config that compiles for these arguments' dtypes and ranks)."""
+    """The Out parameters a config loads (``out.load()``, or ``ft.load``/``load_like`` of its
+    own tile: TILE_LOAD_OWN or TILE_LOAD of the Out in the compiled IR), over every config that
+    compiles for these arguments' dtypes and ranks (a Const may fold a read away)."""
     from fearless.compiler import compile_tile
+    found, compiled = set(), 0
     for n, cfg in enumerate(tuned.configs):
         signature = {}
         for p in tuned.runtime:
-            v = bound[p.name]
             if p.kind is P.SCALAR:
                 continue
+            v = bound[p.name]
             t = v if isinstance(v, Tensor) else as_tensor(v)
             tile = tuned._tile(n, cfg, p.name, t) if p.kind is P.OUT else None
             signature[p.name] = (t.dtype, t.ndim, tile)
@@ -424,10 +451,11 @@ def _outs_read(tuned: Autotuned, bound: dict) -> set:
                               "passes").fn
         except (FearlessError, P.Unspecified):
             continue
-        names = {id(q.value): q.name for q in fn.params}
-        return {names[id(op.operands[0])] for op in fn.walk()
-                if op.name == Op.TILE_LOAD_OWN and id(op.operands[0]) in names}
-    return set(tuned.outs)   # none compiles: tuning drops every config anyway
+        compiled += 1
+        outs = {id(q.value): q.name for q in fn.params if q.name in tuned.outs}
+        found |= {outs[id(op.operands[0])] for op in fn.walk()
+                  if op.name in (Op.TILE_LOAD_OWN, Op.TILE_LOAD) and id(op.operands[0]) in outs}
+    return found if compiled else set(tuned.outs)   # none compiles: every config is dropped
 
 
 def _twin(t, copy: bool, fill: int = 0) -> Tensor:
@@ -488,8 +516,8 @@ def _differs(results: dict, reference: dict, rtol) -> str | None:
 
 
 class _Store:
-    """Winners on disk: one JSON file per kernel fingerprint, each key's winner with the
-    config list it was chosen from."""
+    """Rankings on disk: one JSON file per kernel fingerprint, each key's timed configs
+    (fastest first) with the config list they were chosen from."""
 
     def __init__(self, tuned: Autotuned):
         self.configs = [repr(c) for c in tuned.configs]
@@ -505,20 +533,23 @@ class _Store:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def get(self, key: str) -> int | None:
+    def get(self, key: str) -> list | None:
         if not self.enabled:
             return None
         entry = self._read().get(key)
         if not isinstance(entry, dict) or entry.get("configs") != self.configs:
             return None
-        n = entry.get("winner")
-        return n if type(n) is int and 0 <= n < len(self.configs) else None
+        ranking = entry.get("ranking")
+        if not isinstance(ranking, list) or not ranking or not all(
+                type(n) is int and 0 <= n < len(self.configs) for n in ranking):
+            return None
+        return ranking
 
-    def put(self, key: str, n: int) -> None:
+    def put(self, key: str, ranking: list) -> None:
         if not self.enabled:
             return
         data = self._read()
-        data[key] = {"winner": n, "configs": self.configs}
+        data[key] = {"ranking": ranking, "configs": self.configs}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
