@@ -277,7 +277,7 @@ def test_a_tuned_kernel_on_the_gpu(backend):
     x = np.random.default_rng(3).standard_normal(1 << 20).astype(np.float32)
     o, _ = tuned(fl.full(1 << 20, np.nan, f32), fl.asarray(x)).sync()
     np.testing.assert_array_equal(o.unpartition().numpy(), x)
-    assert all(c.seconds is not None for c in tuned.report)
+    assert all(c.seconds is not None for c in tuned.report), tuned.report
 
 
 def test_tuning_with_the_real_timer(monkeypatch, tmp_path):
