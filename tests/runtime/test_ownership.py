@@ -118,6 +118,19 @@ def test_a_view_alone_can_be_partitioned_and_short_lived_views_do_not_count():
     assert p.shape == (10,) and p.grid == (2, 1, 1)
 
 
+def test_an_abandoned_partition_gives_its_tensor_back_even_while_its_handle_lives():
+    """Partition.abandon (an autotuner's refused trial): a cancelled operation may still hold
+    the partition's hidden handle; it is dead, so the tensor can be partitioned again."""
+    t = fl.asarray(random_array(fl.f32, (64,)))
+    p = t.partition(16)
+    hidden = p._launch_tensor()          # what a cancelled operation's closure keeps
+    p.abandon(t)
+    again = t.partition(32)              # not "another view of its memory is alive"
+    assert again.tile_shape == (32,) and hidden._moved is not None
+    with pytest.raises(MovedError):
+        p.unpartition()
+
+
 def test_host_views_and_dlpack_exports_block_a_partition_while_they_live():
     t = fl.zeros(8)
     h = t.host_view()

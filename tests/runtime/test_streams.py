@@ -185,6 +185,32 @@ def test_launches_inside_a_torch_stream_are_ordered_with_its_torch_work():
 
 
 @pytest.mark.gpu
+def test_a_launch_on_another_stream_waits_for_torchs_pending_writes_of_its_input():
+    """torch fills x on its stream behind ~20 ms of sleep; a fearless launch reading x on a
+    stream of its own, enqueued at once, must see the fill (the ordering a DLPack export to
+    that stream gives: the SIMT slow and fast paths and a tile kernel read torch tensors
+    through their attributes instead). Before that ordering, it read the old contents."""
+    torch = _torch()
+    n = 1 << 20
+    launch = scale.prepare(n)
+    x = torch.zeros(n, device="cuda")
+    mine = fl.Stream()
+    torch.cuda.synchronize()
+    for k in range(1, 4):  # the slow path, then the plan's fast function
+        torch.cuda._sleep(40_000_000)    # about 20 ms at the H200's clock
+        x.fill_(float(k))
+        with fl.stream(mine):
+            out = fl.full(n, np.nan, fl.f32)
+            scale[launch](x, 2.0, out)
+            tiled = add_one(fl.full(n, np.nan, fl.f32).partition(1024), x, 1.0).enqueue()[0]
+        mine.synchronize()
+        np.testing.assert_array_equal(out.numpy(), np.full(n, 2.0 * k + 1, np.float32))
+        np.testing.assert_array_equal(tiled.unpartition().numpy(),
+                                      np.full(n, k + 1.0, np.float32))
+    assert len(launch._plans) == 1
+
+
+@pytest.mark.gpu
 def test_buffers_dropped_right_after_a_launch_live_until_the_gpu_is_done():
     torch = _torch()
     n = 1 << 18

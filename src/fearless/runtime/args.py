@@ -5,7 +5,9 @@ argument is read once into a *view*, a plain tuple indexed by the constants belo
 chosen by the argument's type (``reader(type)``, cached): a fearless Tensor hands out the view it
 cached when it was made (its layout never changes); a torch tensor and a CuPy array are read
 through their own attributes (pointer, shape, strides, dtype, device) without a DLPack or
-``__cuda_array_interface__`` round trip; anything else goes through ``tensor.as_tensor`` (the
+``__cuda_array_interface__`` round trip, and like an export to the launch's stream the reader
+orders that stream after the library's current one when they differ (``stream.follow``), so
+the kernel sees what the library's pending work writes; anything else goes through ``tensor.as_tensor`` (the
 protocols) once per launch.
 
 View fields: ``KEY`` (dtype, ndim, C-contiguous: the specialisation it needs), ``PTR`` (address of
@@ -30,6 +32,7 @@ import numpy as np
 
 from fearless import dtypes
 from fearless.errors import ArgumentTypeError
+from fearless.runtime.stream import current_stream, follow
 from fearless.runtime.tensor import Tensor, _extent as element_extent, as_tensor, \
     overlaps
 
@@ -74,8 +77,9 @@ def _torch_dtypes():
 
 def of_torch(t, device: int):
     """A torch tensor's view, read through its attributes; None when it is not on GPU
-    ``device``. TypeError for a dtype fearless lacks or a negated view (``torch._neg_view``),
-    whose memory does not hold its values."""
+    ``device``. The current stream is ordered after torch's current one (``stream.follow``).
+    TypeError for a dtype fearless lacks or a negated view (``torch._neg_view``), whose memory
+    does not hold its values."""
     dt = _TORCH_DTYPES.get(t.dtype)
     if t.get_device() != device:
         return None
@@ -86,6 +90,7 @@ def of_torch(t, device: int):
         raise TypeError(f"a torch tensor of dtype {t.dtype}" if dt is None else
                         "a negated torch view (its memory does not hold its values; "
                         "call .resolve_neg())")
+    follow(current_stream(), sys.modules["torch"]._C._cuda_getCurrentRawStream(device))
     shape, strides, ptr = t.shape, t.stride(), t.data_ptr()
     contiguous = t.is_contiguous()
     size = dt.itemsize
@@ -98,10 +103,12 @@ def of_torch(t, device: int):
 
 
 def of_cupy(a, device: int):
-    """A CuPy array's view; None when it is not on GPU ``device``. TypeError for a dtype
-    fearless lacks or byte strides that are not whole elements."""
+    """A CuPy array's view; None when it is not on GPU ``device``. The current stream is
+    ordered after CuPy's current one (``stream.follow``). TypeError for a dtype fearless lacks
+    or byte strides that are not whole elements."""
     if a.device.id != device:
         return None
+    follow(current_stream(), sys.modules["cupy"].cuda.get_current_stream().ptr)
     dt = dtypes.from_numpy(a.dtype)
     size = dt.itemsize
     if any(s % size for s in a.strides):

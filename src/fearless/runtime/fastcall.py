@@ -71,6 +71,7 @@ def build(plan, args, views):
     factory = _CODE.get(source)
     if factory is None:
         scope = {"_device": device, "_olocal": ownership._local, "_slocal": streams._local,
+                 "_follow": streams.follow,
                  "_current": streams.unchosen_stream, "_pack": pack,
                  "_of_tensor": of_tensor,
                  "_words": dispatch.error_words, "_LEASES": LEASE_BATCH,
@@ -94,6 +95,7 @@ def _read(k: int, arg, kind: type, view, consts: dict) -> list[str]:
     if torch is not None and kind is torch.Tensor and contiguous and \
             _TORCH_DTYPES.get(arg.dtype) is dt and not arg.is_neg():
         consts[f"D{k}"], consts[f"S{k}"] = arg.dtype, dt.itemsize
+        consts["TORCH"] = torch._C._cuda_getCurrentRawStream
         return [f"    if type(a{k}) is not T{k} or a{k}.dtype is not D{k} or "
                 f"a{k}.get_device() != 0 or a{k}.is_neg() or not a{k}.is_contiguous():",
                 "        return False",
@@ -133,6 +135,10 @@ def _run(plan, consts: dict) -> list[str]:
              "    stream = chosen[-1] if chosen else _current()",
              "    if not stream._leases:",  # an fl.capture() block: the launcher records it
              "        return False"]
+    if consts.get("TORCH"):  # torch's pending work first, as of_torch orders it (args.py)
+        lines += ["    theirs = TORCH(0)",
+                  "    if theirs != stream.handle:",
+                  "        _follow(stream, theirs)"]
     owned = [k for k in plan.arrays if consts[f"T{k}"] is Tensor]
     for k in owned:  # the order check's common case: every fearless tensor last written here
         lines += [f"    w = a{k}._storage.writer",

@@ -76,7 +76,7 @@ class Partition:
         self.tile_shape: tuple[int, ...] = tile_shape
         self.grid: tuple[int, int, int] = grid_of(tensor.shape, tile_shape)
         self._holder = None             # weakref to the operation or graph holding it
-        self._ended = False             # unpartition() was called
+        self._ended = False             # True: unpartition() was called; "abandoned": abandon()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -122,8 +122,10 @@ class Partition:
         stays as it is."""
         if self._ended or self._holder is not None or original._moved is None:
             return
-        self._ended = True
-        self._tensor = None     # the hidden handle goes: original is the sole one again
+        self._ended = "abandoned"
+        # the hidden handle dies (kept for shape and dtype): a cancelled operation that still
+        # holds it must not count it as a live view of the memory, which partition() refuses
+        self._tensor._moved = "abandoned with its Partition"
         original._moved = None
 
     # -- for launchers and operations (see lazy.py's docstring) -----------------------------
@@ -139,6 +141,9 @@ class Partition:
             return  # the common case, checked without building a message
         what = (f"Partition(shape={self.shape}, dtype={self.dtype}, "
                 f"tile_shape={self.tile_shape})")
+        if self._ended == "abandoned":
+            raise MovedError(f"cannot {action}: {what} was given back to the tensor it was "
+                             "made from", help="use that tensor, or partition it again")
         if self._ended:
             raise MovedError(f"cannot {action}: {what} was unpartitioned; its tensor moved to the "
                              "Tensor that unpartition() returned",

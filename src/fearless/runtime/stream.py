@@ -46,6 +46,7 @@ from fearless.runtime import device, ownership
 from fearless.tracebacks import user_facing
 
 LEASE_BATCH = 64  # leases per recorded event: one cuEventRecord per 64 launches
+LEGACY = 1  # CU_STREAM_LEGACY: fearless's default stream; torch and CuPy name it 0
 
 
 class Stream:
@@ -266,6 +267,22 @@ def check_order(stream: Stream, kernel: str, names, tensors, written) -> None:
         for t, writes in zip(tensors, written):
             if writes and t is not None:
                 t._storage.writer = (stream, stream.seq)
+
+
+def follow(stream: Stream, theirs: int) -> None:
+    """Order ``stream``'s later work after all work enqueued so far on the foreign CUstream
+    ``theirs`` (another library's current stream; 0 is the legacy default stream, which
+    fearless names ``LEGACY``): what a DLPack export to ``stream`` does for its producer's
+    pending work, for arrays a launch reads through their attributes instead (torch, CuPy:
+    ``runtime/args.py``). Nothing when they are one stream, or for a graph capture's stream (a
+    graph's work is ordered where it is replayed). One event record and one wait otherwise."""
+    ours = stream.handle
+    if theirs == ours or (theirs or LEGACY) == ours or stream.capture is not None \
+            or stream.core is None:
+        return
+    event = _events.record(theirs)
+    _events.wait(ours, event)
+    _events.give_back(event)  # the wait took the recorded point: the event may be recorded again
 
 
 def capturing() -> bool:

@@ -504,7 +504,6 @@ def _over(ptr: int, shape, strides, dtype, backend: str, owner, readonly: bool =
 
 
 _TORCH_DTYPES: dict | None = None  # torch dtype -> DType (runtime/args.py's table)
-_LEGACY_STREAM = 1  # CU_STREAM_LEGACY: fearless's default stream; torch names it 0
 
 
 def _from_torch(obj) -> Tensor | None:
@@ -531,7 +530,7 @@ def _from_torch(obj) -> Tensor | None:
     if dev != cuda_device().device_id:
         return None
     theirs, ours = torch._C._cuda_getCurrentRawStream(dev), memory.cuda_stream().handle
-    if theirs != ours and not (theirs == 0 and ours == _LEGACY_STREAM):  # both legacy default
+    if theirs != ours and not (theirs == 0 and ours == stream.LEGACY):  # both legacy default
         return None
     return _over(obj.data_ptr(), obj.shape, obj.stride(), dt, "cuda", obj)
 
