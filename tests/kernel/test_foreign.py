@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +18,8 @@ import pytest
 
 import fearless as fl
 from fearless import f32, i32
-from fearless.errors import AliasError, ArgumentTypeError, CompileError, ContractError, \
-    LaunchError, SafetyError
+from fearless.errors import AliasError, ArgumentTypeError, BackendError, CompileError, \
+    ContractError, LaunchError, SafetyError
 from fearless.runtime import entry_params, nvrtc
 
 # what NVRTC 13.5 wrote for AXPBY_CU (compute_80), .version lowered to 8.0 so that a driver JIT
@@ -284,6 +285,46 @@ def test_a_cubin_defers_its_entry_check_and_says_so(tmp_path):
         k[k.prepare(8)](2.0, dx, 3, dy, out)
     with pytest.raises(CompileError, match="is not compiled by fearless"):
         k.compile_for((), "cuda", "sm_90")
+
+
+def test_loading_checks_the_drivers_layout_and_packs_at_its_offsets(monkeypatch):
+    """The GPU load path with the driver's answers stood in: what it compares and packs."""
+    from fearless.kernel import foreign
+    from fearless.runtime import args as args_
+    from fearless.runtime.module import LoadedKernel
+    layout = [(0, 4), (8, 8), (16, 8), (24, 4), (32, 8), (40, 8), (48, 8), (56, 8)]
+    monkeypatch.setattr(foreign.device, "cuda_arch", lambda: "sm_90")
+    monkeypatch.setattr(foreign, "ptx_to_cubin", lambda ptx, arch, name: b"cubin:" + arch.encode())
+    monkeypatch.setattr(foreign, "load", lambda name, code, ptx: LoadedKernel(name, code, 32,
+                                                                              1024, 0))
+    monkeypatch.setattr(foreign, "param_layout", lambda loaded: layout)
+    k = _axpby()
+    loaded = k._load()
+    assert loaded.handle == b"cubin:sm_90" and k._load() is loaded  # assembled once
+    assert loaded.params.offsets == [offset for offset, _ in layout]
+    _, _, dx, dy, out = _arrays(10)
+    views = [args_.of_tensor(t) for t in (dx, dy, out)]
+    convert = [args_.converter(fl.f32), args_.converter(fl.i32)]
+    address = loaded.params.fill([convert[0]("a", 1.5), views[0], convert[1]("b", -3), views[1],
+                                  views[2]])
+    assert address == loaded.params.address
+    packed = struct.unpack("<f4xQqi4xQqQq", loaded.params.buffer.raw[:64])
+    assert packed == (1.5, dx.data_ptr(), 10, -3, dy.data_ptr(), 10, out.data_ptr(), 10)
+    layout[3] = (24, 8)  # a driver that says the int is 8 bytes: refused, naming 'b'
+    k = _axpby()
+    with pytest.raises(CompileError, match=r"the loaded entry's parameter 3 \(#3, 8 bytes\) is "
+                                           r"an 8-byte value, but fearless passes 'b' \(i32\)"
+                                           ) as info:
+        k._load()
+    assert info.value.param == "b" and k._loaded is None
+
+
+def test_without_nvrtc_cuda_cpp_is_a_backend_error(monkeypatch):
+    monkeypatch.setattr(nvrtc, "unavailable", lambda: "NVRTC is not installed (test)")
+    with pytest.raises(BackendError, match="compiling CUDA C\\+\\+ needs NVRTC; NVRTC is not "
+                                           "installed") as info:
+        fl.foreign.cuda(AXPBY_CU, "axpby", params=PARAMS, arch="sm_90")
+    assert "nvidia-cuda-nvrtc" in info.value.help
 
 
 # NVRTC ------------------------------------------------------------------------------------
