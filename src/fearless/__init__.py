@@ -2,7 +2,8 @@
 
 Public surface only; see ``fearless.kernel`` (SIMT kernels), ``fearless.runtime.tensor`` (tensors),
 ``fearless.runtime.lazy`` (DeviceOperation, ``zip``), ``fearless.runtime.graph`` (CUDA graphs),
-``fearless.runtime.capture`` (``fl.capture``) and ``fearless.errors`` (the error hierarchy).
+``fearless.runtime.capture`` (``fl.capture``), ``fearless.kernel.foreign`` (``fl.foreign``:
+CUDA C++, PTX and cubins launched with the same checks) and ``fearless.errors`` (the errors).
 ``fl.zip`` combines operations; it keeps the builtin's name only as ``fl.zip``: no name in
 ``__all__`` is a builtin's, so ``from fearless import *`` replaces none. To a type checker the
 dtypes are Python number types (``fl.f32`` is ``float``; see ``fearless.simt.views``), so
@@ -16,6 +17,7 @@ from fearless import errors
 from fearless import math
 from fearless.dtypes import DType
 from fearless.kernel import DeviceFunction, Kernel, func, kernel, unchecked, unsafe
+from fearless.kernel import foreign  # fl.foreign.cuda / .ptx / .cubin
 from fearless.runtime.contract import Contract
 from fearless.runtime.device import current_backend, multiprocessor_count, set_backend
 from fearless.runtime.capture import capture
@@ -45,8 +47,8 @@ from fearless.config import CONFIG as _CONFIG
 from fearless.version import __version__
 
 __all__ = [
-    "kernel", "func", "unchecked", "unsafe", "Kernel", "DeviceFunction", "PreparedLaunch",
-    "Contract",
+    "kernel", "func", "unchecked", "unsafe", "foreign", "Kernel", "DeviceFunction",
+    "PreparedLaunch", "Contract",
     "thread", "shared", "warp", "mma", "sync_threads", "async_copy", "async_commit",
     "async_wait", "static_range", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",

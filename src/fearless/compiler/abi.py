@@ -54,3 +54,23 @@ def array_slots(param: int, ndim: int, strides: int, index_code: str) -> list[Sl
     ``strides`` axes, each extent and stride of struct code ``index_code``."""
     return ([Slot(PTR, param, 0, "Q")] + [Slot(EXTENT, param, k, index_code) for k in range(ndim)]
             + [Slot(STRIDE, param, k, index_code) for k in range(strides)])
+
+
+def simt_abi(params, checked: bool = False, coarsen_axis: int | None = None) -> Abi:
+    """The slots of a SIMT kernel entry (``backends/llvm/lower.py`` emits it; foreign kernels,
+    ``kernel/foreign.py``, must take it). ``params``: per kernel parameter ``(dtype, ndim,
+    contiguous)``, ``ndim`` None for a scalar. A scalar is one slot of its own dtype; an array is
+    its pointer, its extents (i64) and, when not contiguous, its strides in elements (i64).
+    ``checked``: the launch's error word follows (a pointer); ``coarsen_axis``: then the thread
+    count along that axis (i64)."""
+    slots = []
+    for k, (dtype, ndim, contiguous) in enumerate(params):
+        if ndim is None:
+            slots.append(Slot(SCALAR, k, 0, scalar_code(dtype)))
+        else:
+            slots += array_slots(k, ndim, 0 if contiguous else ndim, "q")
+    if checked:
+        slots.append(Slot(ERROR_WORD, -1, 0, "Q"))
+    if coarsen_axis is not None:
+        slots.append(Slot(THREADS, -1, coarsen_axis, "q"))
+    return Abi(tuple(slots))

@@ -206,6 +206,49 @@ def _dtype(value, cap: Captured, node: ast.arg):
                            span=cap.span(node.annotation or node)) from None
 
 
+def declare(kernel: str, declared) -> list[Param]:
+    """Parameters declared without a Python function (``fl.foreign``): ``declared`` is a dict
+    (or a sequence of pairs) of parameter name -> SIMT annotation, in the entry's order. A
+    foreign entry has one fixed signature, so every dtype must be concrete: ``fl.Slice[T]``,
+    ``fl.Array[T, n]``, ``fl.DisjointSlice[T]``, ``fl.DisjointArray[T, n]``,
+    ``fl.AtomicSlice[T]``, ``fl.UnsafeSlice[T]`` or a scalar dtype (``fl.f32``, ``int``...).
+    Raises CompileError naming the kernel and the parameter."""
+    items = list(declared.items() if isinstance(declared, dict) else declared)
+    out, seen = [], set()
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                and item[0].isidentifier()):
+            raise CompileError(f"params= takes a dict of name -> annotation, got {item!r}",
+                               kernel=kernel, help='params={"x": fl.Slice[fl.f32], "n": fl.i32}')
+        name, ann = item
+        if name in seen:
+            raise CompileError("is declared twice", kernel=kernel, param=name)
+        seen.add(name)
+        if isinstance(ann, _ArrayFamily):
+            ann = ann.any_dtype()
+        if isinstance(ann, ArrayKind):
+            dtype, param = ann.dtype, Param(name, ARRAY, None, ann.ndim, T.Access(ann.access),
+                                            ann.name)
+        elif isinstance(ann, dtypes.DType) or ann in (int, float, bool) or (
+                isinstance(ann, type) and issubclass(ann, np.generic)):
+            dtype, param = ann, Param(name, SCALAR)
+        else:
+            raise CompileError(f"annotation {ann!r} is not a parameter kind", kernel=kernel,
+                               param=name, help="use a dtype (fl.f32), fl.Slice[T], "
+                                                "fl.DisjointSlice[T], fl.Array[T, n] or "
+                                                "fl.DisjointArray[T, n]")
+        try:
+            if dtype is None or isinstance(dtype, TypeVar):
+                raise TypeError("generic")
+            out.append(replace(param, dtype=dtypes.coerce(dtype)))
+        except TypeError:
+            raise CompileError(f"{param.annotation() if param.kind is ARRAY else ann!r} has no "
+                               f"concrete dtype: a foreign entry has one fixed signature",
+                               kernel=kernel, param=name,
+                               help="name the dtype, e.g. fl.Slice[fl.f32]") from None
+    return out
+
+
 # describing arguments -------------------------------------------------------------------------
 
 def is_scalar(value) -> bool:

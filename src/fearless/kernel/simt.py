@@ -233,6 +233,33 @@ class Kernel(BaseKernel):
 
     def _entry(self, args, tensors, backend: str, prove: bool = True) -> _Entry:
         """Check the arguments against the parameters and compile (the slow path, once)."""
+        types = self._types(args, tensors, backend)
+        names = [p.name for p in self.params]
+        if backend == "cpu":
+            compiled = self.compile_for(types, "cpu", None, prove)
+            # for the GPUs of FEARLESS_CROSS_COMPILE or `fearless compile` too
+            ahead.compile_each(self, types, {}, ahead.archs(base.CONFIG),
+                               lambda arch: self.compile_for(types, "cuda", arch, prove))
+            return _Entry(types, names, compiled, None)
+        arch = device.cuda_arch()
+        compiled, loaded = load_rebuilding(
+            self.name, self.compile_for(types, "cuda", arch, prove),
+            lambda: self.compile_for(types, "cuda", arch, prove, fresh=True),
+            lambda c: load(self.name, c.cubin, c.ptx))
+        loaded.pooled_shared = pooled_bytes(compiled.info.shared)
+        if loaded.pooled_shared:  # static arrays over 48 KB live in dynamic shared memory
+            allow_dynamic_shared(loaded, contracts.device_limits("cuda").max_shared_optin
+                                 - loaded.static_shared_bytes)
+        elif self.contract is not None and \
+                self.contract.shared_range[1] > contracts.SHARED_LIMIT:
+            allow_dynamic_shared(loaded, self.contract.shared_range[1])
+        loaded.params = pack.ParamBuffer(compiled.info.abi)
+        return _Entry(types, names, compiled, loaded)
+
+    def _types(self, args, tensors, backend: str) -> tuple:
+        """The specialisation of ``args`` (``tensors``: each as a Tensor, None for scalars):
+        ArgumentTypeError for a wrong count, a scalar for an array or the reverse, an array
+        not on ``backend``, a dtype or rank the annotations refuse."""
         params = self.params
         P.arity(self.name, params, len(args))
         infos = []
@@ -254,28 +281,7 @@ class Kernel(BaseKernel):
                                         help="pass fl.asarray(x), or a CUDA array (PyTorch, "
                                              "CuPy) when the backend is cuda")
             infos.append(P.ArgInfo(t.dtype, t.ndim, t.is_contiguous()))
-        types = P.specialise(self.name, params, infos)
-        names = [p.name for p in params]
-        if backend == "cpu":
-            compiled = self.compile_for(types, "cpu", None, prove)
-            # for the GPUs of FEARLESS_CROSS_COMPILE or `fearless compile` too
-            ahead.compile_each(self, types, {}, ahead.archs(base.CONFIG),
-                               lambda arch: self.compile_for(types, "cuda", arch, prove))
-            return _Entry(types, names, compiled, None)
-        arch = device.cuda_arch()
-        compiled, loaded = load_rebuilding(
-            self.name, self.compile_for(types, "cuda", arch, prove),
-            lambda: self.compile_for(types, "cuda", arch, prove, fresh=True),
-            lambda c: load(self.name, c.cubin, c.ptx))
-        loaded.pooled_shared = pooled_bytes(compiled.info.shared)
-        if loaded.pooled_shared:  # static arrays over 48 KB live in dynamic shared memory
-            allow_dynamic_shared(loaded, contracts.device_limits("cuda").max_shared_optin
-                                 - loaded.static_shared_bytes)
-        elif self.contract is not None and \
-                self.contract.shared_range[1] > contracts.SHARED_LIMIT:
-            allow_dynamic_shared(loaded, self.contract.shared_range[1])
-        loaded.params = pack.ParamBuffer(compiled.info.abi)
-        return _Entry(types, names, compiled, loaded)
+        return P.specialise(self.name, params, infos)
 
     @user_facing
     def op(self, launch, *args) -> DeviceOperation:
@@ -374,12 +380,7 @@ class Kernel(BaseKernel):
             contracts.check_warps(self.name, launch, info.warp_full)
         contracts.check_shared(self.name, launch, info.shared, self.contract)
         if backend == "cpu":
-            values = self._scalars(entry, args)
-            if ahead.compiling_ahead():
-                return (lambda stream: None), entry, tensors  # `fearless compile`: no run
-            return (lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch,
-                                                       values, tensors, info.bounds_sites,
-                                                       stream, base.CONFIG.racecheck)), entry, tensors
+            return self._cpu_enqueue(launch, entry, args, tensors), entry, tensors
         loaded = entry.loaded
         contracts.check_compiled(self.name, launch, loaded.registers, loaded.max_threads_per_block)
         requires = None
@@ -399,6 +400,15 @@ class Kernel(BaseKernel):
                                 for a, t, v in zip(args, tensors, views))] = plan
             launch._last[0] = plan.fast_for(args, views)
         return (lambda stream: plan.run(args, views, stream)), entry, tensors
+
+    def _cpu_enqueue(self, launch, entry: _Entry, args, tensors):
+        """``enqueue(stream)`` of a checked launch on the cpu backend: the IR interpreted."""
+        values = self._scalars(entry, args)
+        if ahead.compiling_ahead():
+            return lambda stream: None  # `fearless compile`: no run
+        sites = entry.compiled.info.bounds_sites
+        return lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch, values,
+                                                  tensors, sites, stream, base.CONFIG.racecheck)
 
     def _scalars(self, entry: _Entry, args) -> list:
         """Scalar arguments as NumPy scalars of their parameter's dtype (None for arrays), for

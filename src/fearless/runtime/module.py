@@ -142,3 +142,34 @@ def allow_dynamic_shared(loaded: LoadedKernel, nbytes: int) -> None:
         raise BackendError(f"kernel '{loaded.name}': the driver refused {nbytes} bytes of "
                            f"dynamic shared memory per block ({err})",
                            help="lower the contract's dynamic_shared maximum")
+
+
+def param_layout(loaded: LoadedKernel) -> list[tuple[int, int]]:
+    """``(offset, size)`` in bytes of each parameter of the loaded entry, as the driver lays
+    them out (``cuKernelGetParamInfo``, CUDA 12.4+; the ``cuFunc`` form for a CUfunction). The
+    count comes from ``cuKernelGetParamCount`` where the driver has it (newer than
+    ``ParamInfo``), else from the first index ``ParamInfo`` calls invalid. Raises BackendError
+    naming the kernel."""
+    from cuda.bindings import driver
+
+    handle = loaded.handle.handle
+    kernel = isinstance(handle, driver.CUkernel)
+    info_of = driver.cuKernelGetParamInfo if kernel else driver.cuFuncGetParamInfo
+    ok, invalid = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_INVALID_VALUE
+    try:
+        err, count = (driver.cuKernelGetParamCount if kernel else driver.cuFuncGetParamCount)(
+            handle)
+        count = count if err == ok else None
+    except Exception:  # a driver without the call: cuda.bindings cannot find its symbol
+        count = None
+    layout = []
+    while count is None or len(layout) < count:
+        err, offset, size = info_of(handle, len(layout))
+        if err == invalid and count is None:
+            break
+        if err != ok:
+            raise BackendError(f"kernel '{loaded.name}': the driver cannot describe the "
+                               f"entry's parameters ({err})",
+                               help="fearless needs a CUDA 12.4+ driver")
+        layout.append((int(offset), int(size)))
+    return layout

@@ -13,8 +13,7 @@ from llvmlite import ir
 
 from fearless.backends.llvm import arith, mma, nvvm, simt, warp
 from fearless.backends.llvm.nvvm import GPTR, I1, I8, I64, llvm_type
-from fearless.compiler.abi import ERROR_WORD, PTR, SCALAR, THREADS, Abi, Slot, array_slots, \
-    scalar_code
+from fearless.compiler.abi import ERROR_WORD, PTR, SCALAR, Abi, simt_abi
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Operation, Region
 from fearless.ir.opdef import Op, checked_reads, only
@@ -205,19 +204,11 @@ def abi(fn: Function, checked: bool, coarsen: int) -> Abi:
     """The entry's parameter slots (see the module docstring): ``checked`` when a read is
     bounds-checked (an error word), ``coarsen`` logical threads per thread (> 1: a thread
     count)."""
-    slots = []
-    for k, p in enumerate(fn.params):
-        if isinstance(p.type, Array):
-            n = p.type.ndim
-            slots += array_slots(k, n, 0 if p.type.contiguous else n, "q")
-        else:
-            slots.append(Slot(SCALAR, k, 0, scalar_code(p.type.dtype)))
-    if checked:
-        slots.append(Slot(ERROR_WORD, -1, 0, "Q"))
-    if coarsen > 1:
-        axis = fn.attrs.get("index_space", 1) - 1  # the slowest axis: x, y (2-d), z (3-d)
-        slots.append(Slot(THREADS, -1, axis, "q"))
-    return Abi(tuple(slots))
+    params = [(p.type.dtype, p.type.ndim, p.type.contiguous) if isinstance(p.type, Array)
+              else (p.type.dtype, None, True) for p in fn.params]
+    # the slowest axis: x, y (2-d), z (3-d)
+    axis = fn.attrs.get("index_space", 1) - 1 if coarsen > 1 else None
+    return simt_abi(params, checked, axis)
 
 
 def lower(fn: Function, block: tuple | None = None, max_threads: int | None = None
