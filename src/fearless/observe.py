@@ -18,11 +18,12 @@ ran, or a ``CompileError``; fearless's own ``InternalError`` is not counted); ``
 bounds and race errors the kernel's own runs raised (``KernelBoundsError``, ``RaceError``).
 ``memory``: the bytes of device memory fearless allocated while counting and has not freed
 (``current``) and the most at any time (``peak``); None until it counts a device allocation.
-``autotune``: a record per tuning of an ``ft.autotune`` kernel (one per new key): ``key`` (the
-key's parameters, readable), ``winner`` (the config chosen), ``seconds`` (the wall-clock cost of
-the tuning: compiles, trial runs, timing), ``tried`` (configs run or refused), ``dropped`` (of
-those, the ones that failed, refused or did not fit), ``skipped`` (configs the time bound left
-out). Work inside ``with fl.stats.quiet():`` is not counted (an autotuner's trial runs).
+Per kernel too, ``autotune``: a record per tuning of an ``ft.autotune`` kernel (one per new
+key): ``key`` (the key's parameters, readable), ``winner`` (the config chosen), ``seconds``
+(the wall-clock cost of the tuning: compiles, trial runs, timing), ``tried`` (configs measured
+or dropped), ``dropped`` (of those, the ones that failed, refused the arguments or did not fit
+them), ``skipped`` (configs the time bound left out). Work inside ``with fl.stats.quiet():`` is
+not counted (an autotuner's trial runs).
 
 Off by default, and close to free when off: each launch and allocation tests one module
 variable (``runtime/stats.py``); compiles and errors, off the hot path, test one flag. This

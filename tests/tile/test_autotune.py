@@ -1,12 +1,11 @@
 """``ft.autotune``: configs chosen by measurement on scratch twins, never on the caller's data.
 
-The tuning runs on the cpu backend here (``tuning._tunes_on_cpu`` replaced) with a stand-in timer
-that still runs every candidate's work (so the twins are exercised) and ranks the configs as each
-test says. The
-scenarios are the public autotuner failures of Triton's: an in-place kernel that the tuner ran
-on live data several times (B12), an accumulating kernel whose first call added more than once
-(B18), a config that writes half the output winning because benchmark runs filled the rest
-(B32)."""
+The tuning runs on the cpu backend here (the ``tune`` fixture of ``conftest.py``) with a
+stand-in timer that still runs every candidate's work (so the twins are exercised) and ranks the
+configs as each test says. The scenarios are the public autotuner failures of Triton's: an
+in-place kernel that the tuner ran on live data several times (B12), an accumulating kernel
+whose first call added more than once (B18), a config that writes half the output winning
+because benchmark runs filled the rest (B32)."""
 from __future__ import annotations
 
 import dataclasses

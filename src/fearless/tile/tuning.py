@@ -396,12 +396,11 @@ class Autotuned:
         self._winners[key] = ranking
         Store(self).put(key, ranking)
         if STATS.on:
-            r = self.report
-            STATS.autotuned(self.name, label, f"config {ranking[0]} "
-                                              f"{self.configs[ranking[0]]!r}", r.seconds,
-                            sum(c.skipped is None for c in r), sum(c.dropped is not None
-                                                                   for c in r),
-                            sum(c.skipped is not None for c in r))
+            r, best = self.report, ranking[0]
+            skipped = sum(c.skipped is not None for c in r)
+            STATS.autotuned(self.name, label, f"config {best} {self.configs[best]!r}", r.seconds,
+                            tried=len(r) - skipped, dropped=sum(c.dropped is not None for c in r),
+                            skipped=skipped)
         return ranking
 
     def _cannot_tune(self) -> str | None:
