@@ -1,4 +1,4 @@
-"""The ``fearless`` command: doctor, demo, inspect, compile, export, stats, sanitize.
+"""The ``fearless`` command: doctor, demo, inspect, compile, export, tune, stats, sanitize.
 
     fearless doctor                      what works on this machine, and what to do otherwise
     fearless demo                        run the examples (GPU if usable, else CPU), check, time
@@ -19,6 +19,11 @@
     fearless export TARGET [--signature ...] [--arch sm_90 ...] [--block 256] -o DIR
         SIMT kernels compiled ahead of time for C and C++ callers: a cubin per arch and a C
         header whose launch function checks the launch contract (fearless/export.py)
+    fearless tune TARGET --shape a=4096x4096,... [--signature a=f16,...] [--scalar n=3]
+        tune an ft.autotune kernel ahead of time on this machine (its GPU) for arguments of
+        those shapes (contiguous; floats random normal, integers and bools zero, Outs zero)
+        and store the ranking where its calls find it (FEARLESS_CACHE_DIR/autotune/); a
+        --shape for every tensor parameter, a --scalar for every scalar one
     fearless stats SCRIPT [--format table|json|prometheus] [-- ARGS]
         run the script with fl.stats counting, then print what its kernels did
     fearless sanitize SCRIPT... [--tool T|all ...] [--jobs N] [-- ARGS]
@@ -88,6 +93,13 @@ def main(argv=None) -> int:
     exp.add_argument("--block", default=None,
                      help="the block when the contract does not fix it: 256, or 32x8 (x first)")
     exp.add_argument("-o", "--out", required=True, help="the directory to write into")
+    tune = sub.add_parser("tune", help="tune an ft.autotune kernel ahead of time on this "
+                                        "machine's GPU, into the cache its calls read")
+    tune.add_argument("target")
+    tune.add_argument("--shape", required=True, help="name=4096x4096,... for every tensor "
+                                                     "parameter")
+    tune.add_argument("--signature", default="", help="name=dtype,... for generic params")
+    tune.add_argument("--scalar", default="", help="name=value,... for every scalar parameter")
     st = sub.add_parser("stats", help="run a script with fl.stats counting and print them")
     st.add_argument("script")
     st.add_argument("--format", choices=("table", "json", "prometheus"), default="table")
@@ -132,6 +144,8 @@ def main(argv=None) -> int:
             return run_with_stats(args.script, script_args, args.format)
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
+        if args.command == "tune":
+            return tune_kernels(args.target, args.signature, args.shape, args.scalar)
         if args.command == "export":
             return export_kernels(args.target, args.signature, args.arch or ["sm_90"],
                                   args.block, args.out)
@@ -192,23 +206,31 @@ def _load_module(spec: str):
             raise  # a module the user's code imports is missing: its error
 
 
-def _kernels(target: str):
+def _kernels(target: str, autotuned: bool = False):
+    """The kernels ``target`` names (module:name, file.py:name, or every one of a module):
+    SIMT and tile kernels, or with ``autotuned`` the ``ft.autotune`` ones. Raises UsageError."""
     from fearless.kernel import Kernel
     from fearless.kernel.tile import TileKernel
+    from fearless.tile.tuning import Autotuned
+    kinds, what, noun = ((Autotuned,), "ft.autotune kernel", "ft.autotune kernel") \
+        if autotuned else ((Kernel, TileKernel), "@fearless.kernel or tile kernel", "kernel")
     module_spec, _, name = target.rpartition(":") if ":" in target else (target, "", "")
     module = _load_module(module_spec)
-    found = {n: v for n, v in vars(module).items() if isinstance(v, (Kernel, TileKernel))}
-    listing = f"its kernels: {', '.join(found)}" if found else "it defines no kernel"
+    found = {n: v for n, v in vars(module).items() if isinstance(v, kinds)}
+    listing = f"its {noun}s: {', '.join(found)}" if found else f"it defines no {noun}"
+    fix = "; wrap it in @ft.autotune(configs=[ft.Config(...), ...]) (or with no configs, " \
+          "the default space)" if autotuned else ""
     if name:
         k = getattr(module, name, None)
         if k is None:
             raise UsageError(f"{module_spec} has no '{name}'; {listing}")
-        if not isinstance(k, (Kernel, TileKernel)):
-            raise UsageError(f"'{name}' in {module_spec} is a {type(k).__name__}, not a "
-                             f"@fearless.kernel or tile kernel; {listing}")
+        if not isinstance(k, kinds):
+            article = "an" if autotuned else "a"
+            raise UsageError(f"'{name}' in {module_spec} is a {type(k).__name__}, not {article} "
+                             f"{what}; {listing}{fix}")
         return [k]
     if not found:
-        raise UsageError(f"no @fearless.kernel or tile kernel in {module_spec}")
+        raise UsageError(f"no {what} in {module_spec}{fix}")
     return list(found.values())
 
 
@@ -251,20 +273,35 @@ def _token_ids(text: str) -> list[int]:
     return ids
 
 
-def _parse_consts(text: str) -> dict:
-    """``bk=64,alpha=0.5`` -> {name: int or float}. Raises UsageError."""
+def _parse_numbers(text: str, option: str = "--const") -> dict:
+    """``bk=64,alpha=0.5`` -> {name: int or float}. Raises UsageError naming ``option``."""
     out = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         name, eq, value = (s.strip() for s in item.partition("="))
         if not eq or not name.isidentifier():
-            raise UsageError(f"--const {item!r}: expected name=value, e.g. bk=64")
+            raise UsageError(f"{option} {item!r}: expected name=value, e.g. "
+                             f"{'bk=64' if option == '--const' else 'n=3'}")
         try:
             out[name] = int(value)
         except ValueError:
             try:
                 out[name] = float(value)
             except ValueError:
-                raise UsageError(f"--const {item!r}: {value!r} is not a number") from None
+                raise UsageError(f"{option} {item!r}: {value!r} is not a number") from None
+    return out
+
+
+def _parse_shapes(text: str) -> dict:
+    """``a=4096x4096,n=8`` -> {name: shape tuple}. Raises UsageError."""
+    out = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, eq, spec = (s.strip() for s in item.partition("="))
+        extents = spec.lower().split("x")
+        if not eq or not name.isidentifier() or not all(
+                e.strip().isdigit() and int(e) > 0 for e in extents):
+            raise UsageError(f"--shape {item!r}: expected name=extents joined by x, such as "
+                             f"a=4096x4096")
+        out[name] = tuple(int(e) for e in extents)
     return out
 
 
@@ -303,7 +340,7 @@ def param_types(kernel, signature: dict) -> tuple:
 def inspect(target: str, stage: str, signature: str, arch: str, consts: str = "") -> int:
     from fearless.kernel.params import CONST, NO_DEFAULT
     from fearless.kernel.tile import TileKernel
-    sig, given = _parse_signature(signature), _parse_consts(consts)
+    sig, given = _parse_signature(signature), _parse_numbers(consts)
     kernels = _kernels(target)
     _check_names(kernels, sig, "--signature", False)
     _check_names(kernels, given, "--const", True)
@@ -347,6 +384,60 @@ def export_kernels(target: str, signature: str, archs: list[str], block: str | N
     return 0
 
 
+def tune_kernels(target: str, signature: str, shape: str, scalar: str) -> int:
+    """``fearless tune``: each ft.autotune kernel of ``target`` tuned for arguments of the
+    ``shape`` given (``tuning.Autotuned.tune``), its report printed. Raises UsageError for the
+    command line, AutotuneError where this machine does not tune (the cpu backend)."""
+    sig, shapes, scalars = _parse_signature(signature), _parse_shapes(shape), \
+        _parse_numbers(scalar, "--scalar")
+    tuned = _kernels(target, autotuned=True)
+    for option, given in (("--signature", sig), ("--shape", shapes), ("--scalar", scalars)):
+        _check_names(tuned, given, option, False)
+    for t in tuned:
+        report = t.tune(**_tuning_arguments(t, sig, shapes, scalars))
+        print(f"kernel '{t.name}': {report}")
+    return 0
+
+
+def _tuning_arguments(tuned, sig: dict, shapes: dict, scalars: dict) -> dict:
+    """Arguments of ``tuned``'s runtime parameters as the command line describes them:
+    contiguous tensors (In: floats random normal, integers and bools zero; Out and Atomic:
+    zero) and the scalars' values. Raises UsageError for one left out or a rank that
+    disagrees."""
+    import numpy as np
+
+    import fearless as fl
+    from fearless.kernel import params as P
+    given = {}
+    for p in tuned.runtime:
+        if p.kind is P.SCALAR:
+            if p.name not in scalars:
+                raise UsageError(f"give --scalar {p.name}=VALUE for kernel '{tuned.name}'")
+            continue
+        if p.name not in shapes:
+            raise UsageError(f"give --shape {p.name}=EXTENTS (such as 4096x4096) for kernel "
+                             f"'{tuned.name}'")
+        dt, ndim, _ = sig.get(p.name, (None, None, None))
+        rank = len(shapes[p.name])
+        if ndim is not None and ndim != rank:
+            raise UsageError(f"--signature gives '{p.name}' rank {ndim}, --shape rank {rank}")
+        given[p.name] = (dt, rank, (1,) * rank if p.kind is P.OUT else None)
+    try:
+        infos = P.signature_infos(tuned.runtime, given)
+    except P.Unspecified as exc:
+        raise UsageError(str(exc)) from None
+    rng, args = np.random.default_rng(0), {}
+    for p, info in zip(tuned.runtime, infos):
+        if p.kind is P.SCALAR:
+            args[p.name] = scalars[p.name]
+        elif p.kind is P.IN and info.dtype.is_float:
+            args[p.name] = fl.asarray(rng.standard_normal(shapes[p.name]).astype(
+                info.dtype.numpy))
+        else:
+            args[p.name] = fl.zeros(shapes[p.name], info.dtype)
+    return args
+
+
 def run_with_stats(script: str, script_args: list[str], fmt: str) -> int:
     """``fearless stats``: run ``script`` (as ``python script args``) with ``fl.stats``
     counting, then print them as a table, JSON or the Prometheus text format."""
@@ -378,7 +469,8 @@ def run_with_stats(script: str, script_args: list[str], fmt: str) -> int:
 
 
 def stats_table(snap: dict) -> str:
-    """``fl.stats()`` as a table: a row per kernel (compiles summed over its signatures)."""
+    """``fl.stats()`` as a table: a row per kernel (compiles summed over its signatures),
+    then a line per tuning of an autotuned kernel."""
     rows = [f"{'kernel':24} {'launches':>9} {'cold':>5} {'cold s':>8} {'disk':>5} "
             f"{'disk s':>7} {'memory':>6}  refused / kernel errors"]
     for name, k in snap["kernels"].items():
@@ -387,6 +479,11 @@ def stats_table(snap: dict) -> str:
         errors = ", ".join(f"{e} {n}" for e, n in {**k["refused"], **k["kernel_errors"]}.items())
         rows.append(f"{name[:24]:24} {k['launches']:>9} {c['cold']:>5} {c['cold_s']:>8.3f} "
                     f"{c['disk']:>5} {c['disk_s']:>7.3f} {c['memory']:>6}  {errors or '-'}")
+    for name, k in snap["kernels"].items():
+        for r in k["autotune"]:
+            rows.append(f"tuned {name} for {r['key'] or 'its call'}: {r['winner']} in "
+                        f"{r['seconds']:.1f} s ({r['tried']} tried, {r['dropped']} dropped, "
+                        f"{r['skipped']} skipped)")
     rows.append(f"graph replays: {snap['graphs']['replays']}")
     mem = snap["memory"]
     rows.append("device memory: " + (f"{mem['current']} bytes now, {mem['peak']} at most"

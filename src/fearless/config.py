@@ -34,6 +34,13 @@ Variables:
                         (``runtime/stats.py``). Default off.
     FEARLESS_AUTOTUNE   ``0``: autotuned kernels run the cached winner or the first config,
                         never tuning (``fearless/tile/tuning.py``).
+    FEARLESS_AUTOTUNE_SECONDS  a bound on the seconds one tuning (one new key) may take: past it
+                        the configs not yet measured are skipped and the best measured wins
+                        (at least one is always measured). With ``ft.autotune(max_seconds=)``
+                        the smaller bound applies. Default: none.
+    FEARLESS_AUTOTUNE_PROGRESS  ``1``: a line on stderr per config measured while tuning; ``0``:
+                        none, and no summary line either. Unset: the lines when stderr is a
+                        terminal (and FEARLESS_PROGRESS is not ``0``), else the summary only.
     FEARLESS_TMA        ``0`` compiles tile kernels without TMA (every tile load and store
                         ``allow_tma=False``; kept apart in the caches). compute-sanitizer's
                         initcheck does not see TMA's bulk tensor stores and reports every later
@@ -67,6 +74,8 @@ class Config:
     tma: bool = True
     stats: bool = False
     autotune: bool = True
+    autotune_seconds: float | None = None
+    autotune_progress: bool | None = None   # None: when stderr is a terminal
 
     @staticmethod
     def from_env(env=None) -> "Config":
@@ -87,6 +96,16 @@ class Config:
         if bad:
             raise ValueError(f"FEARLESS_CROSS_COMPILE={env['FEARLESS_CROSS_COMPILE']!r}: "
                              f"{bad[0]!r} is not a GPU arch such as 'sm_90'")
+        seconds = env.get("FEARLESS_AUTOTUNE_SECONDS", "").strip() or None
+        if seconds is not None:
+            try:
+                seconds = float(seconds)
+            except ValueError:
+                seconds = -1.0
+            if not seconds > 0 or seconds == float("inf"):
+                raise ValueError(f"FEARLESS_AUTOTUNE_SECONDS={env['FEARLESS_AUTOTUNE_SECONDS']!r}:"
+                                 f" expected a number of seconds > 0")
+        progress = env.get("FEARLESS_AUTOTUNE_PROGRESS", "").strip()
         return Config(backend=backend, cache_dir=cache_dir,
                       disk_cache=env.get("FEARLESS_CACHE", "1") != "0", dump=dump,
                       racecheck=env.get("FEARLESS_RACECHECK", "").strip() != "0",
@@ -95,7 +114,9 @@ class Config:
                       pdl=env.get("FEARLESS_PDL", "1") != "0",
                       tma=env.get("FEARLESS_TMA", "1") != "0",
                       stats=env.get("FEARLESS_STATS", "0") not in ("", "0"),
-                      autotune=env.get("FEARLESS_AUTOTUNE", "1") != "0")
+                      autotune=env.get("FEARLESS_AUTOTUNE", "1") != "0",
+                      autotune_seconds=seconds,
+                      autotune_progress=None if not progress else progress != "0")
 
 
 CONFIG = Config.from_env()

@@ -18,7 +18,12 @@ ran, or a ``CompileError``; fearless's own ``InternalError`` is not counted); ``
 bounds and race errors the kernel's own runs raised (``KernelBoundsError``, ``RaceError``).
 ``memory``: the bytes of device memory fearless allocated while counting and has not freed
 (``current``) and the most at any time (``peak``); None until it counts a device allocation.
-Work inside ``with fl.stats.quiet():`` is not counted (an autotuner's trial runs).
+Per kernel too, ``autotune``: a record per tuning of an ``ft.autotune`` kernel (one per new
+key): ``key`` (the key's parameters, readable), ``winner`` (the config chosen), ``seconds``
+(the wall-clock cost of the tuning: compiles, trial runs, timing), ``tried`` (configs measured
+or dropped), ``dropped`` (of those, the ones that failed, refused the arguments or did not fit
+them), ``skipped`` (configs the time bound left out). Work inside ``with fl.stats.quiet():`` is
+not counted (an autotuner's trial runs).
 
 Off by default, and close to free when off: each launch and allocation tests one module
 variable (``runtime/stats.py``); compiles and errors, off the hot path, test one flag. This
@@ -34,9 +39,10 @@ from collections import Counter
 
 
 class _Kernel:
-    __slots__ = ("compiles", "launches", "refused", "kernel_errors")
+    __slots__ = ("compiles", "launches", "refused", "kernel_errors", "autotune")
 
     def __init__(self):
+        self.autotune: list = []
         self.compiles: dict = {}
         self.launches = 0
         self.refused: Counter = Counter()
@@ -140,6 +146,15 @@ class Stats:
         with self._lock:
             self._kernel(kernel).launches += 1
 
+    def autotuned(self, kernel: str, key: str, winner: str, seconds: float, tried: int,
+                  dropped: int, skipped: int) -> None:
+        """One tuning of an autotuned kernel (see the module docstring); counted whoever asks,
+        as a compile is."""
+        with self._lock:
+            self._kernel(kernel).autotune.append(
+                {"key": key, "winner": winner, "seconds": seconds, "tried": tried,
+                 "dropped": dropped, "skipped": skipped})
+
     def allocated(self, nbytes: int) -> None:
         with self._lock:
             self._device = True
@@ -162,7 +177,8 @@ class Stats:
         with self._lock:
             kernels = {name: {"compiles": {label: dict(c) for label, c in k.compiles.items()},
                               "launches": k.launches, "refused": dict(k.refused),
-                              "kernel_errors": dict(k.kernel_errors)}
+                              "kernel_errors": dict(k.kernel_errors),
+                              "autotune": [dict(r) for r in k.autotune]}
                        for name, k in sorted(self._kernels.items())}
             memory = {"current": self._current, "peak": self._peak} if self._device else None
             return {"enabled": self.on, "kernels": kernels, "graphs": {"replays": self._replays},
@@ -177,7 +193,8 @@ class Stats:
         ``fearless_compiles_total{kernel,signature,kind}``,
         ``fearless_compile_seconds_total{kernel,signature,kind}``,
         ``fearless_launches_total{kernel}``, ``fearless_refused_total{kernel,error}``,
-        ``fearless_kernel_errors_total{kernel,error}``, ``fearless_graph_replays_total``;
+        ``fearless_kernel_errors_total{kernel,error}``, ``fearless_graph_replays_total``,
+        ``fearless_autotunes_total{kernel}``, ``fearless_autotune_seconds_total{kernel}``;
         gauges ``fearless_memory_bytes`` and ``fearless_memory_peak_bytes`` (cuda only)."""
         snap = self()
         out = []
@@ -210,6 +227,11 @@ class Stats:
                "kernels' runs.",
                [({"kernel": n, "error": e}, v) for n, k in ks.items()
                 for e, v in k["kernel_errors"].items()])
+        family("fearless_autotunes_total", "counter", "Tunings of autotuned kernels (one per "
+               "new key).", [({"kernel": n}, len(k["autotune"])) for n, k in ks.items()])
+        family("fearless_autotune_seconds_total", "counter", "Seconds spent tuning.",
+               [({"kernel": n}, sum(r["seconds"] for r in k["autotune"]))
+                for n, k in ks.items()])
         family("fearless_graph_replays_total", "counter", "Captured graphs replayed.",
                [({}, snap["graphs"]["replays"])])
         if snap["memory"] is not None:

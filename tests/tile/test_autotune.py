@@ -1,12 +1,11 @@
 """``ft.autotune``: configs chosen by measurement on scratch twins, never on the caller's data.
 
-The tuning runs on the cpu backend here (``tuning._tunes_on_cpu`` replaced) with a stand-in timer
-that still runs every candidate's work (so the twins are exercised) and ranks the configs as each
-test says. The
-scenarios are the public autotuner failures of Triton's: an in-place kernel that the tuner ran
-on live data several times (B12), an accumulating kernel whose first call added more than once
-(B18), a config that writes half the output winning because benchmark runs filled the rest
-(B32)."""
+The tuning runs on the cpu backend here (the ``tune`` fixture of ``conftest.py``) with a
+stand-in timer that still runs every candidate's work (so the twins are exercised) and ranks the
+configs as each test says. The scenarios are the public autotuner failures of Triton's: an
+in-place kernel that the tuner ran on live data several times (B12), an accumulating kernel
+whose first call added more than once (B18), a config that writes half the output winning
+because benchmark runs filled the rest (B32)."""
 from __future__ import annotations
 
 import dataclasses
@@ -66,26 +65,6 @@ T = TypeVar("T")
 def copy_half(o: ft.Out[T], x: ft.In[T], skip: ft.Const[int] = 0):
     if skip == 0 or o.tile_index[0] % 2 == 0:
         o.store(ft.load_like(x, o))
-
-
-@pytest.fixture
-def tune(monkeypatch, tmp_path):
-    """Tuning on the cpu backend, a fresh disk cache, and a timer that runs the candidate's
-    work and returns the next of ``fake.times`` (one per config that survives, in order);
-    ``timed`` counts the timings."""
-    monkeypatch.setattr(tuning, "_tunes_on_cpu", lambda: True)
-    monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(
-        BASE.CONFIG, cache_dir=tmp_path / "cache", progress=False))
-    timed = []
-
-    def fake(enqueue, reps=5):
-        enqueue()
-        timed.append(len(timed))
-        return fake.times.pop(0)
-
-    fake.times = []
-    monkeypatch.setattr(tuning.timing, "replay_seconds", fake)
-    return fake, timed
 
 
 def _host(values) -> fl.Tensor:
@@ -260,10 +239,27 @@ def test_bad_configs_and_keys_are_refused_before_anything_runs():
         ft.autotune([ft.Config(tile=16)])(lambda o: o)
     with pytest.raises(AutotuneError, match="reps is 0"):
         ft.autotune([ft.Config(tile=16)], reps=0)(copy_some)
-    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=(4, 4))])(copy_some)
+    with pytest.raises(AutotuneError, match=r"config 0's tile \(16, 0\) for 'o' is not one "
+                                            r"extent \(an int > 0, or None"):
+        ft.autotune([ft.Config(tile=(16, 0))])(copy_some)
+    with pytest.raises(AutotuneError, match="config 0's tile 16.0 for 'o'"):
+        ft.autotune([ft.Config(tile=16.0)])(copy_some)
+    with pytest.raises(AutotuneError, match="configs is a Config; expected a list"):
+        ft.autotune(ft.Config(tile=16))(copy_some)
+    with pytest.raises(AutotuneError, match="the key names 'q', which is not a runtime"):
+        ft.autotune([ft.Config(tile=16)], key="q")(copy_some)     # one name, as a string
+    with pytest.raises(AutotuneError, match="the key names 'skip', which is not a runtime"):
+        ft.autotune([ft.Config(tile=16)], key=("x", "skip"))(copy_some)   # an ft.Const
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "10"):
+        with pytest.raises(AutotuneError, match=r"max_seconds is .*; expected a number of "
+                                                r"seconds > 0"):
+            ft.autotune([ft.Config(tile=16)], max_seconds=bad)(copy_some)
+    tuned = ft.autotune([ft.Config(tile=(4, 4)), ft.Config(tile=(8, 8))])(copy_some)
     out = fl.empty(64, f32)
-    with pytest.raises(AutotuneError, match=r"config 1's tile \(4, 4\) does not fit 'o' of "
-                                            r"shape \(64,\)"):
+    with pytest.raises(AutotuneError, match=r"no config fits these arguments:\n  config 0 "
+                                            r"Config\(tile=\(4, 4\)\): its tile \(4, 4\) does "
+                                            r"not fit 'o' of shape \(64,\): one extent per axis"
+                                            r"\n  config 1 "):
         tuned(out, _host(np.arange(64)))
     assert out.numpy().shape == (64,)   # not moved: nothing ran
     with pytest.raises(AutotuneError, match="'o' takes a fearless Tensor here"):

@@ -278,12 +278,12 @@ GUESSED_LAYOUT = 16  # the CLI's tensors: 16-byte aligned, extents multiples of 
 
 def signature_infos(params: list[Param], given: dict) -> list[ArgInfo]:
     """The runtime parameters described by the command line: ``given`` maps a name to
-    ``(dtype, ndim or None, tile shape or None)``; the rest comes from the annotations. A SIMT
-    array is contiguous; a tile tensor is contiguous, 16-byte aligned and has extents that are
+    ``(dtype or None, ndim or None, tile shape or None)``; the rest comes from the annotations. A
+    SIMT array is contiguous; a tile tensor is contiguous, 16-byte aligned and has extents that are
     multiples of 16 (the layout facts a GPU call usually finds). A parameter whose dtype is a
     TypeVar that another parameter given binds may be left out. Raises Unspecified."""
-    bound = {p.dtype: given[p.name][0] for p in reversed(params)
-             if isinstance(p.dtype, TypeVar) and p.name in given}
+    bound = {p.dtype: given[p.name][0] for p in reversed(params)   # a None dtype binds none
+             if isinstance(p.dtype, TypeVar) and given.get(p.name, (None,))[0] is not None}
     out = []
     for p in params:
         if p.kind is CONST:

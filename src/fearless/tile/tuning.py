@@ -3,17 +3,21 @@ never at the cost of the caller's data.
 
     @ft.autotune(configs=[ft.Config(tile=(128, 128), bk=64),
                           ft.Config(tile=(128, 256), bk=64, hints={"sm_90": {"occupancy": 1}})],
-                 key=("a", "b"))
+                 key=("a", "b"), max_seconds=60)
     @ft.kernel
     def matmul(c: ft.Out[T], a: ft.In[T], b: ft.In[T], bk: ft.Const[int] = 32): ...
 
     c, a, b = matmul(c, a, b).sync()      # c: a Tensor in, its Partition out (unpartition())
 
-A ``Config`` holds the tile of the Out parameters (one shape for all, or ``{name: shape}``),
-values for ``ft.Const`` parameters and tileiras entry hints per arch (``occupancy``,
-``num_cta_in_cga``, ...). The key, by default the tensor parameters' shapes, dtypes, strides and
-16-byte alignment class (and named scalars' values), with the device, its SM count and the
-compiler, selects a cached winner; a new key tunes once.
+A ``Config`` holds the tile of the Out parameters (one shape for all, or ``{name: shape}``; an
+extent ``None`` covers the Out's whole axis, rounded up to a power of two), values for
+``ft.Const`` parameters and tileiras entry hints per arch (``occupancy``, ``num_cta_in_cga``,
+...). Without ``configs=`` the default space of ``fearless.tile.configs`` is used (``gemm()`` for a
+kernel calling ``ft.mma``, else ``rowwise()``). A config whose tile has another rank than a
+call's Out is left out of that call (``tuned.report`` says why; none fitting is an error). The
+key, by default the tensor parameters' shapes, dtypes, strides and 16-byte alignment class (and
+named scalars' values), with the device, its SM count and the compiler, selects a cached
+winner; a new key tunes once.
 
 Safety by construction: tuning never runs a candidate on the caller's buffers. The real call's
 own checks run first (a call every config refuses is refused before any tuning). Every Out
@@ -27,49 +31,56 @@ element within ``rtol`` of the other, plus ``rtol`` times the output's mean magn
 exactly): survivors that disagree are an ``AutotuneError`` naming both, never a silent choice.
 The rest are timed (a CUDA graph of one run, replayed between CUDA events) and only the winner
 runs on the real arguments, once; its lazy operation is returned. All candidates failing is an
-``AutotuneError`` listing each with why; ``tuned.report`` lists the last tuning's candidates.
+``AutotuneError`` listing each with why; ``tuned.report`` (a ``Report``) holds the last
+tuning's candidates, its key and its cost in seconds, and ``fl.stats()`` records each tuning.
+
+Time: ``max_seconds`` (and ``FEARLESS_AUTOTUNE_SECONDS``; the smaller applies) bounds one tuning,
+compiles included: once it is spent, the configs not yet measured are skipped (``skipped`` in
+the report) and the best measured wins; at least one config is always measured, so a tuning
+may overrun by one config's compile and trial. Progress goes to stderr (``tuner.py``).
 
 The configs that refuse the real arguments (their ``requires=``, say) are not tried. A key's
 ranking (the timed configs, fastest first) persists in ``FEARLESS_CACHE_DIR/autotune/`` per
 kernel (its source fingerprint) and config list; a later call runs the best ranked config that
-accepts its arguments. ``FEARLESS_AUTOTUNE=0`` uses a cached ranking or the first config that
-accepts the arguments, and so does a call inside ``fl.capture()`` or a running operation (with
-a ``PerformanceWarning``). The cpu backend does not tune: it runs the first config that accepts
-the arguments and says so once; when it compiles kernels for GPUs too
+accepts its arguments. ``tuned.tune(*args)`` (and ``fearless tune``) tunes ahead of time for the
+key of its arguments, running nothing on them. ``FEARLESS_AUTOTUNE=0`` uses a cached ranking or
+the first config that accepts the arguments, and so does a call inside ``fl.capture()`` or a
+running operation (with a ``PerformanceWarning``). The cpu backend does not tune: it runs the
+first config that accepts the arguments and says so once; when it compiles kernels for GPUs too
 (``FEARLESS_CROSS_COMPILE``, ``fearless compile``) every accepted config is compiled, on twins.
-Not yet: SIMT kernels, a default search space, a bound on tuning time, ``fearless tune``.
+Not yet: SIMT kernels (``@fl.kernel``, whose block shape would vary).
 """
 from __future__ import annotations
 
-import json
-import os
-import sys
-import tempfile
+import math
 import threading
-import time
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from fearless.errors import AutotuneError, FearlessError, InternalError, PerformanceWarning
-from fearless.ir.opdef import Op
 from fearless.kernel import base
 from fearless.observe import STATS
 from fearless.kernel import params as P
 from fearless.kernel.tile import TileKernel
-from fearless.runtime import ahead, cache, device, memory, ownership, timing
+from fearless.runtime import ahead, cache, device, ownership
 from fearless.runtime.stream import current_stream
-from fearless.runtime.tensor import Tensor, as_tensor, empty
+from fearless.runtime.tensor import Tensor, as_tensor
+from fearless.tile import tuner
+from fearless.tile.rankings import Store
+from fearless.tile.tuner import Candidate, Report
 from fearless.tracebacks import user_facing
 from fearless.version import __version__
+
+__all__ = ["Config", "Candidate", "Report", "autotune", "Autotuned"]
 
 
 @dataclass(frozen=True)
 class Config:
-    """One candidate: ``tile`` (a tuple for every Out, or ``{out name: tuple}``), ``hints``
-    (``{arch: {hint: value}}``, merged over the kernel's own) and ``ft.Const`` values."""
+    """One candidate: ``tile`` (a tuple for every Out, or ``{out name: tuple}``; an extent None
+    covers the axis, rounded up to a power of two), ``hints`` (``{arch: {hint: value}}``, merged
+    over the kernel's own) and ``ft.Const`` values."""
 
     tile: object = None
     hints: dict = field(default_factory=dict)
@@ -88,32 +99,32 @@ class Config:
         return f"Config({', '.join(parts)})"
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One config's outcome in a tuning: its median ``seconds``, or why it was ``dropped``."""
-
-    config: Config
-    seconds: float | None = None
-    dropped: str | None = None
-
-
-def autotune(configs, key=None, rtol: float | None = None, reps: int = 5,
-             compare: bool = True):
-    """Decorator over a tile kernel (``@ft.kernel``): see the module docstring. ``key``: names
-    of runtime parameters (default the tensor ones); ``rtol``: the comparison's tolerance
-    (default 1e-2 for 16-bit float outputs, 1e-5 for wider floats); ``reps``: timed replays
-    per candidate; ``compare=False`` skips the comparison (outputs that may differ between
-    runs: float atomics, atomic old values). Raises AutotuneError for an empty or invalid
-    config list, key or setting, naming the problem."""
+def autotune(configs=None, key=None, rtol: float | None = None, reps: int = 5,
+             compare: bool = True, max_seconds: float | None = None):
+    """Decorator over a tile kernel (``@ft.kernel``): see the module docstring. ``configs``:
+    ``ft.Config`` list (default ``ft.configs.default(kernel)``); ``key``: names of runtime
+    parameters (default the tensor ones); ``rtol``: the comparison's tolerance (default 1e-2
+    for 16-bit float outputs, 1e-5 for wider floats); ``reps``: timed replays per candidate;
+    ``compare=False`` skips the comparison (outputs that may differ between runs: float
+    atomics, atomic old values); ``max_seconds``: a bound on one tuning's wall-clock seconds.
+    Raises AutotuneError for an empty or invalid config list, key or setting, naming it."""
     def wrap(kernel):
-        return Autotuned(kernel, configs, key, rtol, reps, compare)
+        return Autotuned(kernel, configs, key, rtol, reps, compare, max_seconds)
     return wrap
+
+
+_CAPTURING = "tuning runs work now, which fl.capture() and running operations refuse"
+
+
+def _tunes_on_cpu() -> bool:
+    """Whether the cpu backend tunes: never, but tests say otherwise (they replace this)."""
+    return False
 
 
 class Autotuned:
     """A tile kernel with a config list; calling it runs the winner for the call's key."""
 
-    def __init__(self, kernel, configs, key, rtol, reps, compare):
+    def __init__(self, kernel, configs, key, rtol, reps, compare, max_seconds=None):
         if not isinstance(kernel, TileKernel):
             raise AutotuneError("ft.autotune decorates a tile kernel (@ft.kernel)")
         self.kernel, self.name = kernel, kernel.name
@@ -124,22 +135,27 @@ class Autotuned:
         self.written = [p.name for p in self.params if p.kind in (P.OUT, P.ATOMIC)]
         if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
             raise AutotuneError(f"reps is {reps!r}; expected an int >= 1", kernel=self.name)
-        if rtol is not None and not (isinstance(rtol, (int, float)) and rtol >= 0):
+        if rtol is not None and not (_number(rtol) and rtol >= 0):
             raise AutotuneError(f"rtol is {rtol!r}; expected a number >= 0", kernel=self.name)
-        self.configs = self._checked_configs(list(configs) if configs is not None else [])
-        names = [p.name for p in self.runtime]
-        tensors = [p.name for p in self.runtime if p.kind is not P.SCALAR]
-        self.key = tuple(tensors if key is None else key)
-        for name in self.key:
-            if name not in names:
-                raise AutotuneError(f"the key names '{name}', which is not a runtime "
-                                    f"parameter", kernel=self.name,
-                                    help=f"the parameters are {', '.join(names)}")
+        if max_seconds is not None and not (_number(max_seconds) and 0 < max_seconds < math.inf):
+            raise AutotuneError(f"max_seconds is {max_seconds!r}; expected a number of seconds "
+                                f"> 0", kernel=self.name)
+        self.max_seconds = max_seconds
+        if configs is None:
+            from fearless.tile.configs import default
+            configs = default(kernel)
+        elif isinstance(configs, (Config, str, bytes, dict)) or not hasattr(configs, "__iter__"):
+            raise AutotuneError(f"configs is a {type(configs).__name__}; expected a list of "
+                                f"ft.Config", kernel=self.name,
+                                help="give configs=[ft.Config(...), ...], or leave it out for "
+                                     "the default space (fearless.tile.configs)")
+        self.configs = self._checked_configs(list(configs))
+        self.key = self._checked_key(key)
         self._variants: dict = {}
         self._winners: dict = {}
         self._lock = threading.Lock()
         self._warned: set = set()
-        self.report: list = []   # Candidates of the last tuning, in config order
+        self.report: Report | None = None   # the last tuning, None before one
 
     def _checked_configs(self, configs: list) -> list:
         consts = {p.name: p for p in self.params if p.kind is P.CONST}
@@ -160,14 +176,40 @@ class Autotuned:
             if unset:
                 raise AutotuneError(f"config {n} leaves the ft.Const '{unset[0]}' without a "
                                     f"value (it has no default)", kernel=self.name)
-            for name in cfg.tile if isinstance(cfg.tile, dict) else {}:
-                if name not in self.outs:
-                    raise AutotuneError(f"config {n} gives a tile for '{name}', which is not an "
-                                        f"Out parameter", kernel=self.name)
             if cfg.tile is None and self.outs:
                 raise AutotuneError(f"config {n} has no tile for the Out parameters",
                                     kernel=self.name)
+            tiles = cfg.tile if isinstance(cfg.tile, dict) else \
+                {name: cfg.tile for name in self.outs}
+            for name, tile in tiles.items():
+                if name not in self.outs:
+                    raise AutotuneError(f"config {n} gives a tile for '{name}', which is not an "
+                                        f"Out parameter", kernel=self.name)
+                if not _extents(tile):
+                    raise AutotuneError(f"config {n}'s tile {tile!r} for '{name}' is not one "
+                                        f"extent (an int > 0, or None for the whole axis) per "
+                                        f"axis", kernel=self.name, param=name)
+            missing = [name for name in self.outs if name not in tiles]
+            if missing:
+                raise AutotuneError(f"config {n} gives no tile for the Out '{missing[0]}'",
+                                    kernel=self.name)
         return configs
+
+    def _checked_key(self, key) -> tuple:
+        names = [p.name for p in self.runtime]
+        if key is None:
+            return tuple(p.name for p in self.runtime if p.kind is not P.SCALAR)
+        key = (key,) if isinstance(key, str) else key
+        if not hasattr(key, "__iter__"):
+            raise AutotuneError(f"the key is a {type(key).__name__}; expected parameter names",
+                                kernel=self.name, help=f"the parameters are {', '.join(names)}")
+        key = tuple(key)
+        for name in key:
+            if name not in names:
+                raise AutotuneError(f"the key names {name!r}, which is not a runtime "
+                                    f"parameter", kernel=self.name,
+                                    help=f"the parameters are {', '.join(names)}")
+        return key
 
     def __repr__(self) -> str:
         return f"<fearless autotuned kernel {self.name}, {len(self.configs)} configs>"
@@ -177,18 +219,9 @@ class Autotuned:
     def __call__(self, *args, **kwargs):
         """The lazy operation of the winning config on these arguments (see the module
         docstring); the Out arguments are Tensors, which it partitions."""
-        values = P.bind(self.name, self.runtime, args, kwargs)
-        bound = {p.name: v for p, v in zip(self.runtime, values)}
-        for name in self.outs:
-            if not isinstance(bound[name], Tensor):
-                raise AutotuneError(f"'{name}' takes a fearless Tensor here (the chosen config "
-                                    f"partitions it), got {type(bound[name]).__name__}",
-                                    kernel=self.name, help="pass the tensor itself; for a "
-                                                           "torch tensor, fl.asarray(t)")
-        for n, cfg in enumerate(self.configs):  # every tile fits its Out before anything runs
-            for name in self.outs:
-                self._tile(n, cfg, name, bound[name])
-        key = self._key(bound)
+        bound = self._bind(args, kwargs)
+        fits, unfit = self._fits(bound)
+        key, label = self._key(bound)
         ranking = self._winners.get(key)
         if ranking is not None:   # a key seen before: its best config, whose own checks run
             try:
@@ -198,40 +231,99 @@ class Autotuned:
                 raise
             except FearlessError:
                 pass   # refused for these arguments (a requires= on a scalar): choose again
-        accepted = self._accepted(bound)
-        return self._run(self._choose(key, bound, accepted), bound)
+        return self._run(self._choose(key, label, bound, fits, unfit), bound)
 
-    def _accepted(self, bound: dict) -> list:
-        """The configs whose call on the real arguments passes every check (aliasing,
-        ownership, dtypes, ``requires``), each built and cancelled with its partitions given
-        back: tuning runs on twins, which would hide a refusal. None passing raises the first
-        config's error."""
+    @user_facing
+    def tune(self, *args, **kwargs) -> Report:
+        """Tune now for the key of these arguments (a cached ranking is measured again, and
+        ``FEARLESS_AUTOTUNE=0`` does not apply), store the ranking where calls find it, and
+        return the report. Nothing runs on the arguments' own buffers. Raises AutotuneError
+        where tuning cannot run (the cpu backend, inside ``fl.capture()``), and what a call
+        raises."""
+        bound = self._bind(args, kwargs)
+        fits, unfit = self._fits(bound)
+        key, label = self._key(bound)
+        why = self._cannot_tune()
+        if why is not None:
+            raise AutotuneError(f"{why}; nothing was tuned", kernel=self.name,
+                                help="tune on the GPU machine that will run the kernel")
+        with self._lock:
+            self._tune_key(key, label, bound, fits, unfit)
+        return self.report
+
+    def _bind(self, args, kwargs) -> dict:
+        values = P.bind(self.name, self.runtime, args, kwargs)
+        bound = {p.name: v for p, v in zip(self.runtime, values)}
+        for name in self.outs:
+            if not isinstance(bound[name], Tensor):
+                raise AutotuneError(f"'{name}' takes a fearless Tensor here (the chosen config "
+                                    f"partitions it), got {type(bound[name]).__name__}",
+                                    kernel=self.name, help="pass the tensor itself; for a "
+                                                           "torch tensor, fl.asarray(t)")
+        return bound
+
+    def _fits(self, bound: dict) -> tuple[list, dict]:
+        """The configs whose tiles have the rank of every Out argument, and {n: why} for the
+        others; none fitting raises AutotuneError (before anything runs)."""
+        fits, unfit = [], {}
+        for n, cfg in enumerate(self.configs):
+            for name in self.outs:
+                tile, shape = self._extents(cfg, name), bound[name].shape
+                if len(tile) != len(shape):
+                    unfit[n] = (f"its tile {tile} does not fit '{name}' of shape {shape}: one "
+                                f"extent per axis")
+                    break
+            else:
+                fits.append(n)
+        if not fits:
+            lines = "\n".join(f"  config {n} {self.configs[n]!r}: {why}"
+                              for n, why in unfit.items())
+            raise AutotuneError(f"no config fits these arguments:\n{lines}", kernel=self.name,
+                                help="give configs whose tiles have one extent per axis of "
+                                     "the Out arguments")
+        return fits, unfit
+
+    def _extents(self, cfg: Config, name: str) -> tuple:
+        tile = cfg.tile[name] if isinstance(cfg.tile, dict) else cfg.tile
+        return (tile,) if isinstance(tile, int) else tuple(tile)
+
+    def _tile(self, n: int, name: str, tensor) -> tuple:
+        """Config n's tile for the Out ``name`` holding ``tensor`` (None extents resolved)."""
+        return tuple(1 << max(0, (extent - 1).bit_length()) if t is None else t
+                     for t, extent in zip(self._extents(self.configs[n], name), tensor.shape))
+
+    def _refusal(self, n: int, bound: dict) -> FearlessError | None:
+        """Why config n's call on the real arguments fails a check (aliasing, ownership,
+        dtypes, ``requires``), or None: built and cancelled, its partitions given back. Tuning
+        runs on twins, which would hide a refusal."""
+        made: list = []
+        try:
+            with STATS.quiet():
+                self._run(n, bound, made=made).cancel()
+            return None
+        except InternalError:
+            raise
+        except FearlessError as exc:
+            return exc
+        finally:
+            for part, tensor in made:
+                part.abandon(tensor)
+
+    def _accepted(self, bound: dict, order: list, first_only: bool = False) -> list:
+        """The configs of ``order`` that accept the real arguments (only the first one with
+        ``first_only``); none raises the first one's error."""
         first, accepted = None, []
-        for n in range(len(self.configs)):
-            made: list = []
-            try:
-                with STATS.quiet():
-                    self._run(n, bound, made=made).cancel()
+        for n in order:
+            exc = self._refusal(n, bound)
+            if exc is None:
                 accepted.append(n)
-            except InternalError:
-                raise
-            except FearlessError as exc:
+                if first_only:
+                    break
+            else:
                 first = first or exc
-            finally:
-                for part, tensor in made:
-                    part.abandon(tensor)
-        if not accepted:
+        if not accepted and first is not None:
             raise first
         return accepted
-
-    def _tile(self, n: int, cfg: Config, name: str, tensor) -> tuple:
-        tile = cfg.tile.get(name) if isinstance(cfg.tile, dict) else cfg.tile
-        tile = (tile,) if isinstance(tile, int) else tuple(tile or ())
-        if len(tile) != tensor.ndim or not all(isinstance(t, int) and t > 0 for t in tile):
-            raise AutotuneError(f"config {n}'s tile {tile} does not fit '{name}' of shape "
-                                f"{tensor.shape}: one positive extent per axis",
-                                kernel=self.name, param=name)
-        return tile
 
     def _variant(self, n: int) -> TileKernel:
         kernel = self._variants.get(n)
@@ -258,7 +350,7 @@ class Autotuned:
                     continue
                 v = (twins or {}).get(p.name, bound[p.name])
                 if p.kind is P.OUT:
-                    part = v.partition(self._tile(n, cfg, p.name, v))
+                    part = v.partition(self._tile(n, p.name, v))
                     made.append((part, v))
                     v = part
                 args[p.name] = v
@@ -269,35 +361,55 @@ class Autotuned:
             raise
 
     # -- choosing --------------------------------------------------------------------------
-    def _choose(self, key: str, bound: dict, accepted: list) -> int:
-        """The best config for ``key`` among ``accepted``: from this process's or the disk's
-        ranking when they hold one of them, else tuned now (on cuda), else the first accepted
-        (the cpu backend, FEARLESS_AUTOTUNE=0, inside fl.capture() or a running operation)."""
+    def _choose(self, key: str, label: str, bound: dict, fits: list, unfit: dict) -> int:
+        """The best config for ``key`` among those that fit and accept the arguments: from
+        this process's or the disk's ranking when they hold one, else tuned now (on cuda),
+        else the first accepted (the cpu backend, FEARLESS_AUTOTUNE=0, inside fl.capture() or
+        a running operation)."""
         with self._lock:
-            store = _Store(self)
-            for ranking in (self._winners.get(key), store.get(key)):
-                best = next((n for n in ranking or () if n in accepted), None)
-                if best is not None:
-                    self._winners[key] = [best] + [n for n in ranking if n != best]
-                    return best
-            backend = device.current_backend()
-            why = None
-            if current_stream().capture is not None or \
-                    getattr(ownership._local, "executing", False):
-                why = "tuning runs work now, which fl.capture() and running operations refuse"
-            elif backend != "cuda" and not _tunes_on_cpu():
-                self._compile_every_config(bound, accepted)
-                why = f"the {backend} backend does not tune"
+            for ranking in (self._winners.get(key), Store(self).get(key)):
+                ranked = [n for n in ranking or () if n in fits]
+                for n in ranked:
+                    if self._refusal(n, bound) is None:
+                        self._winners[key] = [n] + [m for m in ranking if m != n]
+                        return n
+            why = self._cannot_tune()
             if why is not None or not base.CONFIG.autotune:
+                # the cpu backend compiling for GPUs too compiles every config, on twins
+                every = why not in (None, _CAPTURING) and bool(
+                    ahead.archs(base.CONFIG) or ahead.compiling_ahead())
+                accepted = self._accepted(bound, fits, first_only=not every)
+                if every:
+                    self._compile_every_config(bound, accepted)
                 if why is not None:
                     self._first(why)
                 self._winners[key] = accepted   # in config order: not stored on disk
                 return accepted[0]
-            with STATS.quiet():   # trial runs and dropped configs are not the caller's
-                ranking = self._tune(bound, accepted)
-            self._winners[key] = ranking
-            store.put(key, ranking)
-            return ranking[0]
+            return self._tune_key(key, label, bound, fits, unfit)[0]
+
+    def _tune_key(self, key: str, label: str, bound: dict, fits: list, unfit: dict) -> list:
+        """Tune now (the lock held): the ranking, also remembered, stored and recorded."""
+        budget = [b for b in (self.max_seconds, base.CONFIG.autotune_seconds) if b is not None]
+        with STATS.quiet():   # trial runs and dropped configs are not the caller's
+            ranking = tuner.tune(self, bound, fits, unfit, label,
+                                 min(budget) if budget else None)
+        self._winners[key] = ranking
+        Store(self).put(key, ranking)
+        if STATS.on:
+            r, best = self.report, ranking[0]
+            skipped = sum(c.skipped is not None for c in r)
+            STATS.autotuned(self.name, label, f"config {best} {self.configs[best]!r}", r.seconds,
+                            tried=len(r) - skipped, dropped=sum(c.dropped is not None for c in r),
+                            skipped=skipped)
+        return ranking
+
+    def _cannot_tune(self) -> str | None:
+        if current_stream().capture is not None or getattr(ownership._local, "executing", False):
+            return _CAPTURING
+        backend = device.current_backend()
+        if backend != "cuda" and not _tunes_on_cpu():
+            return f"the {backend} backend does not tune"
+        return None
 
     def _first(self, why: str) -> None:
         if why not in self._warned:
@@ -305,256 +417,42 @@ class Autotuned:
                           f"that accepts the arguments", PerformanceWarning, stacklevel=5)
             self._warned.add(why)
 
-    def _key(self, bound: dict) -> str:
-        parts = []
+    def _key(self, bound: dict) -> tuple[str, str]:
+        """The key of these arguments, and its readable part (``a=f16(4096, 4096)``)."""
+        parts, shown = [], []
         for name in self.key:
             v = bound[name]
             if isinstance(v, (bool, int, float)) or np.isscalar(v):
                 parts.append((name, type(v).__name__, repr(v)))
+                shown.append(f"{name}={v!r}")
                 continue
             t = v if isinstance(v, Tensor) else as_tensor(v)
             ptr = t.data_ptr() if t.size else 0
             parts.append((name, t.shape, t.dtype.name, t.strides, min(ptr & -ptr, 16) if ptr
                           else 16))
+            shown.append(f"{name}={t.dtype.name}{t.shape}")
         backend = device.current_backend()
         where = (device.cuda_device().name, device.cuda_arch(), device.multiprocessor_count()) \
             if backend == "cuda" else ("cpu",)
-        return repr((backend, where, __version__, cache.compiler_fingerprint(), tuple(parts)))
+        key = repr((backend, where, __version__, cache.compiler_fingerprint(), tuple(parts)))
+        return key, ", ".join(shown)
 
     def _compile_every_config(self, bound: dict, accepted: list) -> None:
         """When the cpu backend also compiles for GPUs (FEARLESS_CROSS_COMPILE, ``fearless
         compile``): every accepted config, on twins, so each is known to compile (once per
         key: the fallback choice is then remembered)."""
-        if not ahead.archs(base.CONFIG) and not ahead.compiling_ahead():
-            return
         for n in accepted[1:]:
-            twins = {name: _twin(bound[name], copy=True) for name in self.written}
+            twins = {name: tuner.twin(bound[name], copy=True) for name in self.written}
             with STATS.quiet():
                 self._run(n, bound, twins).sync()
 
-    def _tune(self, bound: dict, accepted: list) -> list:
-        """Tune over the ``accepted`` configs; returns the timed ones, fastest first."""
-        start = time.perf_counter()
-        read = _outs_read(self, bound)
-        for name in self.written:
-            t = bound[name] if isinstance(bound[name], Tensor) else as_tensor(bound[name])
-            if not t.is_contiguous():
-                raise AutotuneError(f"tuning needs contiguous Out and Atomic arguments; "
-                                    f"'{name}' has strides {t.strides}", kernel=self.name,
-                                    param=name, help="tune on a contiguous tensor of its "
-                                                     "shape, or pass a contiguous copy")
-        report, results, timed = [], {}, {}
-        for n, cfg in enumerate(self.configs):
-            if n not in accepted:
-                report.append(Candidate(cfg, dropped="refuses these arguments"))
-                continue
-            try:
-                results[n] = self._trial(n, bound, read)
-                if isinstance(results[n], str):
-                    report.append(Candidate(cfg, dropped=results.pop(n)))
-                    continue
-                twins = {name: _twin(bound[name], copy=True) for name in self.written}
-                timed[n] = timing.replay_seconds(lambda: self._enqueue(n, bound, twins),
-                                                 self.reps)
-                report.append(Candidate(cfg, seconds=timed[n]))
-            except InternalError:
-                raise
-            except FearlessError as exc:
-                results.pop(n, None)
-                report.append(Candidate(cfg, dropped=f"{type(exc).__name__}: "
-                                                     f"{str(exc).splitlines()[0]}"))
-        self.report = report
-        if not timed:
-            lines = "\n".join(f"  config {n} {c.config!r}: {c.dropped}"
-                              for n, c in enumerate(report))
-            raise AutotuneError(f"every config failed:\n{lines}", kernel=self.name)
-        if self.compare:
-            self._agree(results)
-        ranking = sorted(timed, key=timed.get)
-        best = ranking[0]
-        if base.CONFIG.progress:
-            dropped = sum(c.dropped is not None for c in report)
-            print(f"fearless: tuned '{self.name}' over {len(self.configs)} configs in "
-                  f"{time.perf_counter() - start:.1f} s: config {best} "
-                  f"{self.configs[best]!r} ({timed[best] * 1e6:.1f} us)"
-                  + (f"; {dropped} dropped (see .report)" if dropped else ""), file=sys.stderr)
-        return ranking
 
-    def _enqueue(self, n: int, bound: dict, twins: dict) -> None:
-        """Enqueue config n on the twins (no wait) and take the twins back."""
-        result = self._run(n, bound, twins).enqueue()
-        for p, v in zip(self.runtime, result):
-            if p.name in twins:
-                twins[p.name] = v.unpartition() if p.kind is P.OUT else v
-
-    def _trial(self, n: int, bound: dict, read: set):
-        """Config n's results on fresh twins (name -> host array), or why it is dropped: an
-        Out it does not read runs from zero bytes and from one bytes, and an element holding
-        the fill after both was never written."""
-        fills = (0x00, 0xFF) if any(o not in read for o in self.outs) else (0x00,)
-        runs = []
-        for fill in fills:
-            twins = {name: _twin(bound[name], copy=name in read or name not in self.outs,
-                                 fill=fill) for name in self.written}
-            self._enqueue(n, bound, twins)
-            runs.append({name: twins[name].numpy() for name in self.written})
-        for name in self.outs:
-            if name in read or len(runs) < 2:
-                continue
-            zero, one = (_bits(run[name]) for run in runs)
-            unwritten = (zero == 0) & (one == _ones(one.dtype))
-            if unwritten.any():
-                return (f"leaves {int(unwritten.sum())} of the {unwritten.size} elements of "
-                        f"'{name}' unwritten")
-        return runs[0]
-
-    def _agree(self, results: dict) -> None:
-        order = sorted(results)
-        first = order[0]
-        for n in order[1:]:
-            differs = _differs(results[n], results[first], self.rtol)
-            if differs:
-                raise AutotuneError(
-                    f"configs {first} {self.configs[first]!r} and {n} {self.configs[n]!r} "
-                    f"compute different values: {differs}", kernel=self.name,
-                    help="one of them is wrong (drop it from the list); if the kernel's "
-                         "outputs may differ between runs (float atomics), pass compare=False")
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _tunes_on_cpu() -> bool:
-    """Whether the cpu backend tunes: never, but tests say otherwise (they replace this)."""
-    return False
-
-
-def _outs_read(tuned: Autotuned, bound: dict) -> set:
-    """The Out parameters a config loads (``out.load()``, or ``ft.load``/``load_like`` of its
-    own tile: TILE_LOAD_OWN or TILE_LOAD of the Out in the compiled IR), over every config that
-    compiles for these arguments' dtypes and ranks (a Const may fold a read away)."""
-    from fearless.compiler import compile_tile
-    found, compiled = set(), 0
-    for n, cfg in enumerate(tuned.configs):
-        signature = {}
-        for p in tuned.runtime:
-            if p.kind is P.SCALAR:
-                continue
-            v = bound[p.name]
-            t = v if isinstance(v, Tensor) else as_tensor(v)
-            tile = tuned._tile(n, cfg, p.name, t) if p.kind is P.OUT else None
-            signature[p.name] = (t.dtype, t.ndim, tile)
-        kernel = tuned._variant(n)
-        try:
-            infos = P.signature_infos(kernel.runtime_params, signature)
-            types = P.specialise(kernel.name, kernel.runtime_params, infos)
-            consts = {p.name: cfg.consts.get(p.name, p.default) for p in tuned.params
-                      if p.kind is P.CONST}
-            fn = compile_tile(kernel.captured, kernel._ir_params(types), consts, None,
-                              "passes").fn
-        except (FearlessError, P.Unspecified):
-            continue
-        compiled += 1
-        outs = {id(q.value): q.name for q in fn.params if q.name in tuned.outs}
-        found |= {outs[id(op.operands[0])] for op in fn.walk()
-                  if op.name in (Op.TILE_LOAD_OWN, Op.TILE_LOAD) and id(op.operands[0]) in outs}
-    return found if compiled else set(tuned.outs)   # none compiles: every config is dropped
-
-
-def _twin(t, copy: bool, fill: int = 0) -> Tensor:
-    """A scratch tensor of ``t``'s shape, dtype and 16-byte alignment class: a copy of ``t``,
-    or every byte ``fill``."""
-    t = t if isinstance(t, Tensor) else as_tensor(t)
-    item = t.itemsize
-    pad = 256 // item
-    buf = empty(t.size + pad, t.dtype)
-    want = t.data_ptr() % 256 if t.size else 0
-    start = ((want - buf.data_ptr() % 256) % 256) // item
-    twin = buf[start:start + t.size].reshape(t.shape)
-    del buf
-    if copy:
-        if t.backend == "cuda":
-            memory.copy_device_to_device(twin.data_ptr(), t.data_ptr(), t.nbytes)
-        else:
-            view = twin.host_view()
-            view[...] = t.numpy()
-            del view
-    elif t.backend == "cuda":
-        memory.memset(twin.data_ptr(), fill, t.nbytes)
-    else:
-        view = twin.host_view()
-        view.view(np.uint8)[...] = fill
-        del view
-    return twin
-
-
-def _bits(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
-                                         8: np.uint64}[a.dtype.itemsize])
-
-
-def _ones(dtype) -> int:
-    return np.iinfo(dtype).max
-
-
-def _differs(results: dict, reference: dict, rtol) -> str | None:
-    for name, got in results.items():
-        want = reference[name]
-        if got.dtype.kind in "biu":
-            bad = got != want
-            tol = "exactly"
-        else:
-            g, w = got.astype(np.float64), want.astype(np.float64)
-            r = rtol if rtol is not None else (1e-2 if got.dtype.itemsize <= 2 else 1e-5)
-            finite = np.isfinite(w)
-            mean = float(np.abs(w[finite]).mean()) if finite.any() else 0.0
-            close = np.abs(g - w) <= r * (np.abs(w) + mean)
-            bad = ~(close | (np.isnan(g) & np.isnan(w)) | (g == w))
-            tol = f"within {r} x (|value| + {mean:.3g})"
-        if bad.any():
-            k = int(np.flatnonzero(np.asarray(bad).ravel())[0])
-            return (f"'{name}' element {k}: {got.ravel()[k].item()!r} against "
-                    f"{want.ravel()[k].item()!r} (compared {tol})")
-    return None
-
-
-class _Store:
-    """Rankings on disk: one JSON file per kernel fingerprint, each key's timed configs
-    (fastest first) with the config list they were chosen from."""
-
-    def __init__(self, tuned: Autotuned):
-        self.configs = [repr(c) for c in tuned.configs]
-        fingerprint = cache.digest(["autotune", *tuned.kernel.fingerprint(),
-                                    *tuned.kernel._key_parts()])
-        self.path = Path(base.CONFIG.cache_dir) / "autotune" / f"{fingerprint}.json"
-        self.enabled = base.CONFIG.disk_cache
-
-    def _read(self) -> dict:
-        try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def get(self, key: str) -> list | None:
-        if not self.enabled:
-            return None
-        entry = self._read().get(key)
-        if not isinstance(entry, dict) or entry.get("configs") != self.configs:
-            return None
-        ranking = entry.get("ranking")
-        if not isinstance(ranking, list) or not ranking or not all(
-                type(n) is int and 0 <= n < len(self.configs) for n in ranking):
-            return None
-        return ranking
-
-    def put(self, key: str, ranking: list) -> None:
-        if not self.enabled:
-            return
-        data = self._read()
-        data[key] = {"ranking": ranking, "configs": self.configs}
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1)
-            os.replace(tmp, self.path)
-        except OSError:
-            pass   # a read-only cache: tune again in the next process
+def _extents(tile) -> bool:
+    """Whether ``tile`` is an int > 0, or a non-empty tuple or list of ints > 0 and Nones."""
+    tile = (tile,) if isinstance(tile, int) and not isinstance(tile, bool) else tile
+    return isinstance(tile, (tuple, list)) and bool(tile) and all(
+        t is None or (isinstance(t, int) and not isinstance(t, bool) and t > 0) for t in tile)

@@ -1,0 +1,318 @@
+"""The measurement loop of ``ft.autotune`` (``tuning.py`` decides when it runs): each config that
+fits and accepts the call runs on scratch twins of the written arguments, is dropped when it
+fails or leaves an Out element unwritten, and is timed otherwise; the survivors must agree. A
+time bound skips the configs left once it is spent (after at least one was measured).
+
+Progress on stderr: one line per config measured or dropped
+(``fearless: tuning 'matmul' 3/24: config 2 Config(...): 41.7 us``) when
+``FEARLESS_AUTOTUNE_PROGRESS=1``, or when it is unset, stderr is a terminal and
+``FEARLESS_PROGRESS`` is not ``0`` (a log file gets only the summary); then one summary line
+(``fearless: tuned 'matmul' over 24 configs in 31.2 s: config 5 ...``) unless
+``FEARLESS_PROGRESS=0`` or ``FEARLESS_AUTOTUNE_PROGRESS=0``. Plain lines, no terminal control:
+a compile's own progress line (``runtime/progress.py``) may come between two of them.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from fearless.errors import AutotuneError, FearlessError, InternalError
+from fearless.ir.opdef import Op
+from fearless.kernel import base
+from fearless.kernel import params as P
+from fearless.runtime import memory, timing
+from fearless.runtime.tensor import Tensor, as_tensor, empty
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One config's outcome in a tuning: its median ``seconds``, or why it was ``dropped``
+    (failed, refused the arguments, did not fit them) or ``skipped`` (the time bound)."""
+
+    config: object
+    seconds: float | None = None
+    dropped: str | None = None
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class Report(Sequence):
+    """A tuning: its ``candidates`` in config order (the report indexes and iterates as
+    them), the ``key`` it tuned (its parameters, readable), the wall-clock ``seconds`` it took
+    (compiles, trial runs, timing), the ``winner`` (a config index; None when it failed) and
+    the time bound it ran under (``budget``, seconds, or None)."""
+
+    key: str
+    candidates: tuple
+    seconds: float
+    winner: int | None = None
+    budget: float | None = None
+
+    def __getitem__(self, index):
+        return self.candidates[index]
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def __str__(self) -> str:
+        lines = [f"tuned {self.key or 'the call'} in {self.seconds:.1f} s"
+                 + (f" (bound {self.budget:g} s)" if self.budget is not None else "")]
+        for n, c in enumerate(self.candidates):
+            what = f"{c.seconds * 1e6:.1f} us" if c.seconds is not None else \
+                f"dropped: {c.dropped}" if c.dropped is not None else f"skipped: {c.skipped}"
+            mark = "*" if n == self.winner else " "
+            lines.append(f"{mark} config {n} {c.config!r}: {what}")
+        return "\n".join(lines)
+
+
+def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float | None) -> list:
+    """Tune ``tuned`` (a ``tuning.Autotuned``) over the configs ``fits`` for the real
+    arguments ``bound`` (``unfit``: {config: why} of the rest) within ``budget`` seconds;
+    returns the timed configs, fastest first, and sets ``tuned.report``. Raises the first
+    config's error when none accepts the arguments, AutotuneError when every config fails or
+    two disagree."""
+    start = time.perf_counter()
+    refused: dict = {}
+    for checked in fits:   # the real call's own checks first: up to a config that accepts
+        exc = tuned._refusal(checked, bound)
+        if exc is None:
+            break
+        refused[checked] = exc
+    else:
+        raise next(iter(refused.values()))
+    _check_contiguous(tuned, bound)
+    read = outs_read(tuned, bound, fits)
+    progress = _Progress(tuned.name, len(tuned.configs))
+    candidates, results, timed = [], {}, {}
+    for n, cfg in enumerate(tuned.configs):
+        if n in unfit:
+            candidates.append(Candidate(cfg, dropped=unfit[n]))
+            continue
+        if timed and budget is not None and time.perf_counter() - start >= budget:
+            candidates.append(Candidate(cfg, skipped=f"the time bound of {budget:g} s was "
+                                                     f"spent"))
+            continue
+        exc = refused.get(n) if n <= checked else tuned._refusal(n, bound)
+        if exc is not None:
+            c = Candidate(cfg, dropped=f"refuses these arguments ({_line(exc)})")
+        else:
+            c = _measure(tuned, n, bound, read, results, timed)
+        candidates.append(c)
+        progress.candidate(n, c)
+    report = Report(label, tuple(candidates), time.perf_counter() - start, None, budget)
+    tuned.report = report
+    if not timed:
+        lines = "\n".join(f"  config {n} {c.config!r}: {c.dropped}"
+                          for n, c in enumerate(candidates))
+        raise AutotuneError(f"every config failed:\n{lines}", kernel=tuned.name)
+    if tuned.compare:
+        _agree(tuned, results)
+    ranking = sorted(timed, key=timed.get)
+    tuned.report = replace(report, winner=ranking[0])
+    progress.done(tuned.report, timed[ranking[0]])
+    return ranking
+
+
+def _measure(tuned, n: int, bound: dict, read: set, results: dict, timed: dict) -> Candidate:
+    """Config n's trial and timing: its Candidate; its results and seconds go to ``results``
+    and ``timed`` when it survives."""
+    cfg = tuned.configs[n]
+    try:
+        result = _trial(tuned, n, bound, read)
+        if isinstance(result, str):
+            return Candidate(cfg, dropped=result)
+        twins = {name: twin(bound[name], copy=True) for name in tuned.written}
+        seconds = timing.replay_seconds(lambda: _enqueue(tuned, n, bound, twins), tuned.reps)
+    except InternalError:
+        raise
+    except FearlessError as exc:
+        return Candidate(cfg, dropped=f"{type(exc).__name__}: {_line(exc)}")
+    results[n], timed[n] = result, seconds
+    return Candidate(cfg, seconds=seconds)
+
+
+def _line(exc: Exception) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _check_contiguous(tuned, bound: dict) -> None:
+    for name in tuned.written:
+        t = bound[name] if isinstance(bound[name], Tensor) else as_tensor(bound[name])
+        if not t.is_contiguous():
+            raise AutotuneError(f"tuning needs contiguous Out and Atomic arguments; "
+                                f"'{name}' has strides {t.strides}", kernel=tuned.name,
+                                param=name, help="tune on a contiguous tensor of its "
+                                                 "shape, or pass a contiguous copy")
+
+
+def _enqueue(tuned, n: int, bound: dict, twins: dict) -> None:
+    """Enqueue config n on the twins (no wait) and take the twins back."""
+    result = tuned._run(n, bound, twins).enqueue()
+    for p, v in zip(tuned.runtime, result):
+        if p.name in twins:
+            twins[p.name] = v.unpartition() if p.kind is P.OUT else v
+
+
+def _trial(tuned, n: int, bound: dict, read: set):
+    """Config n's results on fresh twins (name -> host array), or why it is dropped: an
+    Out it does not read runs from zero bytes and from one bytes, and an element holding
+    the fill after both was never written."""
+    fills = (0x00, 0xFF) if any(o not in read for o in tuned.outs) else (0x00,)
+    runs = []
+    for fill in fills:
+        twins = {name: twin(bound[name], copy=name in read or name not in tuned.outs,
+                            fill=fill) for name in tuned.written}
+        _enqueue(tuned, n, bound, twins)
+        runs.append({name: twins[name].numpy() for name in tuned.written})
+    for name in tuned.outs:
+        if name in read or len(runs) < 2:
+            continue
+        zero, one = (_bits(run[name]) for run in runs)
+        unwritten = (zero == 0) & (one == np.iinfo(one.dtype).max)
+        if unwritten.any():
+            return (f"leaves {int(unwritten.sum())} of the {unwritten.size} elements of "
+                    f"'{name}' unwritten")
+    return runs[0]
+
+
+def _agree(tuned, results: dict) -> None:
+    order = sorted(results)
+    first = order[0]
+    for n in order[1:]:
+        differs = _differs(results[n], results[first], tuned.rtol)
+        if differs:
+            raise AutotuneError(
+                f"configs {first} {tuned.configs[first]!r} and {n} {tuned.configs[n]!r} "
+                f"compute different values: {differs}", kernel=tuned.name,
+                help="one of them is wrong (drop it from the list); if the kernel's "
+                     "outputs may differ between runs (float atomics), pass compare=False")
+
+
+def outs_read(tuned, bound: dict, fits: list) -> set:
+    """The Out parameters a config loads (``out.load()``, or ``ft.load``/``load_like`` of its
+    own tile: TILE_LOAD_OWN or TILE_LOAD of the Out in the compiled IR), over every config of
+    ``fits`` that compiles for these arguments' dtypes and ranks (a Const may fold a read
+    away)."""
+    from fearless.compiler import compile_tile
+    found, compiled = set(), 0
+    for n in fits:
+        cfg = tuned.configs[n]
+        signature = {}
+        for p in tuned.runtime:
+            if p.kind is P.SCALAR:
+                continue
+            v = bound[p.name]
+            t = v if isinstance(v, Tensor) else as_tensor(v)
+            tile = tuned._tile(n, p.name, t) if p.kind is P.OUT else None
+            signature[p.name] = (t.dtype, t.ndim, tile)
+        kernel = tuned._variant(n)
+        try:
+            infos = P.signature_infos(kernel.runtime_params, signature)
+            types = P.specialise(kernel.name, kernel.runtime_params, infos)
+            consts = {p.name: cfg.consts.get(p.name, p.default) for p in tuned.params
+                      if p.kind is P.CONST}
+            fn = compile_tile(kernel.captured, kernel._ir_params(types), consts, None,
+                              "passes").fn
+        except (FearlessError, P.Unspecified):
+            continue
+        compiled += 1
+        outs = {id(q.value): q.name for q in fn.params if q.name in tuned.outs}
+        found |= {outs[id(op.operands[0])] for op in fn.walk()
+                  if op.name in (Op.TILE_LOAD_OWN, Op.TILE_LOAD) and id(op.operands[0]) in outs}
+    return found if compiled else set(tuned.outs)   # none compiles: every config is dropped
+
+
+def twin(t, copy: bool, fill: int = 0) -> Tensor:
+    """A scratch tensor of ``t``'s shape, dtype and 16-byte alignment class: a copy of ``t``,
+    or every byte ``fill``."""
+    t = t if isinstance(t, Tensor) else as_tensor(t)
+    item = t.itemsize
+    pad = 256 // item
+    buf = empty(t.size + pad, t.dtype)
+    want = t.data_ptr() % 256 if t.size else 0
+    start = ((want - buf.data_ptr() % 256) % 256) // item
+    out = buf[start:start + t.size].reshape(t.shape)
+    del buf
+    if copy:
+        if t.backend == "cuda":
+            memory.copy_device_to_device(out.data_ptr(), t.data_ptr(), t.nbytes)
+        else:
+            view = out.host_view()
+            view[...] = t.numpy()
+            del view
+    elif t.backend == "cuda":
+        memory.memset(out.data_ptr(), fill, t.nbytes)
+    else:
+        view = out.host_view()
+        view.view(np.uint8)[...] = fill
+        del view
+    return out
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
+                                         8: np.uint64}[a.dtype.itemsize])
+
+
+def _differs(results: dict, reference: dict, rtol) -> str | None:
+    for name, got in results.items():
+        want = reference[name]
+        if got.dtype.kind in "biu":
+            bad = got != want
+            tol = "exactly"
+        else:
+            g, w = got.astype(np.float64), want.astype(np.float64)
+            r = rtol if rtol is not None else (1e-2 if got.dtype.itemsize <= 2 else 1e-5)
+            finite = np.isfinite(w)
+            mean = float(np.abs(w[finite]).mean()) if finite.any() else 0.0
+            close = np.abs(g - w) <= r * (np.abs(w) + mean)
+            bad = ~(close | (np.isnan(g) & np.isnan(w)) | (g == w))
+            tol = f"within {r} x (|value| + {mean:.3g})"
+        if bad.any():
+            k = int(np.flatnonzero(np.asarray(bad).ravel())[0])
+            return (f"'{name}' element {k}: {got.ravel()[k].item()!r} against "
+                    f"{want.ravel()[k].item()!r} (compared {tol})")
+    return None
+
+
+class _Progress:
+    """The lines a tuning prints on stderr (see the module docstring)."""
+
+    def __init__(self, name: str, total: int):
+        cfg = base.CONFIG
+        self.name, self.total, self.count = name, total, 0
+        stream = sys.stderr
+        self.lines = cfg.autotune_progress if cfg.autotune_progress is not None else (
+            cfg.progress and stream is not None and getattr(stream, "isatty", bool)())
+        self.summary = cfg.progress and cfg.autotune_progress is not False
+
+    def candidate(self, n: int, c: Candidate) -> None:
+        self.count += 1
+        if self.lines:
+            what = f"{c.seconds * 1e6:.1f} us" if c.seconds is not None else \
+                f"dropped ({c.dropped})"
+            _write(f"fearless: tuning '{self.name}' {self.count}/{self.total}: config {n} "
+                   f"{c.config!r}: {what}")
+
+    def done(self, report: Report, best: float) -> None:
+        if not self.summary:
+            return
+        n = report.winner
+        dropped = sum(c.dropped is not None for c in report)
+        skipped = sum(c.skipped is not None for c in report)
+        notes = [f"{k} {word}" for k, word in ((dropped, "dropped"), (skipped, "skipped"))
+                 if k]
+        _write(f"fearless: tuned '{self.name}' over {self.total} configs in "
+               f"{report.seconds:.1f} s: config {n} {report[n].config!r} ({best * 1e6:.1f} us)"
+               + (f"; {', '.join(notes)} (see .report)" if notes else ""))
+
+
+def _write(line: str) -> None:
+    stream = sys.stderr
+    if stream is not None:   # pythonw and some embedders have no stderr
+        stream.write(line + "\n")
+        stream.flush()
