@@ -19,8 +19,9 @@
     fearless export TARGET [--signature ...] [--arch sm_90 ...] [--block 256] -o DIR
         SIMT kernels compiled ahead of time for C and C++ callers: a cubin per arch and a C
         header whose launch function checks the launch contract (fearless/export.py)
-    fearless stats SCRIPT [--format table|json|prometheus] [-- ARGS]
-        run the script with fl.stats counting, then print what its kernels did
+    fearless stats SCRIPT [--format table|json|prometheus] [--profile] [-- ARGS]
+        run the script with fl.stats counting (and with --profile, timing each launch: P50
+        and P99 per kernel), then print what its kernels did
     fearless sanitize SCRIPT... [--tool T|all ...] [--jobs N] [-- ARGS]
         the scripts under compute-sanitizer; several runs go in parallel, with a summary
     fearless generate PATH --prompt-ids 1,2,3 [--max-new-tokens 64] [--batch B] [--dtype D]
@@ -91,6 +92,8 @@ def main(argv=None) -> int:
     st = sub.add_parser("stats", help="run a script with fl.stats counting and print them")
     st.add_argument("script")
     st.add_argument("--format", choices=("table", "json", "prometheus"), default="table")
+    st.add_argument("--profile", action="store_true",
+                    help="also time each launch (fl.profile(): CUDA events on the GPU)")
     san = sub.add_parser("sanitize", help="run scripts under compute-sanitizer")
     san.add_argument("scripts", nargs="+", metavar="script")
     san.add_argument("--tool", action="append", default=None,
@@ -129,7 +132,7 @@ def main(argv=None) -> int:
             return generate(args.path, _token_ids(args.prompt_ids), args.max_new_tokens,
                             args.batch, args.dtype)
         if args.command == "stats":
-            return run_with_stats(args.script, script_args, args.format)
+            return run_with_stats(args.script, script_args, args.format, args.profile)
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
         if args.command == "export":
@@ -347,9 +350,10 @@ def export_kernels(target: str, signature: str, archs: list[str], block: str | N
     return 0
 
 
-def run_with_stats(script: str, script_args: list[str], fmt: str) -> int:
+def run_with_stats(script: str, script_args: list[str], fmt: str, profile: bool = False) -> int:
     """``fearless stats``: run ``script`` (as ``python script args``) with ``fl.stats``
-    counting, then print them as a table, JSON or the Prometheus text format."""
+    counting (``profile``: and timing each launch), then print them as a table, JSON or the
+    Prometheus text format."""
     import runpy
 
     import fearless as fl
@@ -357,6 +361,7 @@ def run_with_stats(script: str, script_args: list[str], fmt: str) -> int:
     sys.path.insert(0, str(path.parent))
     fl.stats.reset()
     fl.stats.enable()
+    fl.stats.profiling = profile
     argv, sys.argv = sys.argv, [str(path), *script_args]
     code = 0
     try:
@@ -378,18 +383,32 @@ def run_with_stats(script: str, script_args: list[str], fmt: str) -> int:
 
 
 def stats_table(snap: dict) -> str:
-    """``fl.stats()`` as a table: a row per kernel (compiles summed over its signatures)."""
+    """``fl.stats()`` as a table: a row per kernel (compiles summed over its signatures; with
+    launch times, their P50 and P99 in microseconds and the clock)."""
+    timed = any(k["device_time"] for k in snap["kernels"].values())
     rows = [f"{'kernel':24} {'launches':>9} {'cold':>5} {'cold s':>8} {'disk':>5} "
-            f"{'disk s':>7} {'memory':>6}  refused / kernel errors"]
+            f"{'disk s':>7} {'memory':>6}" + (f" {'p50 us':>9} {'p99 us':>9}" if timed else "")
+            + "  refused / kernel errors"]
     for name, k in snap["kernels"].items():
         c = {key: sum(v[key] for v in k["compiles"].values())
              for key in ("cold", "cold_s", "disk", "disk_s", "memory")}
         errors = ", ".join(f"{e} {n}" for e, n in {**k["refused"], **k["kernel_errors"]}.items())
+        t = k["device_time"]
+        times = "" if not timed else f" {'-':>9} {'-':>9}" if t is None else \
+            f" {t['p50_s'] * 1e6:>9.2f} {t['p99_s'] * 1e6:>9.2f}"
         rows.append(f"{name[:24]:24} {k['launches']:>9} {c['cold']:>5} {c['cold_s']:>8.3f} "
-                    f"{c['disk']:>5} {c['disk_s']:>7.3f} {c['memory']:>6}  {errors or '-'}")
+                    f"{c['disk']:>5} {c['disk_s']:>7.3f} {c['memory']:>6}{times}  "
+                    f"{errors or '-'}")
+    clocks = sorted({k["device_time"]["clock"] for k in snap["kernels"].values()
+                     if k["device_time"]})
+    if clocks:
+        rows.append(f"launch times: {', '.join(clocks)} (cuda_events: GPU time between CUDA "
+                    f"events; host_wall: the cpu backend's wall clock)")
     rows.append(f"graph replays: {snap['graphs']['replays']}")
     mem = snap["memory"]
-    rows.append("device memory: " + (f"{mem['current']} bytes now, {mem['peak']} at most"
+    device = "" if mem is None or mem["device_total"] is None else \
+        f"; the device: {mem['device_free']} of {mem['device_total']} bytes free"
+    rows.append("device memory: " + (f"{mem['current']} bytes now, {mem['peak']} at most{device}"
                                       if mem is not None else "not counted (cpu backend)"))
     return "\n".join(rows)
 

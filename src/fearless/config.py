@@ -32,6 +32,8 @@ Variables:
                         ``backends/tileir/lower.py``'s ``uses_pdl``). For measuring it.
     FEARLESS_STATS      ``1`` starts ``fl.stats`` counting when fearless is imported
                         (``runtime/stats.py``). Default off.
+    FEARLESS_PROFILE    ``1`` also times every eager launch (``fl.profile()``: CUDA events on
+                        the GPU, the wall clock on the cpu backend); implies FEARLESS_STATS.
     FEARLESS_AUTOTUNE   ``0``: autotuned kernels run the cached winner or the first config,
                         never tuning (``fearless/tile/tuning.py``).
     FEARLESS_TMA        ``0`` compiles tile kernels without TMA (every tile load and store
@@ -66,6 +68,7 @@ class Config:
     pdl: bool = True
     tma: bool = True
     stats: bool = False
+    profile: bool = False
     autotune: bool = True
 
     @staticmethod
@@ -95,6 +98,7 @@ class Config:
                       pdl=env.get("FEARLESS_PDL", "1") != "0",
                       tma=env.get("FEARLESS_TMA", "1") != "0",
                       stats=env.get("FEARLESS_STATS", "0") not in ("", "0"),
+                      profile=env.get("FEARLESS_PROFILE", "0") not in ("", "0"),
                       autotune=env.get("FEARLESS_AUTOTUNE", "1") != "0")
 
 
