@@ -1,4 +1,4 @@
-"""The ``fearless`` command: doctor, demo, inspect, compile, export, stats, sanitize.
+"""The ``fearless`` command: doctor, demo, inspect, compile, export, bench, stats, sanitize.
 
     fearless doctor                      what works on this machine, and what to do otherwise
     fearless demo                        run the examples (GPU if usable, else CPU), check, time
@@ -19,6 +19,10 @@
     fearless export TARGET [--signature ...] [--arch sm_90 ...] [--block 256] -o DIR
         SIMT kernels compiled ahead of time for C and C++ callers: a cubin per arch and a C
         header whose launch function checks the launch contract (fearless/export.py)
+    fearless bench TARGET --signature "x=f32[n],..." --size n=4096 [--runs 100] [--compare T2]
+        time one kernel: the first call (its compile) apart, warm-up, then P50/P99/min over
+        the runs (CUDA events, L2 flushed between runs), GB/s and TFLOP/s from --bytes and
+        --flops (fearless/bench.py; `fearless bench --help`)
     fearless stats SCRIPT [--format table|json|prometheus] [--profile] [-- ARGS]
         run the script with fl.stats counting (and with --profile, timing each launch: P50
         and P99 per kernel), then print what its kernels did
@@ -35,29 +39,15 @@ line), 1 when a script given raises (its traceback, without fearless's frames).
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
 import traceback
-from contextlib import contextmanager
-from pathlib import Path
 
-from fearless import dtypes
 from fearless.compiler import STAGE_NAMES, TILE_STAGE_NAMES
 from fearless.config import CONFIG
 from fearless.errors import FearlessError
+from fearless.targets import (ScriptError, UsageError, check_names, find_kernels, param_types,
+                              parse_block, parse_consts, parse_signature, script_path, user_code)
 from fearless.tracebacks import user_frames
-
-_SIGNATURE_FORM = "name=dtype[:ndim][/tile], e.g. x=f32, out=f32:2 or z=f16:2/64x64"
-
-
-class UsageError(Exception):
-    """A mistake on the command line: printed as one line, exit status 2."""
-
-
-class ScriptError(Exception):
-    """The user's script raised while it was loaded or run (its exception is the cause)."""
-
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fearless", description=__doc__.split("\n")[0])
@@ -89,6 +79,7 @@ def main(argv=None) -> int:
     exp.add_argument("--block", default=None,
                      help="the block when the contract does not fix it: 256, or 32x8 (x first)")
     exp.add_argument("-o", "--out", required=True, help="the directory to write into")
+    _bench_parser(sub)
     st = sub.add_parser("stats", help="run a script with fl.stats counting and print them")
     st.add_argument("script")
     st.add_argument("--format", choices=("table", "json", "prometheus"), default="table")
@@ -133,6 +124,11 @@ def main(argv=None) -> int:
                             args.batch, args.dtype)
         if args.command == "stats":
             return run_with_stats(args.script, script_args, args.format, args.profile)
+        if args.command == "bench":
+            from fearless import bench
+            return bench.run(args.target, args.signature, args.size, args.const, args.launch,
+                             args.block, args.runs, args.warmup, args.bytes, args.flops,
+                             args.compare, args.json)
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
         if args.command == "export":
@@ -154,92 +150,28 @@ def main(argv=None) -> int:
         return 1
 
 
-def _script(spec: str) -> Path:
-    path = Path(spec).resolve()
-    if not path.is_file():
-        raise UsageError(f"{spec}: no such file" if not path.exists() else
-                         f"{spec} is not a file")
-    return path
-
-
-@contextmanager
-def _user_code(what: str):
-    """Around running the user's code: an exception from it (not fearless's, not the command
-    line's) becomes a ScriptError ``"{what} raised ..."``, whose cause main() prints."""
-    try:
-        yield
-    except (FearlessError, UsageError):
-        raise
-    except Exception as exc:
-        raise ScriptError(f"{what} raised {type(exc).__name__}") from exc
-
-
-def _load_module(spec: str):
-    if spec.endswith(".py") or "/" in spec:
-        path = _script(spec)
-        sys.path.insert(0, str(path.parent))
-        mod_spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(mod_spec)
-        sys.modules[path.stem] = module
-        with _user_code(f"loading {spec}"):
-            mod_spec.loader.exec_module(module)
-        return module
-    sys.path.insert(0, str(Path.cwd()))  # like `python -c "import spec"` run here
-    with _user_code(f"importing {spec}"):
-        try:
-            return importlib.import_module(spec)
-        except ModuleNotFoundError as exc:
-            if exc.name == spec.split(".")[0] or spec.startswith(f"{exc.name}."):
-                raise UsageError(f"cannot import {spec!r} ({exc}); give module:function of an "
-                                 f"importable module, or path/to/file.py:function") from None
-            raise  # a module the user's code imports is missing: its error
-
-
-def _kernels(target: str):
-    from fearless.kernel import Kernel
-    from fearless.kernel.tile import TileKernel
-    module_spec, _, name = target.rpartition(":") if ":" in target else (target, "", "")
-    module = _load_module(module_spec)
-    found = {n: v for n, v in vars(module).items() if isinstance(v, (Kernel, TileKernel))}
-    listing = f"its kernels: {', '.join(found)}" if found else "it defines no kernel"
-    if name:
-        k = getattr(module, name, None)
-        if k is None:
-            raise UsageError(f"{module_spec} has no '{name}'; {listing}")
-        if not isinstance(k, (Kernel, TileKernel)):
-            raise UsageError(f"'{name}' in {module_spec} is a {type(k).__name__}, not a "
-                             f"@fearless.kernel or tile kernel; {listing}")
-        return [k]
-    if not found:
-        raise UsageError(f"no @fearless.kernel or tile kernel in {module_spec}")
-    return list(found.values())
-
-
-def _parse_signature(text: str) -> dict:
-    """``x=f32,out=f32:2/64x64`` -> {name: (dtype, ndim or None, tile shape or None)}.
-    Raises UsageError."""
-    out = {}
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        name, eq, spec = (s.strip() for s in item.partition("="))
-        if not eq or not name.isidentifier() or not spec:
-            raise UsageError(f"--signature {item!r}: expected {_SIGNATURE_FORM}")
-        spec, _, tile = spec.partition("/")
-        dtype, _, ndim = spec.partition(":")
-        try:
-            dt = dtypes.coerce(dtype.strip())
-        except TypeError:
-            raise UsageError(f"--signature {item!r}: {dtype.strip()!r} is not a dtype; one of "
-                             f"{', '.join(d.name for d in dtypes.ALL)}") from None
-        if ndim and not (ndim.strip().isdigit() and int(ndim) > 0):
-            raise UsageError(f"--signature {item!r}: the rank {ndim!r} is not a positive "
-                             f"integer")
-        extents = tile.split("x") if tile else []
-        if not all(n.strip().isdigit() and int(n) > 0 for n in extents):
-            raise UsageError(f"--signature {item!r}: the tile shape {tile!r} is not positive "
-                             f"extents joined by x, such as 64x64")
-        out[name] = (dt, int(ndim) if ndim else None,
-                     tuple(int(n) for n in extents) if extents else None)
-    return out
+def _bench_parser(sub) -> None:
+    from fearless import bench
+    b = sub.add_parser("bench", help="time one kernel: P50/P99/min over runs, the compile apart",
+                       description=bench.__doc__.split("\n", 1)[1],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("target", help="FILE:kernel or module:kernel")
+    b.add_argument("--signature", default="", help="name=[dtype][extents][/tile],...: a shape "
+                   "per array parameter, e.g. x=f32[n],c=f32[m,n]/64x64")
+    b.add_argument("--size", action="append", default=[], help="name=value,... binding the "
+                   "names of the shapes, --bytes and --flops (repeatable)")
+    b.add_argument("--const", default="", help="name=value,... for a tile kernel's constants")
+    b.add_argument("--launch", default=None, help="a SIMT kernel's launch size, e.g. n or m,n "
+                   "(default: the shape of its first written array)")
+    b.add_argument("--block", default=None, help="a SIMT kernel's block: 256, or 32x8")
+    b.add_argument("--runs", type=int, default=100, help="timed runs (default 100)")
+    b.add_argument("--warmup", type=int, default=10, help="untimed runs first (default 10)")
+    b.add_argument("--bytes", default=None, help="bytes one run moves, e.g. 3*4*n: gives GB/s")
+    b.add_argument("--flops", default=None, help="floating-point operations of one run, e.g. "
+                   "2*m*n*k: gives TFLOP/s")
+    b.add_argument("--compare", default=None, metavar="TARGET2",
+                   help="a second kernel timed on the same inputs; prints the ratio")
+    b.add_argument("--json", action="store_true", help="one JSON object instead of the table")
 
 
 def _token_ids(text: str) -> list[int]:
@@ -254,62 +186,13 @@ def _token_ids(text: str) -> list[int]:
     return ids
 
 
-def _parse_consts(text: str) -> dict:
-    """``bk=64,alpha=0.5`` -> {name: int or float}. Raises UsageError."""
-    out = {}
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        name, eq, value = (s.strip() for s in item.partition("="))
-        if not eq or not name.isidentifier():
-            raise UsageError(f"--const {item!r}: expected name=value, e.g. bk=64")
-        try:
-            out[name] = int(value)
-        except ValueError:
-            try:
-                out[name] = float(value)
-            except ValueError:
-                raise UsageError(f"--const {item!r}: {value!r} is not a number") from None
-    return out
-
-
-def _names(kernel, constants: bool) -> list[str]:
-    """The names of ``kernel``'s runtime parameters, or of its compile-time constants."""
-    from fearless.kernel.params import CONST
-    return [p.name for p in kernel.params if (p.kind is CONST) == constants]
-
-
-def _check_names(kernels, given: dict, option: str, constants: bool) -> None:
-    """Refuse a name in ``given`` that is a parameter (constant) of none of ``kernels``."""
-    known = list(dict.fromkeys(n for k in kernels for n in _names(k, constants)))
-    unknown = [n for n in given if n not in known]
-    if unknown:
-        which = ", ".join(f"'{k.name}'" for k in kernels)
-        raise UsageError(f"{option} names '{unknown[0]}', which is not a "
-                         f"{'constant' if constants else 'parameter'} of {which} "
-                         f"(those are: {', '.join(known) or 'none'})")
-
-
-def param_types(kernel, signature: dict) -> tuple:
-    """The IR types of ``kernel``'s runtime parameters (SIMT or tile) that a call with
-    arguments as ``signature`` describes them would specialise to (``kernel/params.py``):
-    ``signature`` maps a name to (dtype, ndim or None, tile shape or None), the annotations fill
-    the gaps. Raises UsageError for a generic parameter left open, ArgumentTypeError or
-    ContractError for a signature the kernel refuses (as a call would)."""
-    from fearless.kernel import params as P
-    runtime = kernel.runtime_params
-    try:
-        infos = P.signature_infos(runtime, signature)
-    except P.Unspecified as exc:
-        raise UsageError(str(exc)) from None
-    return P.specialise(kernel.name, runtime, infos)
-
-
 def inspect(target: str, stage: str, signature: str, arch: str, consts: str = "") -> int:
     from fearless.kernel.params import CONST, NO_DEFAULT
     from fearless.kernel.tile import TileKernel
-    sig, given = _parse_signature(signature), _parse_consts(consts)
-    kernels = _kernels(target)
-    _check_names(kernels, sig, "--signature", False)
-    _check_names(kernels, given, "--const", True)
+    sig, given = parse_signature(signature), parse_consts(consts)
+    kernels = find_kernels(target)
+    check_names(kernels, sig, "--signature", False)
+    check_names(kernels, given, "--const", True)
     for k in kernels:
         types = param_types(k, sig)
         if isinstance(k, TileKernel):
@@ -330,20 +213,14 @@ def export_kernels(target: str, signature: str, archs: list[str], block: str | N
     """``fearless export``: each kernel of ``target`` (fearless/export.py)."""
     from fearless import export
     from fearless.kernel import Kernel
-    sig = _parse_signature(signature)
-    kernels = _kernels(target)
-    _check_names(kernels, sig, "--signature", False)
+    sig = parse_signature(signature)
+    kernels = find_kernels(target)
+    check_names(kernels, sig, "--signature", False)
     tiles = [k.name for k in kernels if not isinstance(k, Kernel)]
     if tiles:   # refused before any file is written
         raise UsageError(f"{', '.join(tiles)}: tile kernels are not exported yet; name a SIMT "
                          f"kernel (FILE:kernel)")
-    blk = None
-    if block is not None:
-        parts = block.lower().split("x")
-        if not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-            raise UsageError(f"--block {block!r}: expected positive extents joined by x, such "
-                             f"as 256 or 32x8")
-        blk = tuple(int(p) for p in parts)
+    blk = parse_block(block)
     for k in kernels:
         done = export.export(k, param_types(k, sig), archs, out, blk)
         print(f"{done.header}  ({', '.join(str(p) for p in done.cubins.values())})")
@@ -357,7 +234,7 @@ def run_with_stats(script: str, script_args: list[str], fmt: str, profile: bool 
     import runpy
 
     import fearless as fl
-    path = _script(script)
+    path = script_path(script)
     sys.path.insert(0, str(path.parent))
     fl.stats.reset()
     fl.stats.enable()
@@ -365,7 +242,7 @@ def run_with_stats(script: str, script_args: list[str], fmt: str, profile: bool 
     argv, sys.argv = sys.argv, [str(path), *script_args]
     code = 0
     try:
-        with _user_code(f"running {script}"):
+        with user_code(f"running {script}"):
             runpy.run_path(str(path), run_name="__main__")
     except SystemExit as exc:   # the script's sys.exit(): its status, after the counts
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -421,7 +298,7 @@ def compile_ahead(scripts: list[str], archs: list[str]) -> int:
     import fearless as fl
     from fearless.runtime.ahead import compile_only
 
-    paths = [_script(s) for s in scripts]
+    paths = [script_path(s) for s in scripts]
     fl.set_backend("cpu")
     total = 0
     for script, path in zip(scripts, paths):
@@ -429,7 +306,7 @@ def compile_ahead(scripts: list[str], archs: list[str]) -> int:
         t0 = time.perf_counter()
         argv, sys.argv = sys.argv, [str(path)]   # the script sees the argv `python script` gives
         try:
-            with compile_only(archs) as made, _user_code(f"running {script}"):
+            with compile_only(archs) as made, user_code(f"running {script}"):
                 runpy.run_path(str(path), run_name="__main__")
         finally:
             sys.argv = argv
