@@ -206,8 +206,25 @@ def test_on_the_gpu_with_cuda_events_and_a_flushed_l2(backend, kernels, capsys):
     l2 = device.cuda_device().properties.l2_cache_size
     assert report["clock"] == "cuda_events" and report["l2_flush_bytes"] >= 2 * l2
     for r in report["kernels"]:
-        # positive, and no faster than HBM allows (an H200 peaks at 4.8 TB/s)
-        assert 0 < r["min_s"] <= r["p50_s"] <= r["p99_s"] and r["gb_per_s"] < 5000
-        assert r["min_s"] >= 2 * 4 * n / 5e12
+        # positive, and no faster than 8 TB/s (the H200's HBM peaks at 4.8; the L2 is
+        # flushed before each run, but written data may still sit in it when the run ends)
+        assert 0 < r["min_s"] <= r["p50_s"] <= r["p99_s"] and r["gb_per_s"] < 8000
+        assert r["min_s"] >= 2 * 4 * n / 8e12
     # the same memory-bound work: within a factor of two of each other
     assert 0.5 < report["ratio"] < 2
+
+
+def test_the_readme_snippet_runs_as_written(tmp_path):
+    import re
+    import shlex
+    readme = (ROOT / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```sh\n(.*?)```", readme, re.S)
+                if b.startswith("fearless bench ")]
+    argv = shlex.split(block.replace("\\\n", " "))
+    env = {**os.environ, "FEARLESS_BACKEND": "cpu", "FEARLESS_CACHE_DIR": str(tmp_path / "c"),
+           "PYTHONPATH": str(ROOT / "src")}
+    run = subprocess.run([sys.executable, "-m", *argv], env=env, capture_output=True,
+                         text=True, timeout=600, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    row = next(line for line in run.stdout.splitlines() if line.startswith("saxpy "))
+    assert row.split()[-2] != "-" and row.split()[-1] != "-"   # GB/s and TFLOP/s

@@ -353,8 +353,9 @@ def test_profile_times_gpu_launches_with_cuda_events(backend, counting):
     k = fl.stats()["kernels"]["copy"]
     t = k["device_time"]
     assert t["clock"] == "cuda_events" and t["count"] == 50 and k["launches"] == 51
-    # the floor: 2 x 256 MiB through HBM at no more than 5 TB/s (an H200 peaks at 4.8)
-    assert t["min_s"] >= 2 * 4 * n / 5e12
+    # the floor: 2 x 256 MiB at no more than 8 TB/s (the H200's HBM peaks at 4.8; the L2
+    # may hold up to 50 MiB of the traffic between runs)
+    assert t["min_s"] >= 2 * 4 * n / 8e12
     # the ceiling: the host's wall clock around a launch and its synchronisation
     assert t["min_s"] <= t["p50_s"] <= statistics.median(walls)
     assert t["p99_s"] <= t["max_s"] <= t["total_s"] <= 50 * max(walls)
