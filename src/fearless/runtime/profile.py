@@ -11,7 +11,8 @@ program that reads its stats waits for the timed work still running. Pairs are r
 
 Not timed: a launch into a stream that is capturing a graph (``cuStreamIsCapturing``: fearless's
 ``fl.capture()`` and ``fl.graph`` and another library's capture alike), whose events would
-become graph nodes. A pair whose events report an error (a faulted context) is dropped.
+become graph nodes. A pair whose events report an error (a faulted context), or whose launch
+the driver refused, is dropped, not reused.
 """
 from __future__ import annotations
 
