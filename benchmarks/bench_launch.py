@@ -14,17 +14,21 @@ Cases, each beside its peers in the same run:
    operation built and synced per iteration, against ``torch.add`` + ``synchronize``.
 3. A graph of 32 kernels (``fl.graph``): ``replay()`` (enqueue only), per replay and per
    kernel; ``launch().sync()`` (the GPU's time included); the bare ``cuGraphLaunch``.
+4. The cost of observing: the 4-tensor SIMT launch and the tile build + sync with ``fl.stats``
+   off, counting (``fl.stats.enable()``) and profiling (``fl.profile()``: a CUDA event pair per
+   launch, resolved every 1024 launches), each beside the others in the same run.
 Anchor rows, published by their authors (not run here): cutile-rs 0.4, 4 tensors on a cache hit,
 1.6-1.9 us; numba-cuda-mlir, one array, 2.98 us (../shared/reference/peers.md).
 
 Run on the GPU machine from a checkout:  PYTHONPATH=src:. python3 benchmarks/bench_launch.py
 ``--dry-run`` runs the fearless cases on the cpu backend (no peers: their times are not launch
-costs there) to check the script. Output: a table at the end; ``$OUT`` (default ./bench_out)
+costs there) to check the script; ``--stats`` runs only case 4. Output: a table at the end; ``$OUT`` (default ./bench_out)
 gets bench_launch.log and bench_launch.json.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -289,9 +293,43 @@ def fearless_graph(bench: Bench, mod, fl, kernels: int = 32) -> None:
     graph.release()
 
 
+def stats_modes(bench: Bench, mod, fl) -> None:
+    """Case 4: the same launches with fl.stats off, counting and profiling."""
+    kernel = mod.k4
+    launch = kernel.prepare(N_ELEMS)
+    args = [fl.asarray(np.ones(N_ELEMS, np.float32)) for _ in range(3)] + [fl.zeros(N_ELEMS)]
+    x = fl.asarray(np.arange(1 << 16, dtype=np.float32))
+    held = {"part": fl.zeros(1 << 16).partition(1024)}
+
+    def tile_sync():
+        held["part"] = mod.tile_add(held["part"], x).sync()[0]
+
+    was = fl.stats.on
+    fl.stats.disable()
+    try:
+        for mode in ("off", "counting", "profiling"):
+            fl.stats.reset()
+            if mode == "counting":
+                fl.stats.enable()
+            with fl.profile() if mode == "profiling" else contextlib.nullcontext():
+                bench.case("stats", f"k4, 4 fearless tensors, fl.stats {mode}",
+                           lambda: kernel[launch](*args))
+                bench.case("stats", f"tile build + .sync(), fl.stats {mode}", tile_sync)
+            if mode == "profiling":
+                t = fl.stats()["kernels"]["k4"]["device_time"]
+                bench.log(f"           k4 launch times ({t['clock']}): {t['count']} timed, "
+                          f"p50 {t['p50_s'] * 1e6:.2f} us, p99 {t['p99_s'] * 1e6:.2f} us")
+            fl.stats.disable()
+    finally:
+        fl.stats.reset()
+        fl.stats.enable(was)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dry-run", action="store_true", help="the cpu backend, no peers")
+    p.add_argument("--stats", action="store_true",
+                   help="only the cost of fl.stats and fl.profile() per launch (case 4)")
     p.add_argument("--launches", type=int, default=200)
     p.add_argument("--reps", type=int, default=40)
     a = p.parse_args(argv)
@@ -316,10 +354,12 @@ def main(argv=None) -> int:
     path = tmp / "launch_kernels.py"
     path.write_text(_source(ARGS))
     mod = _import(path, "launch_kernels")
-    for section, run in (("fearless simt", lambda: fearless_simt(bench, mod, fl, torch)),
-                         ("peers", lambda: peers_simt(bench, torch, tmp) if torch else None),
-                         ("fearless tile", lambda: fearless_tile(bench, mod, fl, torch)),
-                         ("fearless graph", lambda: fearless_graph(bench, mod, fl))):
+    sections = (("fearless simt", lambda: fearless_simt(bench, mod, fl, torch)),
+                ("peers", lambda: peers_simt(bench, torch, tmp) if torch else None),
+                ("fearless tile", lambda: fearless_tile(bench, mod, fl, torch)),
+                ("fearless graph", lambda: fearless_graph(bench, mod, fl)),
+                ("fl.stats", lambda: stats_modes(bench, mod, fl)))
+    for section, run in sections[-1:] if a.stats else sections:
         try:
             run()
         except Exception:

@@ -91,8 +91,8 @@ MISTAKES = {
                        "cannot import 'no_such_module' (No module named 'no_such_module'); give "
                        "module:function of an importable module, or path/to/file.py:function"),
     "signature without =": (["inspect", SAXPY, "--signature", "x"],
-                            "--signature 'x': expected name=dtype[:ndim][/tile], e.g. x=f32, "
-                            "out=f32:2 or z=f16:2/64x64"),
+                            "--signature 'x': expected name=dtype[:ndim][[extents]][/tile], "
+                            "e.g. x=f32, out=f32:2, z=f16:2/64x64 or a=f16[m,k]"),
     "unknown dtype": (["inspect", SAXPY, "--signature", "x=f99"],
                       f"--signature 'x=f99': 'f99' is not a dtype; one of {DTYPES}"),
     "bad rank": (["inspect", SAXPY, "--signature", "out=f32:two"],

@@ -27,6 +27,7 @@ from fearless.runtime.launch import PreparedLaunch
 from fearless.runtime.stream import Event, Stream, current_stream, stream, synchronize
 from fearless.runtime.partition import Partition
 from fearless.observe import STATS as stats
+profile = stats.profile  # ``with fl.profile():`` times each launch (fearless/observe.py)
 from fearless.runtime import stats as _stats  # registers the launch paths it counts
 from fearless.runtime.tensor import Tensor, asarray, empty, full, ones, zeros
 from fearless.simt import mma, shared, thread, warp
@@ -55,10 +56,11 @@ __all__ = [
     "Tensor", "asarray", "empty", "zeros", "ones", "full", "Partition",
     "DeviceOperation", "graph", "Graph", "capture",
     "Stream", "Event", "stream", "current_stream", "synchronize", "current_backend", "set_backend",
-    "multiprocessor_count", "stats",
+    "multiprocessor_count", "stats", "profile",
     "errors", "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
     "f16", "bf16", "f32", "f64",
 ]
 
-if _CONFIG.stats:  # FEARLESS_STATS=1: count from the first launch
+if _CONFIG.stats or _CONFIG.profile:  # FEARLESS_STATS=1: count from the first launch
     stats.enable()
+    stats.profiling = _CONFIG.profile   # FEARLESS_PROFILE=1: and time each one

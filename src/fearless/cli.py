@@ -1,4 +1,4 @@
-"""The ``fearless`` command: doctor, demo, inspect, compile, export, tune, stats, sanitize.
+"""The ``fearless`` command: doctor, demo, inspect, compile, export, bench, tune, stats, sanitize.
 
     fearless doctor                      what works on this machine, and what to do otherwise
     fearless demo                        run the examples (GPU if usable, else CPU), check, time
@@ -19,13 +19,16 @@
     fearless export TARGET [--signature ...] [--arch sm_90 ...] [--block 256] -o DIR
         SIMT kernels compiled ahead of time for C and C++ callers: a cubin per arch and a C
         header whose launch function checks the launch contract (fearless/export.py)
+    fearless bench TARGET --signature "x=f32[n],..." --size n=4096 [--runs 100] [--compare T2]
+        time one kernel: the first call (its compile) apart, warm-up, then P50/P99/min over
+        the runs (CUDA events, L2 flushed between runs), GB/s and TFLOP/s from --bytes and
+        --flops (fearless/bench.py; `fearless bench --help`)
     fearless tune TARGET --shape a=4096x4096,... [--signature a=f16,...] [--scalar n=3]
         tune an ft.autotune kernel ahead of time on this machine (its GPU) for arguments of
-        those shapes (contiguous; floats random normal, integers and bools zero, Outs zero)
-        and store the ranking where its calls find it (FEARLESS_CACHE_DIR/autotune/); a
-        --shape for every tensor parameter, a --scalar for every scalar one
-    fearless stats SCRIPT [--format table|json|prometheus] [-- ARGS]
-        run the script with fl.stats counting, then print what its kernels did
+        those shapes and store the ranking where its calls find it (fearless/tune.py)
+    fearless stats SCRIPT [--format table|json|prometheus] [--profile] [-- ARGS]
+        run the script with fl.stats counting (and with --profile, timing each launch: P50
+        and P99 per kernel), then print what its kernels did
     fearless sanitize SCRIPT... [--tool T|all ...] [--jobs N] [-- ARGS]
         the scripts under compute-sanitizer; several runs go in parallel, with a summary
     fearless generate PATH --prompt-ids 1,2,3 [--max-new-tokens 64] [--batch B] [--dtype D]
@@ -39,29 +42,15 @@ line), 1 when a script given raises (its traceback, without fearless's frames).
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
 import traceback
-from contextlib import contextmanager
-from pathlib import Path
 
-from fearless import dtypes
 from fearless.compiler import STAGE_NAMES, TILE_STAGE_NAMES
 from fearless.config import CONFIG
 from fearless.errors import FearlessError
+from fearless.targets import (ScriptError, UsageError, check_names, find_kernels, param_types,
+                              parse_block, parse_consts, parse_signature, script_path, user_code)
 from fearless.tracebacks import user_frames
-
-_SIGNATURE_FORM = "name=dtype[:ndim][/tile], e.g. x=f32, out=f32:2 or z=f16:2/64x64"
-
-
-class UsageError(Exception):
-    """A mistake on the command line: printed as one line, exit status 2."""
-
-
-class ScriptError(Exception):
-    """The user's script raised while it was loaded or run (its exception is the cause)."""
-
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fearless", description=__doc__.split("\n")[0])
@@ -93,6 +82,7 @@ def main(argv=None) -> int:
     exp.add_argument("--block", default=None,
                      help="the block when the contract does not fix it: 256, or 32x8 (x first)")
     exp.add_argument("-o", "--out", required=True, help="the directory to write into")
+    _bench_parser(sub)
     tune = sub.add_parser("tune", help="tune an ft.autotune kernel ahead of time on this "
                                         "machine's GPU, into the cache its calls read")
     tune.add_argument("target")
@@ -103,6 +93,8 @@ def main(argv=None) -> int:
     st = sub.add_parser("stats", help="run a script with fl.stats counting and print them")
     st.add_argument("script")
     st.add_argument("--format", choices=("table", "json", "prometheus"), default="table")
+    st.add_argument("--profile", action="store_true",
+                    help="also time each launch (fl.profile(): CUDA events on the GPU)")
     san = sub.add_parser("sanitize", help="run scripts under compute-sanitizer")
     san.add_argument("scripts", nargs="+", metavar="script")
     san.add_argument("--tool", action="append", default=None,
@@ -141,11 +133,17 @@ def main(argv=None) -> int:
             return generate(args.path, _token_ids(args.prompt_ids), args.max_new_tokens,
                             args.batch, args.dtype)
         if args.command == "stats":
-            return run_with_stats(args.script, script_args, args.format)
+            return run_with_stats(args.script, script_args, args.format, args.profile)
+        if args.command == "bench":
+            from fearless import bench
+            return bench.run(args.target, args.signature, args.size, args.const, args.launch,
+                             args.block, args.runs, args.warmup, args.bytes, args.flops,
+                             args.compare, args.json)
+        if args.command == "tune":
+            from fearless import tune
+            return tune.run(args.target, args.signature, args.shape, args.scalar)
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
-        if args.command == "tune":
-            return tune_kernels(args.target, args.signature, args.shape, args.scalar)
         if args.command == "export":
             return export_kernels(args.target, args.signature, args.arch or ["sm_90"],
                                   args.block, args.out)
@@ -165,100 +163,28 @@ def main(argv=None) -> int:
         return 1
 
 
-def _script(spec: str) -> Path:
-    path = Path(spec).resolve()
-    if not path.is_file():
-        raise UsageError(f"{spec}: no such file" if not path.exists() else
-                         f"{spec} is not a file")
-    return path
-
-
-@contextmanager
-def _user_code(what: str):
-    """Around running the user's code: an exception from it (not fearless's, not the command
-    line's) becomes a ScriptError ``"{what} raised ..."``, whose cause main() prints."""
-    try:
-        yield
-    except (FearlessError, UsageError):
-        raise
-    except Exception as exc:
-        raise ScriptError(f"{what} raised {type(exc).__name__}") from exc
-
-
-def _load_module(spec: str):
-    if spec.endswith(".py") or "/" in spec:
-        path = _script(spec)
-        sys.path.insert(0, str(path.parent))
-        mod_spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(mod_spec)
-        sys.modules[path.stem] = module
-        with _user_code(f"loading {spec}"):
-            mod_spec.loader.exec_module(module)
-        return module
-    sys.path.insert(0, str(Path.cwd()))  # like `python -c "import spec"` run here
-    with _user_code(f"importing {spec}"):
-        try:
-            return importlib.import_module(spec)
-        except ModuleNotFoundError as exc:
-            if exc.name == spec.split(".")[0] or spec.startswith(f"{exc.name}."):
-                raise UsageError(f"cannot import {spec!r} ({exc}); give module:function of an "
-                                 f"importable module, or path/to/file.py:function") from None
-            raise  # a module the user's code imports is missing: its error
-
-
-def _kernels(target: str, autotuned: bool = False):
-    """The kernels ``target`` names (module:name, file.py:name, or every one of a module):
-    SIMT and tile kernels, or with ``autotuned`` the ``ft.autotune`` ones. Raises UsageError."""
-    from fearless.kernel import Kernel
-    from fearless.kernel.tile import TileKernel
-    from fearless.tile.tuning import Autotuned
-    kinds, what, noun = ((Autotuned,), "ft.autotune kernel", "ft.autotune kernel") \
-        if autotuned else ((Kernel, TileKernel), "@fearless.kernel or tile kernel", "kernel")
-    module_spec, _, name = target.rpartition(":") if ":" in target else (target, "", "")
-    module = _load_module(module_spec)
-    found = {n: v for n, v in vars(module).items() if isinstance(v, kinds)}
-    listing = f"its {noun}s: {', '.join(found)}" if found else f"it defines no {noun}"
-    fix = "; wrap it in @ft.autotune(configs=[ft.Config(...), ...]) (or with no configs, " \
-          "the default space)" if autotuned else ""
-    if name:
-        k = getattr(module, name, None)
-        if k is None:
-            raise UsageError(f"{module_spec} has no '{name}'; {listing}")
-        if not isinstance(k, kinds):
-            article = "an" if autotuned else "a"
-            raise UsageError(f"'{name}' in {module_spec} is a {type(k).__name__}, not {article} "
-                             f"{what}; {listing}{fix}")
-        return [k]
-    if not found:
-        raise UsageError(f"no {what} in {module_spec}{fix}")
-    return list(found.values())
-
-
-def _parse_signature(text: str) -> dict:
-    """``x=f32,out=f32:2/64x64`` -> {name: (dtype, ndim or None, tile shape or None)}.
-    Raises UsageError."""
-    out = {}
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        name, eq, spec = (s.strip() for s in item.partition("="))
-        if not eq or not name.isidentifier() or not spec:
-            raise UsageError(f"--signature {item!r}: expected {_SIGNATURE_FORM}")
-        spec, _, tile = spec.partition("/")
-        dtype, _, ndim = spec.partition(":")
-        try:
-            dt = dtypes.coerce(dtype.strip())
-        except TypeError:
-            raise UsageError(f"--signature {item!r}: {dtype.strip()!r} is not a dtype; one of "
-                             f"{', '.join(d.name for d in dtypes.ALL)}") from None
-        if ndim and not (ndim.strip().isdigit() and int(ndim) > 0):
-            raise UsageError(f"--signature {item!r}: the rank {ndim!r} is not a positive "
-                             f"integer")
-        extents = tile.split("x") if tile else []
-        if not all(n.strip().isdigit() and int(n) > 0 for n in extents):
-            raise UsageError(f"--signature {item!r}: the tile shape {tile!r} is not positive "
-                             f"extents joined by x, such as 64x64")
-        out[name] = (dt, int(ndim) if ndim else None,
-                     tuple(int(n) for n in extents) if extents else None)
-    return out
+def _bench_parser(sub) -> None:
+    from fearless import bench
+    b = sub.add_parser("bench", help="time one kernel: P50/P99/min over runs, the compile apart",
+                       description=bench.__doc__.split("\n", 1)[1],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("target", help="FILE:kernel or module:kernel")
+    b.add_argument("--signature", default="", help="name=[dtype][extents][/tile],...: a shape "
+                   "per array parameter, e.g. x=f32[n],c=f32[m,n]/64x64")
+    b.add_argument("--size", action="append", default=[], help="name=value,... binding the "
+                   "names of the shapes, --bytes and --flops (repeatable)")
+    b.add_argument("--const", default="", help="name=value,... for a tile kernel's constants")
+    b.add_argument("--launch", default=None, help="a SIMT kernel's launch size, e.g. n or m,n "
+                   "(default: the shape of its first written array)")
+    b.add_argument("--block", default=None, help="a SIMT kernel's block: 256, or 32x8")
+    b.add_argument("--runs", type=int, default=100, help="timed runs (default 100)")
+    b.add_argument("--warmup", type=int, default=10, help="untimed runs first (default 10)")
+    b.add_argument("--bytes", default=None, help="bytes one run moves, e.g. 3*4*n: gives GB/s")
+    b.add_argument("--flops", default=None, help="floating-point operations of one run, e.g. "
+                   "2*m*n*k: gives TFLOP/s")
+    b.add_argument("--compare", default=None, metavar="TARGET2",
+                   help="a second kernel timed on the same inputs; prints the ratio")
+    b.add_argument("--json", action="store_true", help="one JSON object instead of the table")
 
 
 def _token_ids(text: str) -> list[int]:
@@ -273,77 +199,13 @@ def _token_ids(text: str) -> list[int]:
     return ids
 
 
-def _parse_numbers(text: str, option: str = "--const") -> dict:
-    """``bk=64,alpha=0.5`` -> {name: int or float}. Raises UsageError naming ``option``."""
-    out = {}
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        name, eq, value = (s.strip() for s in item.partition("="))
-        if not eq or not name.isidentifier():
-            raise UsageError(f"{option} {item!r}: expected name=value, e.g. "
-                             f"{'bk=64' if option == '--const' else 'n=3'}")
-        try:
-            out[name] = int(value)
-        except ValueError:
-            try:
-                out[name] = float(value)
-            except ValueError:
-                raise UsageError(f"{option} {item!r}: {value!r} is not a number") from None
-    return out
-
-
-def _parse_shapes(text: str) -> dict:
-    """``a=4096x4096,n=8`` -> {name: shape tuple}. Raises UsageError."""
-    out = {}
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        name, eq, spec = (s.strip() for s in item.partition("="))
-        extents = spec.lower().split("x")
-        if not eq or not name.isidentifier() or not all(
-                e.strip().isdigit() and int(e) > 0 for e in extents):
-            raise UsageError(f"--shape {item!r}: expected name=extents joined by x, such as "
-                             f"a=4096x4096")
-        out[name] = tuple(int(e) for e in extents)
-    return out
-
-
-def _names(kernel, constants: bool) -> list[str]:
-    """The names of ``kernel``'s runtime parameters, or of its compile-time constants."""
-    from fearless.kernel.params import CONST
-    return [p.name for p in kernel.params if (p.kind is CONST) == constants]
-
-
-def _check_names(kernels, given: dict, option: str, constants: bool) -> None:
-    """Refuse a name in ``given`` that is a parameter (constant) of none of ``kernels``."""
-    known = list(dict.fromkeys(n for k in kernels for n in _names(k, constants)))
-    unknown = [n for n in given if n not in known]
-    if unknown:
-        which = ", ".join(f"'{k.name}'" for k in kernels)
-        raise UsageError(f"{option} names '{unknown[0]}', which is not a "
-                         f"{'constant' if constants else 'parameter'} of {which} "
-                         f"(those are: {', '.join(known) or 'none'})")
-
-
-def param_types(kernel, signature: dict) -> tuple:
-    """The IR types of ``kernel``'s runtime parameters (SIMT or tile) that a call with
-    arguments as ``signature`` describes them would specialise to (``kernel/params.py``):
-    ``signature`` maps a name to (dtype, ndim or None, tile shape or None), the annotations fill
-    the gaps. Raises UsageError for a generic parameter left open, ArgumentTypeError or
-    ContractError for a signature the kernel refuses (as a call would)."""
-    from fearless.kernel import params as P
-    runtime = kernel.runtime_params
-    try:
-        infos = P.signature_infos(runtime, signature)
-    except P.Unspecified as exc:
-        raise UsageError(str(exc)) from None
-    return P.specialise(kernel.name, runtime, infos)
-
-
 def inspect(target: str, stage: str, signature: str, arch: str, consts: str = "") -> int:
     from fearless.kernel.params import CONST, NO_DEFAULT
     from fearless.kernel.tile import TileKernel
-    sig, given = _parse_signature(signature), _parse_numbers(consts)
-    kernels = _kernels(target)
-    _check_names(kernels, sig, "--signature", False)
-    _check_names(kernels, given, "--const", True)
+    sig, given = parse_signature(signature), parse_consts(consts)
+    kernels = find_kernels(target)
+    check_names(kernels, sig, "--signature", False)
+    check_names(kernels, given, "--const", True)
     for k in kernels:
         types = param_types(k, sig)
         if isinstance(k, TileKernel):
@@ -364,94 +226,36 @@ def export_kernels(target: str, signature: str, archs: list[str], block: str | N
     """``fearless export``: each kernel of ``target`` (fearless/export.py)."""
     from fearless import export
     from fearless.kernel import Kernel
-    sig = _parse_signature(signature)
-    kernels = _kernels(target)
-    _check_names(kernels, sig, "--signature", False)
+    sig = parse_signature(signature)
+    kernels = find_kernels(target)
+    check_names(kernels, sig, "--signature", False)
     tiles = [k.name for k in kernels if not isinstance(k, Kernel)]
     if tiles:   # refused before any file is written
         raise UsageError(f"{', '.join(tiles)}: tile kernels are not exported yet; name a SIMT "
                          f"kernel (FILE:kernel)")
-    blk = None
-    if block is not None:
-        parts = block.lower().split("x")
-        if not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-            raise UsageError(f"--block {block!r}: expected positive extents joined by x, such "
-                             f"as 256 or 32x8")
-        blk = tuple(int(p) for p in parts)
+    blk = parse_block(block)
     for k in kernels:
         done = export.export(k, param_types(k, sig), archs, out, blk)
         print(f"{done.header}  ({', '.join(str(p) for p in done.cubins.values())})")
     return 0
 
 
-def tune_kernels(target: str, signature: str, shape: str, scalar: str) -> int:
-    """``fearless tune``: each ft.autotune kernel of ``target`` tuned for arguments of the
-    ``shape`` given (``tuning.Autotuned.tune``), its report printed. Raises UsageError for the
-    command line, AutotuneError where this machine does not tune (the cpu backend)."""
-    sig, shapes, scalars = _parse_signature(signature), _parse_shapes(shape), \
-        _parse_numbers(scalar, "--scalar")
-    tuned = _kernels(target, autotuned=True)
-    for option, given in (("--signature", sig), ("--shape", shapes), ("--scalar", scalars)):
-        _check_names(tuned, given, option, False)
-    for t in tuned:
-        report = t.tune(**_tuning_arguments(t, sig, shapes, scalars))
-        print(f"kernel '{t.name}': {report}")
-    return 0
-
-
-def _tuning_arguments(tuned, sig: dict, shapes: dict, scalars: dict) -> dict:
-    """Arguments of ``tuned``'s runtime parameters as the command line describes them:
-    contiguous tensors (In: floats random normal, integers and bools zero; Out and Atomic:
-    zero) and the scalars' values. Raises UsageError for one left out or a rank that
-    disagrees."""
-    import numpy as np
-
-    import fearless as fl
-    from fearless.kernel import params as P
-    given = {}
-    for p in tuned.runtime:
-        if p.kind is P.SCALAR:
-            if p.name not in scalars:
-                raise UsageError(f"give --scalar {p.name}=VALUE for kernel '{tuned.name}'")
-            continue
-        if p.name not in shapes:
-            raise UsageError(f"give --shape {p.name}=EXTENTS (such as 4096x4096) for kernel "
-                             f"'{tuned.name}'")
-        dt, ndim, _ = sig.get(p.name, (None, None, None))
-        rank = len(shapes[p.name])
-        if ndim is not None and ndim != rank:
-            raise UsageError(f"--signature gives '{p.name}' rank {ndim}, --shape rank {rank}")
-        given[p.name] = (dt, rank, (1,) * rank if p.kind is P.OUT else None)
-    try:
-        infos = P.signature_infos(tuned.runtime, given)
-    except P.Unspecified as exc:
-        raise UsageError(str(exc)) from None
-    rng, args = np.random.default_rng(0), {}
-    for p, info in zip(tuned.runtime, infos):
-        if p.kind is P.SCALAR:
-            args[p.name] = scalars[p.name]
-        elif p.kind is P.IN and info.dtype.is_float:
-            args[p.name] = fl.asarray(rng.standard_normal(shapes[p.name]).astype(
-                info.dtype.numpy))
-        else:
-            args[p.name] = fl.zeros(shapes[p.name], info.dtype)
-    return args
-
-
-def run_with_stats(script: str, script_args: list[str], fmt: str) -> int:
+def run_with_stats(script: str, script_args: list[str], fmt: str, profile: bool = False) -> int:
     """``fearless stats``: run ``script`` (as ``python script args``) with ``fl.stats``
-    counting, then print them as a table, JSON or the Prometheus text format."""
+    counting (``profile``: and timing each launch), then print them as a table, JSON or the
+    Prometheus text format."""
     import runpy
 
     import fearless as fl
-    path = _script(script)
+    path = script_path(script)
     sys.path.insert(0, str(path.parent))
     fl.stats.reset()
     fl.stats.enable()
+    fl.stats.profiling = profile
     argv, sys.argv = sys.argv, [str(path), *script_args]
     code = 0
     try:
-        with _user_code(f"running {script}"):
+        with user_code(f"running {script}"):
             runpy.run_path(str(path), run_name="__main__")
     except SystemExit as exc:   # the script's sys.exit(): its status, after the counts
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -469,24 +273,38 @@ def run_with_stats(script: str, script_args: list[str], fmt: str) -> int:
 
 
 def stats_table(snap: dict) -> str:
-    """``fl.stats()`` as a table: a row per kernel (compiles summed over its signatures),
-    then a line per tuning of an autotuned kernel."""
+    """``fl.stats()`` as a table: a row per kernel (compiles summed over its signatures; with
+    launch times, their P50 and P99 in microseconds and the clock), then a line per tuning of
+    an autotuned kernel."""
+    timed = any(k["device_time"] for k in snap["kernels"].values())
     rows = [f"{'kernel':24} {'launches':>9} {'cold':>5} {'cold s':>8} {'disk':>5} "
-            f"{'disk s':>7} {'memory':>6}  refused / kernel errors"]
+            f"{'disk s':>7} {'memory':>6}" + (f" {'p50 us':>9} {'p99 us':>9}" if timed else "")
+            + "  refused / kernel errors"]
     for name, k in snap["kernels"].items():
         c = {key: sum(v[key] for v in k["compiles"].values())
              for key in ("cold", "cold_s", "disk", "disk_s", "memory")}
         errors = ", ".join(f"{e} {n}" for e, n in {**k["refused"], **k["kernel_errors"]}.items())
+        t = k["device_time"]
+        times = "" if not timed else f" {'-':>9} {'-':>9}" if t is None else \
+            f" {t['p50_s'] * 1e6:>9.2f} {t['p99_s'] * 1e6:>9.2f}"
         rows.append(f"{name[:24]:24} {k['launches']:>9} {c['cold']:>5} {c['cold_s']:>8.3f} "
-                    f"{c['disk']:>5} {c['disk_s']:>7.3f} {c['memory']:>6}  {errors or '-'}")
+                    f"{c['disk']:>5} {c['disk_s']:>7.3f} {c['memory']:>6}{times}  "
+                    f"{errors or '-'}")
     for name, k in snap["kernels"].items():
         for r in k["autotune"]:
             rows.append(f"tuned {name} for {r['key'] or 'its call'}: {r['winner']} in "
                         f"{r['seconds']:.1f} s ({r['tried']} tried, {r['dropped']} dropped, "
                         f"{r['skipped']} skipped)")
+    clocks = sorted({k["device_time"]["clock"] for k in snap["kernels"].values()
+                     if k["device_time"]})
+    if clocks:
+        rows.append(f"launch times: {', '.join(clocks)} (cuda_events: GPU time between CUDA "
+                    f"events; host_wall: the cpu backend's wall clock)")
     rows.append(f"graph replays: {snap['graphs']['replays']}")
     mem = snap["memory"]
-    rows.append("device memory: " + (f"{mem['current']} bytes now, {mem['peak']} at most"
+    device = "" if mem is None or mem["device_total"] is None else \
+        f"; the device: {mem['device_free']} of {mem['device_total']} bytes free"
+    rows.append("device memory: " + (f"{mem['current']} bytes now, {mem['peak']} at most{device}"
                                       if mem is not None else "not counted (cpu backend)"))
     return "\n".join(rows)
 
@@ -499,7 +317,7 @@ def compile_ahead(scripts: list[str], archs: list[str]) -> int:
     import fearless as fl
     from fearless.runtime.ahead import compile_only
 
-    paths = [_script(s) for s in scripts]
+    paths = [script_path(s) for s in scripts]
     fl.set_backend("cpu")
     total = 0
     for script, path in zip(scripts, paths):
@@ -507,7 +325,7 @@ def compile_ahead(scripts: list[str], archs: list[str]) -> int:
         t0 = time.perf_counter()
         argv, sys.argv = sys.argv, [str(path)]   # the script sees the argv `python script` gives
         try:
-            with compile_only(archs) as made, _user_code(f"running {script}"):
+            with compile_only(archs) as made, user_code(f"running {script}"):
                 runpy.run_path(str(path), run_name="__main__")
         finally:
             sys.argv = argv

@@ -32,6 +32,8 @@ Variables:
                         ``backends/tileir/lower.py``'s ``uses_pdl``). For measuring it.
     FEARLESS_STATS      ``1`` starts ``fl.stats`` counting when fearless is imported
                         (``runtime/stats.py``). Default off.
+    FEARLESS_PROFILE    ``1`` also times every eager launch (``fl.profile()``: CUDA events on
+                        the GPU, the wall clock on the cpu backend); implies FEARLESS_STATS.
     FEARLESS_AUTOTUNE   ``0``: autotuned kernels run the cached winner or the first config,
                         never tuning (``fearless/tile/tuning.py``).
     FEARLESS_AUTOTUNE_SECONDS  a bound on the seconds one tuning (one new key) may take: past it
@@ -73,6 +75,7 @@ class Config:
     pdl: bool = True
     tma: bool = True
     stats: bool = False
+    profile: bool = False
     autotune: bool = True
     autotune_seconds: float | None = None
     autotune_progress: bool | None = None   # None: when stderr is a terminal
@@ -114,6 +117,7 @@ class Config:
                       pdl=env.get("FEARLESS_PDL", "1") != "0",
                       tma=env.get("FEARLESS_TMA", "1") != "0",
                       stats=env.get("FEARLESS_STATS", "0") not in ("", "0"),
+                      profile=env.get("FEARLESS_PROFILE", "0") not in ("", "0"),
                       autotune=env.get("FEARLESS_AUTOTUNE", "1") != "0",
                       autotune_seconds=seconds,
                       autotune_progress=None if not progress else progress != "0")

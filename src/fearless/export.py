@@ -73,7 +73,7 @@ class Exported:
 
 def export(kernel, types: tuple, archs: list[str], out_dir, block=None) -> Exported:
     """Compile SIMT ``kernel`` for ``types`` (its runtime parameters' IR types, as
-    ``cli.param_types`` gives them) for each of ``archs`` and write the cubins and the C header
+    ``targets.param_types`` gives them) for each of ``archs`` and write the cubins and the C header
     into ``out_dir``. ``block``: the block (an int or one per axis) when the kernel's contract
     does not fix it. Raises ExportError for what the module docstring lists, ContractError for a
     block the contract refuses, CompileError as a launch would."""

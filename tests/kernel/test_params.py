@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import fearless as fl
-from fearless import cli, f32, f64, i32, i64
+from fearless import cli, f32, f64, i32, i64, targets
 from fearless import tile as ft
 from fearless.errors import ArgumentTypeError, CompileError, ContractError
 from fearless.ir import types as T
@@ -45,7 +45,7 @@ def test_simt_call_and_command_line_specialise_alike():
     want = x.numpy().astype(np.float64) * 0.5 + m.numpy()[0, 3]
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
     by_call = _call_types(mixed)
-    by_cli = cli.param_types(mixed, cli._parse_signature("a=f32,x=f32"))
+    by_cli = cli.param_types(mixed, targets.parse_signature("a=f32,x=f32"))
     assert by_cli == by_call == (T.Scalar(f32), T.Array(f32, 1, T.Access.READ, True),
                                  T.Array(f32, 2, T.Access.READ, True), T.Scalar(i32),
                                  T.Array(f32, 1, T.Access.DISJOINT, True))
@@ -57,7 +57,7 @@ def test_tile_call_and_command_line_specialise_alike():
     values = P.bind(scaled.name, scaled.params, (z, x, 1.5, 7), {})
     by_call, _, constants, _, grid = scaled._signature(values, "cpu", ahead=True)
     assert constants == {"bk": 16} and grid == (4, 1, 1)
-    by_cli = cli.param_types(scaled, cli._parse_signature("z=f32:2/16x32,x=f32:2,s=f32"))
+    by_cli = cli.param_types(scaled, targets.parse_signature("z=f32:2/16x32,x=f32:2,s=f32"))
     layout = T.Layout(16, (16, 16), (16, 1), True)
     assert by_cli == by_call == (T.TensorView(f32, 2, T.Role.OUT, (16, 32), layout),
                                  T.TensorView(f32, 2, T.Role.IN, None, layout),
@@ -65,7 +65,7 @@ def test_tile_call_and_command_line_specialise_alike():
 
 
 def test_the_command_line_is_refused_as_a_call_is():
-    sig = cli._parse_signature("a=f32,x=f32,m=f64:2")
+    sig = targets.parse_signature("a=f32,x=f32,m=f64:2")
     with pytest.raises(ArgumentTypeError) as by_cli:
         cli.param_types(mixed, sig)
     with pytest.raises(ArgumentTypeError) as by_call:
@@ -75,9 +75,9 @@ def test_the_command_line_is_refused_as_a_call_is():
         "kernel 'mixed', parameter 'm': has dtype f64, but 'x' already bound Tv to f32")
     with pytest.raises(ContractError, match=r"tile shape \(16, 24\) has an extent that is not "
                                             r"a power of two"):
-        cli.param_types(scaled, cli._parse_signature("z=f32:2/16x24,x=f32:2,s=f32"))
+        cli.param_types(scaled, targets.parse_signature("z=f32:2/16x24,x=f32:2,s=f32"))
     with pytest.raises(ArgumentTypeError, match="parameter 'x': expects a 1-d array, got 2-d"):
-        cli.param_types(mixed, cli._parse_signature("a=f32,x=f32:2"))
+        cli.param_types(mixed, targets.parse_signature("a=f32,x=f32:2"))
 
 
 def test_typevars_bind_from_arrays_before_python_scalars_on_both_tracks():

@@ -261,7 +261,7 @@ def tile_ops(kernel, **signature) -> list[str]:
     """The names of the Tile IR operations ``kernel`` lowers to, read back from its bytecode."""
     from fearless.backends.tileir.lower import lower_tile
     from fearless.backends.tileir.reader import decode
-    from fearless.cli import _parse_signature, param_types
+    from fearless.targets import param_types, parse_signature as _parse_signature
     sig = _parse_signature(",".join(f"{k}={v}" for k, v in signature.items()))
     fn = kernel.compile_for(param_types(kernel, sig), {}, "cpu").fn
     names = []
@@ -315,7 +315,7 @@ def test_guarded_tile_kernels_compile_with_tileiras(arch):
     from fearless.backends.tileir import tileiras
     if tileiras.find() is None:
         pytest.skip("tileiras is not installed")
-    from fearless.cli import _parse_signature, param_types
+    from fearless.targets import param_types, parse_signature as _parse_signature
     for kernel, sig in ((tile_mix, "out=i64:1/64,x=i64:1,y=i64:1"),
                         (tile_mix, "out=f16:1/64,x=f16:1,y=f16:1"),
                         (tile_shift, "out=u8:1/64,x=u8:1,y=u8:1"),

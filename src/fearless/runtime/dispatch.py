@@ -132,14 +132,18 @@ def launch_cpu(kernel: str, fn, launch, values, tensors, sites, stream: Stream,
     barrier error as it happens."""
     from fearless.backends.cpu.simt import run
 
-    if OBSERVER is not None:
-        OBSERVER.launch(kernel)
+    observer, mark = OBSERVER, None
+    if observer is not None:
+        observer.launch(kernel)
+        mark = observer.start(None)
     args = [t._raw_view() if t is not None else v for v, t in zip(values, tensors)]
     events = []
     races = None
     if 0 not in launch.grid:
         races = run(fn, launch.grid, launch.block, args, lambda *event: events.append(event),
                     launch.shared, racecheck)
+    if mark is not None:
+        observer.stop(kernel, None, mark)
     if races is not None and races.race is not None:
         from fearless.backends.cpu.block import launch_lanes
         lanes = launch_lanes(1, launch.grid, launch.block, 0, 1)

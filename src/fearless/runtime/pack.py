@@ -79,7 +79,8 @@ def _filler(abi: Abi, pack_into, buffer, address):
 
 
 _launch_kernel = _SUCCESS = None
-OBSERVER = None  # fl.stats while it counts (runtime/stats.py): told of each launch
+OBSERVER = None  # fl.stats while it counts (runtime/stats.py): told of each launch, and
+                 # while profiling it times each one
 # per thread: (cuLaunchKernelEx, a CUlaunchConfig whose one attribute allows programmatic stream
 # serialization), made at the thread's first such launch (the driver call reads the config
 # without the GIL: threads must not share one)
@@ -97,6 +98,8 @@ def launch(function: int, grid: tuple, block: tuple, shared: int, stream: int,
     "Programmatic Dependent Launch"; stream capture keeps it as a programmatic graph edge).
     Raises BackendError naming ``kernel``."""
     global _launch_kernel, _SUCCESS
+    observer = OBSERVER
+    mark = observer.start(stream) if observer is not None else None
     if _launch_kernel is None:
         from cuda.bindings import driver
         # cuda.bindings' compiled wrapper, given plain ints: measured on the H200 2 us cheaper
@@ -116,8 +119,10 @@ def launch(function: int, grid: tuple, block: tuple, shared: int, stream: int,
                            f" failed with {getattr(err, 'name', err)}",
                            help="run `fearless doctor`; `fearless sanitize` finds faults of "
                                 "earlier kernels")
-    if OBSERVER is not None:
-        OBSERVER.launch(kernel)
+    if observer is not None:
+        observer.launch(kernel)
+        if mark is not None:
+            observer.stop(kernel, stream, mark)
 
 
 def _pdl_config():

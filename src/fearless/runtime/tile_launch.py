@@ -83,8 +83,10 @@ def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list,
     when the launch ends."""
     from fearless.backends.cpu.tile import run
 
-    if OBSERVER is not None:
-        OBSERVER.launch(getattr(fn, "name", "?"))
+    observer, mark = OBSERVER, None
+    if observer is not None:
+        observer.launch(getattr(fn, "name", "?"))
+        mark = observer.start(None)
     args = []
     for p, t, s in zip(params, tensors, scalars):
         if t is None:
@@ -97,3 +99,5 @@ def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list,
         args.append(view)
     if 0 not in grid:
         run(fn, grid, args, racecheck)
+    if mark is not None:
+        observer.stop(getattr(fn, "name", "?"), None, mark)

@@ -1,0 +1,65 @@
+"""``fearless tune TARGET --shape a=4096x4096,... [--signature a=f16,...] [--scalar n=3]``:
+tune ``ft.autotune`` kernels ahead of time, on the machine (its GPU) that will run them.
+
+Each kernel is tuned (``tuning.Autotuned.tune``) for arguments the command line describes:
+contiguous tensors of the ``--shape`` given (In tensors of a float dtype random normal,
+integer and bool ones zero; Outs and Atomics zero) and the ``--scalar`` values. The ranking
+goes where the kernel's calls look for it (``FEARLESS_CACHE_DIR/autotune/``), and its report is
+printed. Every tensor parameter needs a ``--shape`` and every scalar one a ``--scalar``;
+``--signature`` names the dtype of a generic parameter as ``fearless inspect``'s does.
+"""
+from __future__ import annotations
+
+from fearless.targets import UsageError, check_names, find_kernels, parse_consts, \
+    parse_shapes, parse_signature
+
+
+def run(target: str, signature: str, shape: str, scalar: str) -> int:
+    """Tune each ft.autotune kernel of ``target``. Raises UsageError for the command line,
+    AutotuneError where this machine does not tune (the cpu backend)."""
+    sig, shapes, scalars = parse_signature(signature), parse_shapes(shape), \
+        parse_consts(scalar, "--scalar")
+    tuned = find_kernels(target, autotuned=True)
+    for option, given in (("--signature", sig), ("--shape", shapes), ("--scalar", scalars)):
+        check_names(tuned, given, option, False)
+    for t in tuned:
+        report = t.tune(**_arguments(t, sig, shapes, scalars))
+        print(f"kernel '{t.name}': {report}")
+    return 0
+
+
+def _arguments(tuned, sig: dict, shapes: dict, scalars: dict) -> dict:
+    """Arguments of ``tuned``'s runtime parameters as the command line describes them (see the
+    module docstring). Raises UsageError for one left out or a rank that disagrees."""
+    import numpy as np
+
+    import fearless as fl
+    from fearless.kernel import params as P
+    given = {}
+    for p in tuned.runtime:
+        if p.kind is P.SCALAR:
+            if p.name not in scalars:
+                raise UsageError(f"give --scalar {p.name}=VALUE for kernel '{tuned.name}'")
+            continue
+        if p.name not in shapes:
+            raise UsageError(f"give --shape {p.name}=EXTENTS (such as 4096x4096) for kernel "
+                             f"'{tuned.name}'")
+        dt, ndim, _ = sig.get(p.name, (None, None, None))
+        rank = len(shapes[p.name])
+        if ndim is not None and ndim != rank:
+            raise UsageError(f"--signature gives '{p.name}' rank {ndim}, --shape rank {rank}")
+        given[p.name] = (dt, rank, (1,) * rank if p.kind is P.OUT else None)
+    try:
+        infos = P.signature_infos(tuned.runtime, given)
+    except P.Unspecified as exc:
+        raise UsageError(str(exc)) from None
+    rng, args = np.random.default_rng(0), {}
+    for p, info in zip(tuned.runtime, infos):
+        if p.kind is P.SCALAR:
+            args[p.name] = scalars[p.name]
+        elif p.kind is P.IN and info.dtype.is_float:
+            args[p.name] = fl.asarray(rng.standard_normal(shapes[p.name]).astype(
+                info.dtype.numpy))
+        else:
+            args[p.name] = fl.zeros(shapes[p.name], info.dtype)
+    return args
