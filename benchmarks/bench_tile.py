@@ -4,7 +4,9 @@ Sections (each fails alone: its traceback is printed and the run goes on):
 
 1. gemm: fp16 4096^3 and 8192^3, bf16 4096^3. ``examples.tile_gemm.matmul`` with output tiles
    128x128, 256x128, 128x256 (bk 64), each also on a second kernel object with the entry hint
-   ``num_cta_in_cga=2`` (``ft.kernel(matmul.fn, hints=...)``), against ``torch.matmul``
+   ``num_cta_in_cga=2`` (``ft.kernel(matmul.fn, hints=...)``), and persistent
+   (``schedule=ft.persistent()``: one tile block per SM, grouped order) for 128x128 and for
+   the two others with the hint, against ``torch.matmul``
    (cuBLAS), a Triton matmul (autotuned; ``tile_peers.py``), and cuTile Python when ``cuda.tile``
    imports. TFLOP/s and % of cuBLAS.
 2. norm: row softmax and layer norm over 8192x8192 f32, tile rows 1, 2, 4, against torch
@@ -67,8 +69,10 @@ if triton is not None:
 
 SECTIONS = ("jit", "gemm", "norm", "add", "chain")
 GEMM_SHAPES = ((f16, 4096), (f16, 8192), (bf16, 4096))
-GEMM_CONFIGS = tuple((tile, 64, cga) for tile in ((128, 128), (256, 128), (128, 256))
-                     for cga in (False, True))          # (output tile, bk, num_cta_in_cga=2)
+GEMM_CONFIGS = tuple((tile, 64, cga, False) for tile in ((128, 128), (256, 128), (128, 256))
+                     for cga in (False, True)) + (   # (output tile, bk, num_cta_in_cga=2,
+    ((128, 128), 64, False, True), ((256, 128), 64, True, True),  # persistent schedule)
+    ((128, 256), 64, True, True))
 NORM_M = NORM_N = 8192
 NORM_ROWS = (1, 2, 4)
 ADD_N, ADD_TILES = 1 << 27, (1024, 4096)
@@ -266,11 +270,12 @@ def peer(rep: Report, clock: Clock, peers: dict, name: str, fn, err=None) -> Non
 
 
 def fearless_case(rep: Report, clock: Clock, case: str, make, out, tile, peers: dict, unit: str,
-                  work: float, check, kernel_n: int | None = None) -> dict | None:
-    """Time ``make`` writing the torch tensor ``out`` partitioned by ``tile``; ``check(out)``
-    gives (ok, error) afterwards."""
+                  work: float, check, kernel_n: int | None = None,
+                  schedule=None) -> dict | None:
+    """Time ``make`` writing the torch tensor ``out`` partitioned by ``tile`` (and
+    ``schedule``); ``check(out)`` gives (ok, error) afterwards."""
     try:
-        owned = Owned(make, fl.asarray(out).partition(tile))
+        owned = Owned(make, fl.asarray(out).partition(tile, schedule=schedule))
         owned.call()  # the compile (or disk-cache load) stays out of the timing
         res = time_fearless(clock, owned, kernel_n)
         owned.done()
@@ -316,14 +321,16 @@ def gemm_case(rep: Report, clock: Clock, torch, dt, size: int, ct_run, quick: bo
     fa, fb = fl.asarray(a), fl.asarray(b)
     bound = 8 * (2.0 ** -11 if dt is f16 else 2.0 ** -8)  # relative to max |C|: a few roundings
     rows = []
-    for tile, bk, cga in GEMM_CONFIGS[:2] if quick else GEMM_CONFIGS:
+    for tile, bk, cga, persistent in GEMM_CONFIGS[:2] if quick else GEMM_CONFIGS:
         kern = gemm_kernel(cga)
         rows.append(fearless_case(
-            rep, clock, f"{case} {tile[0]}x{tile[1]} bk{bk}{' cga2' if cga else ''}",
+            rep, clock, f"{case} {tile[0]}x{tile[1]} bk{bk}{' cga2' if cga else ''}"
+                        f"{' persistent' if persistent else ''}",
             lambda p, kern=kern, bk=bk: kern(p, fa, fb, bk=bk),
             torch.full_like(ref, float("nan")), tile, peers, "TFLOP/s", 2.0 * m * n * k,
             lambda out: (rel_err(out, ref) <= bound, rel_err(out, ref)),
-            kernel_n=10 if size >= 8192 else 20))
+            kernel_n=10 if size >= 8192 else 20,
+            schedule=ft.persistent() if persistent else None))
     rep.log("  peers' max |error| / max |C|: " + ", ".join(
         f"{k} {v['err']:.1e}" for k, v in peers.items() if "err" in v))
     good = [r for r in rows if r and r["fearless"]["ok"]]
@@ -584,11 +591,13 @@ def dry_run(rep: Report) -> int:
         a64, b64 = ah.astype(np.float64), bh.astype(np.float64)
         unit = 2.0 ** -11 if dt is f16 else 2.0 ** -8
         fa, fb = fl.asarray(ah), fl.asarray(bh)
-        for tile, bk, cga in GEMM_CONFIGS:
+        for tile, bk, cga, persistent in GEMM_CONFIGS:
             kern = gemm_kernel(cga)
+            schedule = ft.persistent(blocks=3) if persistent else None
             got = run_once(lambda p, kern=kern, bk=bk, fa=fa, fb=fb: kern(p, fa, fb, bk=bk),
-                           fl.full((m, n), np.nan, dt).partition(tile))
-            check(f"matmul {dt.name} {tile} bk{bk}{' cga2' if cga else ''}", got, a64 @ b64,
+                           fl.full((m, n), np.nan, dt).partition(tile, schedule=schedule))
+            check(f"matmul {dt.name} {tile} bk{bk}{' cga2' if cga else ''}"
+                  f"{' persistent' if persistent else ''}", got, a64 @ b64,
                   unit, (np.abs(a64) @ np.abs(b64)) * (k * 2.0 ** -23 + unit))
 
     xh = rng.standard_normal((6, 1000), np.float32) * 4
@@ -656,12 +665,15 @@ def dry_lower(rep: Report, checks: list) -> None:
     lowering error (a tile shape, a hint) shows here rather than on the GPU."""
     from fearless.ir import types as T
 
-    def view(dt, ndim, tile=None):
+    def view(dt, ndim, tile=None, schedule=None):
         return T.TensorView(dt, ndim, T.Role.OUT if tile else T.Role.IN, tile,
-                            T.Layout(16, (16,) * ndim, (16,) * (ndim - 1) + (1,), True))
-    cases = [(f"matmul {dt.name} {tile}{' cga2' if cga else ''}", gemm_kernel(cga),
-              (view(dt, 2, tile), view(dt, 2), view(dt, 2)), {"bk": bk})
-             for dt in (f16, bf16) for tile, bk, cga in GEMM_CONFIGS]
+                            T.Layout(16, (16,) * ndim, (16,) * (ndim - 1) + (1,), True),
+                            schedule)
+    cases = [(f"matmul {dt.name} {tile}{' cga2' if cga else ''}"
+              f"{' persistent' if persistent else ''}", gemm_kernel(cga),
+              (view(dt, 2, tile, T.Persistent() if persistent else None), view(dt, 2),
+               view(dt, 2)), {"bk": bk})
+             for dt in (f16, bf16) for tile, bk, cga, persistent in GEMM_CONFIGS]
     for rows in NORM_ROWS:
         out = view(f32, 2, (rows, NORM_N))
         cases += [(f"softmax rows={rows}", softmax, (out, view(f32, 2)), {}),

@@ -138,6 +138,10 @@ class Op(StrEnum):
     # tiles (ir/ops/tile.py)
     TILE_BLOCK_INDEX = "tile.block_index"
     TILE_NUM_BLOCKS = "tile.num_blocks"
+    TILE_LAUNCH_BLOCK = "tile.launch_block"
+    TILE_LAUNCH_BLOCKS = "tile.launch_blocks"
+    TILE_NUM_TILES = "tile.num_tiles"
+    TILE_SELECT = "tile.select"
     TILE_DIM = "tile.dim"
     TILE_LOAD = "tile.load"
     TILE_LOAD_OWN = "tile.load_own"

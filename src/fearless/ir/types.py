@@ -111,18 +111,34 @@ class Layout:
 
 
 @dataclass(frozen=True)
+class Persistent:
+    """How a persistent launch deals an Out partition's tiles to its tile blocks: block ``b``
+    of ``P`` takes tiles ``b, b + P, b + 2P, ...`` of the partition in ``order``: ``"row"``
+    (axis 0 fastest, then 1, then 2) or ``"grouped"`` (``group`` tiles along axis 0 at a time,
+    walking axis 1 within the group, per axis-2 slice: Triton's L2-friendly matmul order). Both
+    orders are bijections onto the tiles, so every tile still has exactly one writer."""
+
+    order: str = "grouped"
+    group: int = 8
+
+
+@dataclass(frozen=True)
 class TensorView:
     """A tile-kernel tensor parameter: ``role`` IN, OUT or ATOMIC; OUT has the partition's tile
-    shape."""
+    shape and, launched persistently, its ``schedule``."""
 
     dtype: DType
     ndim: int
     role: Role
     tile_shape: tuple[int, ...] | None = None
     layout: Layout = Layout()
+    schedule: Persistent | None = None
 
     def __str__(self) -> str:
         tile = f", tile {self.tile_shape}" if self.tile_shape else ""
+        if self.schedule is not None:
+            tile += f", persistent {self.schedule.order}" + (
+                f" {self.schedule.group}" if self.schedule.order == "grouped" else "")
         return f"tensor<{self.dtype.name}, {self.ndim}d, {self.role.value}{tile}>"
 
 

@@ -94,7 +94,8 @@ class ArgInfo:
 
     ``ndim`` None: a scalar. ``weak``: a plain Python number, which takes a TypeVar's dtype when
     another argument bound it. ``tile_shape``: a partition's (an Out's argument). ``layout``:
-    the layout facts of a tile kernel's tensor (``ir.types.Layout``)."""
+    the layout facts of a tile kernel's tensor (``ir.types.Layout``); ``schedule``: a
+    persistent partition's order (``ir.types.Persistent``)."""
 
     dtype: dtypes.DType
     ndim: int | None = None
@@ -102,6 +103,7 @@ class ArgInfo:
     weak: bool = False
     tile_shape: tuple[int, ...] | None = None
     layout: T.Layout = T.Layout()
+    schedule: T.Persistent | None = None
 
 
 # reading the annotations ----------------------------------------------------------------------
@@ -347,7 +349,8 @@ def specialise(kernel: str, params: list[Param], infos: list[ArgInfo]) -> tuple[
             if kind is OUT:
                 _check_partition(kernel, p, info)
             out[i] = T.TensorView(dtype, info.ndim, T.Role(kind.value),
-                                  info.tile_shape if kind is OUT else None, info.layout)
+                                  info.tile_shape if kind is OUT else None, info.layout,
+                                  info.schedule if kind is OUT else None)
     return tuple(out)
 
 

@@ -115,7 +115,7 @@ class TileKernel(BaseKernel):
     def _signature(self, values, backend: str, ahead: bool = False):
         """Check every argument; return (types, names, constants, tensors, grid)."""
         infos, names, tensors, constants = [], [], [], {}
-        grid, grid_from = None, None
+        grid, grid_from, first = None, None, None
         for p, arg in zip(self.params, values):
             if p.kind is P.CONST:
                 constants[p.name] = P.const_value(self.name, p, arg)
@@ -129,7 +129,7 @@ class TileKernel(BaseKernel):
                 tensors.append(None)
                 continue
             t = self._tensor(p, arg, backend)
-            tile_shape = None
+            tile_shape = schedule = None
             if p.kind is P.OUT:
                 tile_shape, g = tuple(arg.tile_shape), tuple(arg.grid)
                 if grid is not None and g != grid:
@@ -137,14 +137,32 @@ class TileKernel(BaseKernel):
                                         f" gives {grid}", kernel=self.name, param=p.name,
                                         help="partition every output so that they have "
                                              "the same number of tiles along each axis")
-                grid, grid_from = g, p.name
+                if grid is not None and arg.schedule != first.schedule:
+                    raise ContractError(f"its partition's schedule {arg.schedule} differs from "
+                                        f"'{grid_from}''s {first.schedule}", kernel=self.name,
+                                        param=p.name, help="give every output partition the "
+                                                           "same schedule= (or none)")
+                grid, grid_from, first = g, p.name, arg
+                if arg.schedule is not None:  # what the compiled kernel depends on
+                    order = arg.schedule.order
+                    schedule = T.Persistent(order, arg.schedule.group if order == "grouped"
+                                            else 1)
             infos.append(P.ArgInfo(t.dtype, t.ndim, tile_shape=tile_shape,
-                                   layout=self._layout(t, backend, ahead)))
+                                   layout=self._layout(t, backend, ahead), schedule=schedule))
             tensors.append(t)
         types = P.specialise(self.name, self.runtime_params, infos)
         contracts.check_arguments(self.name, names, [p.written for p in self.runtime_params],
                                   tensors)
+        if first is not None and first.schedule is not None:
+            grid = first.launch_grid(self.per_sm(backend))
         return types, names, constants, tensors, grid
+
+    def per_sm(self, backend: str) -> int:
+        """Tile blocks per SM that a persistent launch runs by default: the ``occupancy`` hint
+        for this GPU's arch, else 1."""
+        if backend != "cuda":
+            return 1
+        return int(self.hints.get(device.cuda_arch(), {}).get("occupancy", 1))
 
     # compiling -------------------------------------------------------------------------------
 
@@ -310,7 +328,8 @@ class TileKernel(BaseKernel):
             fixed = tuple(constants.values())
             requires = lambda values: self._check_requires(names, values + fixed)  # noqa: E731
         self._plans[found[0]] = tile_fast.TilePlan(self.name, runtime, entry.loaded,
-                                                   scalar_dtypes, requires)
+                                                   scalar_dtypes, requires,
+                                                   self.per_sm("cuda"))
 
     def _entry(self, types, names, constants, backend) -> _Entry:
         key = (types, P.const_keys(constants), backend)

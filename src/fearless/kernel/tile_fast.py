@@ -78,7 +78,7 @@ def signature(params, args):
                 return None
             view = args_.of_tensor(v._tensor)
             facts = _tensor_facts(v._tensor, view)
-            key.append((view[0], v.tile_shape, facts))
+            key.append((view[0], v.tile_shape, v.schedule, facts))
             outs.append(v)
         elif pk is IN or pk is ATOMIC:
             if kind is Partition:
@@ -113,11 +113,12 @@ class TilePlan:
     plan's key)."""
 
     __slots__ = ("kernel", "loaded", "scalars", "ins", "atomics", "outs", "label", "names",
-                 "written", "requires")
+                 "written", "requires", "per_sm")
 
     def __init__(self, kernel: str, runtime_params, loaded, scalar_dtypes: dict,
-                 requires=None):
+                 requires=None, per_sm: int = 1):
         self.kernel, self.loaded, self.requires = kernel, loaded, requires
+        self.per_sm = per_sm    # a persistent launch's default tile blocks per SM
         self.scalars = tuple((k, runtime_params[k].name, converter(dt))
                              for k, dt in scalar_dtypes.items())
         self.ins = tuple(k for k, p in enumerate(runtime_params) if p.kind is IN)
@@ -130,10 +131,11 @@ class TilePlan:
     def operation(self, runtime_args, views, partitions):
         """The DeviceOperation of one call, or None when a per-call check needs the slow path
         (which raises the right error)."""
-        grid = partitions[0].grid
+        first = partitions[0]
         for part in partitions:
-            if part.grid != grid:
+            if part.grid != first.grid or part.schedule != first.schedule:
                 return None
+        grid = first.launch_grid(self.per_sm)
         reads, writes = [], []
         for k in self.ins + self.atomics:
             obj = views[k][OBJ]

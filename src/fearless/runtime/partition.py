@@ -10,16 +10,63 @@ or released; ``unpartition()`` ends it and returns a fresh, usable Tensor over t
 The model is cutile-rs's ``IntoPartition::partition`` (owned form): a partition consumes the
 tensor, ``grid = ceil(shape / tile)`` per axis with dim0 -> x, dim1 -> y, dim2 -> z, outputs are
 at most rank 3, and a tail tile may be partial (clipped by the kernel).
+
+A persistent schedule (``schedule=fearless.tile.persistent(...)``, cutile-rs's
+``MappedPartitionMut`` in spirit) launches a fixed number of tile blocks, about one wave, instead
+of one per tile: block ``b`` of ``P`` runs the kernel body for tiles ``b, b + P, b + 2P, ...`` of
+an order the runtime builds (``ir.types.Persistent``), each a bijection onto the tiles. The user
+names an order, never a mapping, so no schedule can give one tile to two blocks or leave one out.
 """
 from __future__ import annotations
 
 import operator
 import weakref
 
+from dataclasses import dataclass
+from math import prod
+
 from fearless.errors import ArgumentTypeError, MovedError, PartitionError
+from fearless.runtime.device import multiprocessor_count
 from fearless.tracebacks import user_facing
 
 MAX_RANK = 3
+ORDERS = ("grouped", "row")
+
+
+@dataclass(frozen=True)
+class Persistent:
+    """A persistent schedule for a partition (make it with ``fearless.tile.persistent``):
+    ``blocks`` tile blocks (None: one per SM times the kernel's ``occupancy`` hint), each taking
+    every ``blocks``-th tile of ``order`` (the compiled kernel depends on the order and group,
+    ``ir.types.Persistent``; the block count is the launch's)."""
+
+    blocks: int | None = None
+    order: str = "grouped"
+    group: int = 8
+
+
+@user_facing
+def persistent(blocks: int | None = None, order: str = "grouped", group: int = 8) -> Persistent:
+    """A persistent schedule for ``t.partition(tile_shape, schedule=...)``: the launch runs
+    ``blocks`` tile blocks (default: one per SM, times the kernel's ``occupancy`` hint; never
+    more than the tiles), and block ``b`` runs the kernel body once for each of the tiles
+    ``b, b + blocks, b + 2 * blocks, ...`` in ``order``: ``"grouped"`` (the default: ``group``
+    tile rows, along axis 0, at a time, walking axis 1 inside the group, which keeps the rows
+    of A and columns of B that concurrent blocks read in L2; Triton's matmul tutorial) or
+    ``"row"`` (axis 0 fastest). Inside the kernel nothing changes: ``out.tile_index`` and
+    ``out.store`` are the current tile's. A kernel with an early ``return`` cannot be launched
+    persistently (CompileError). Raises ArgumentTypeError for a non-integer ``blocks`` or
+    ``group``, PartitionError for ``blocks`` or ``group`` below 1 or an unknown order."""
+    for name, value in (("blocks", blocks), ("group", group)):
+        if value is None and name == "blocks":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ArgumentTypeError(f"persistent({name}=...) takes an int, got {value!r}")
+        if value < 1:
+            raise PartitionError(f"persistent({name}={value}): at least 1")
+    if order not in ORDERS:
+        raise PartitionError(f"persistent(order={order!r}): one of {', '.join(ORDERS)}")
+    return Persistent(blocks, order, group)
 
 
 def tile_shape_of(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -63,18 +110,20 @@ def grid_of(shape: tuple[int, ...], tile: tuple[int, ...]) -> tuple[int, int, in
 class Partition:
     """A tensor split into tiles of ``tile_shape`` for exclusive use by one kernel launch.
 
-    Make one with ``Tensor.partition(tile_shape)``. Attributes: ``tile_shape``, ``grid`` (tiles
-    along x, y, z; dim0 is x), ``shape``/``dtype``/``ndim``/``backend`` (the tensor's). While a
+    Make one with ``Tensor.partition(tile_shape, schedule=None)``. Attributes: ``tile_shape``,
+    ``grid`` (tiles along x, y, z; dim0 is x), ``schedule`` (None, or the ``Persistent`` schedule
+    it launches with), ``shape``/``dtype``/``ndim``/``backend`` (the tensor's). While a
     pending DeviceOperation or a Graph holds it, and after ``unpartition()``, every use but these
     attributes raises MovedError.
     """
 
-    __slots__ = ("__weakref__", "_ended", "_holder", "_tensor", "grid", "tile_shape")
+    __slots__ = ("__weakref__", "_ended", "_holder", "_tensor", "grid", "schedule", "tile_shape")
 
-    def __init__(self, tensor, tile_shape: tuple[int, ...]):
+    def __init__(self, tensor, tile_shape: tuple[int, ...], schedule: Persistent | None = None):
         self._tensor = tensor           # the hidden handle: the only live one over the memory
         self.tile_shape: tuple[int, ...] = tile_shape
         self.grid: tuple[int, int, int] = grid_of(tensor.shape, tile_shape)
+        self.schedule = schedule
         self._holder = None             # weakref to the operation or graph holding it
         self._ended = False             # True: unpartition() was called; "abandoned": abandon()
 
@@ -97,8 +146,19 @@ class Partition:
     def __repr__(self) -> str:
         state = ("unpartitioned" if self._ended else
                  f"held by {self._held_by().label}" if self._held_by() is not None else "ready")
+        schedule = "" if self.schedule is None else f", schedule={self.schedule}"
         return (f"Partition(shape={self.shape}, dtype={self.dtype}, tile_shape={self.tile_shape}, "
-                f"grid={self.grid}, {state})")
+                f"grid={self.grid}{schedule}, {state})")
+
+    def launch_grid(self, per_sm: int = 1) -> tuple[int, int, int]:
+        """The tile blocks a launch over this partition runs (x, y, z): ``grid``, one per tile;
+        persistent, ``(P, 1, 1)`` with ``P`` the schedule's blocks (default ``per_sm`` per SM,
+        the kernel's occupancy), at most the tiles (none for no tiles)."""
+        if self.schedule is None:
+            return self.grid
+        tiles = prod(self.grid)
+        blocks = self.schedule.blocks or per_sm * multiprocessor_count()
+        return (min(blocks, tiles), 1, 1)
 
     @user_facing
     def unpartition(self):

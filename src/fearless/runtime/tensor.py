@@ -25,7 +25,7 @@ from fearless import dtypes
 from fearless.errors import AliasError, ArgumentTypeError, MovedError, ShapeError
 from fearless.runtime import interop, memory, ownership, stream
 from fearless.runtime.device import current_backend, cuda_device
-from fearless.runtime.partition import Partition, tile_shape_of
+from fearless.runtime.partition import Partition, Persistent, tile_shape_of
 from fearless.tracebacks import user_facing
 
 
@@ -254,9 +254,11 @@ class Tensor:
 
     # -- ownership ---------------------------------------------------------------------------
     @user_facing
-    def partition(self, tile_shape) -> Partition:
+    def partition(self, tile_shape, schedule: Persistent | None = None) -> Partition:
         """Move this tensor into a Partition with tiles of ``tile_shape`` (an int or a tuple,
-        one dimension >= 1 per axis, rank 1 to 3) for exclusive use as a kernel output.
+        one dimension >= 1 per axis, rank 1 to 3) for exclusive use as a kernel output;
+        ``schedule``: None (one tile block per tile) or ``fearless.tile.persistent(...)`` (a
+        fixed number of tile blocks, each running the kernel for its tiles in turn).
 
         This handle is moved: later uses other than ``shape``/``strides``/``dtype`` raise
         MovedError; ``Partition.unpartition()`` returns a fresh tensor. Raises AliasError when
@@ -267,6 +269,9 @@ class Tensor:
         tensor it wraps), views held by other libraries are unknown and not refused.
         """
         tile = tile_shape_of(tile_shape, self.shape)
+        if schedule is not None and not isinstance(schedule, Persistent):
+            raise ArgumentTypeError(f"schedule= takes fearless.tile.persistent(...), got "
+                                    f"{type(schedule).__name__}")
         if self._moved is not None:
             self._refuse_moved("partition it")
         storage = self._storage
@@ -296,7 +301,7 @@ class Tensor:
                              help="partition a tensor without broadcast or overlapping strides")
         hidden = self._handle()
         self._moved = f"moved into a Partition by .partition({tile})"
-        return Partition(hidden, tile)
+        return Partition(hidden, tile, schedule)
 
     def _refuse_moved(self, action: str, **where):
         raise MovedError(f"cannot {action}: {self!r} was {self._moved}",

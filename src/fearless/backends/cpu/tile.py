@@ -24,6 +24,7 @@ from fearless.backends.cpu.ops import SCALAR, constant
 from fearless.errors import InternalError
 from fearless.ir.core import Function, Region
 from fearless.ir.opdef import Op, only
+from fearless.ir.ops.tile import tile_of
 from fearless.ir.types import Tile
 
 
@@ -44,7 +45,9 @@ class _Block:
 
     def __init__(self, fn: Function, args: list, coords: tuple, grid: tuple,
                  races: list | None = None):
-        self.coords, self.grid = coords, grid
+        self.coords, self.grid = coords, grid     # the own tile, and the partition's grid
+        self.launch = coords[0] + grid[0] * (coords[1] + grid[1] * coords[2])  # tile.select
+        self.launched = grid[0] * grid[1] * grid[2]                            # changes coords
         self.races = races  # the launch's races found (the first is kept), None: not looked for
         self.env: dict[int, object] = {id(p.value): a for p, a in zip(fn.params, args)}
         self.cond = False
@@ -269,6 +272,21 @@ def _local_load(block, op):
     block.set(op, block.value(op.operands[0])[0])
 
 
+def _grid(block, op) -> tuple[int, int, int]:
+    """The tile grid of the Out partition ``op.operands[0]`` (x, y, z)."""
+    out = op.operands[0]
+    shape = block.value(out).shape
+    grid = tuple(-(-n // t) for n, t in zip(shape, out.type.tile_shape))
+    return grid + (1,) * (3 - len(grid))
+
+
+def _select(block, op):
+    grid = _grid(block, op)
+    block.grid = grid
+    block.coords = tile_of(int(block.value(op.operands[1])), grid, op.attrs["order"],
+                           op.attrs["group"])
+
+
 def _local_store(block, op):
     block.value(op.operands[0])[0] = block.value(op.operands[1])
 
@@ -282,6 +300,10 @@ RULES = {
     Op.CONSTANT: _constant,
     Op.TILE_BLOCK_INDEX: lambda block, op: block.set(op, np.int64(block.coords[op.attrs["axis"]])),
     Op.TILE_NUM_BLOCKS: lambda block, op: block.set(op, np.int64(block.grid[op.attrs["axis"]])),
+    Op.TILE_LAUNCH_BLOCK: lambda block, op: block.set(op, np.int64(block.launch)),
+    Op.TILE_LAUNCH_BLOCKS: lambda block, op: block.set(op, np.int64(block.launched)),
+    Op.TILE_NUM_TILES: lambda block, op: block.set(op, np.int64(np.prod(_grid(block, op)))),
+    Op.TILE_SELECT: _select,
     Op.TILE_DIM: lambda block, op: block.set(
         op, np.int64(block.value(op.operands[0]).shape[op.attrs["axis"]])),
     Op.TILE_LOAD: _load,

@@ -27,7 +27,7 @@ import functools
 import math
 import re
 
-from fearless.backends.tileir import control, mathlib, memory, special, tir
+from fearless.backends.tileir import control, mathlib, memory, schedule, special, tir
 from fearless.backends.tileir.builder import Builder
 from fearless.compiler.abi import SCALAR, Abi, Slot, array_slots, scalar_code
 from fearless.dtypes import DType, int_range
@@ -75,7 +75,7 @@ def is_grouped(types) -> bool:
     (first) Out partition is 2-d launch 1-d and map block ids to tiles in groups (see
     ``Lowering.grouped``); the launcher multiplies the grid out (``runtime/tile_launch.hardware_grid``)."""
     outs = [t for t in types if isinstance(t, T.TensorView) and t.role is T.Role.OUT]
-    return bool(outs) and outs[0].ndim == 2
+    return bool(outs) and outs[0].ndim == 2 and outs[0].schedule is None
 
 
 def grouped_output(fn: Function):
@@ -175,34 +175,14 @@ class Lowering:
             if id(p.value) in ordered:
                 self.slots[_LAST_OP, id(p.value)] = self.slots[_LAST_STORE, id(p.value)] = \
                     self.token
-        self.block_ids = b.get_tile_block_id()
+        # the launch's block coordinates; tile.select (a persistent launch) replaces
+        # block_ids, the own tile's coordinates, once per tile
+        self.launch_ids = self.block_ids = b.get_tile_block_id()
         out = grouped_output(self.fn)
         if out is not None:
-            self.block_ids = self.grouped(out)
-
-    def grouped(self, out) -> tuple:
-        """Tile coordinates (i, j, 0) of a 1-d launch over a 2-d partition, in groups of
-        GROUP_M tile rows: the tile blocks that run together share rows of A and columns of B
-        in L2 (the "grouped ordering" of Triton's matmul tutorial). A bijection from block ids
-        to tiles, so every tile still has exactly one owner."""
-        b = self.b
-        view = self.views[id(out)]
-        bm, bn = out.type.tile_shape
-
-        def const(n):
-            return self.const(n, tir.I32)
-
-        def cdiv(extent, tile):
-            return b.divi(b.addi(extent, const(tile - 1)), const(tile))
-        rows, cols = cdiv(view.dims[0], bm), cdiv(view.dims[1], bn)
-        pid = self.block_ids[0]
-        width = b.muli(const(GROUP_M), cols)
-        first = b.muli(b.divi(pid, width), const(GROUP_M))
-        size = b.mini(b.subi(rows, first), const(GROUP_M))
-        local = b.remi(pid, width)
-        i = b.addi(first, b.remi(local, size))
-        j = b.divi(local, size)
-        return i, j, self.block_ids[2]
+            rows, cols = schedule.tile_grid(self, out)[:2]
+            i, j = schedule.grouped(self, self.block_ids[0], rows, cols, GROUP_M, tir.I32)
+            self.block_ids = (i, j, self.block_ids[2])
 
     def _fact(self, value, div: int):
         value = self.b.assume_bounded(value, 0, None)
@@ -705,6 +685,7 @@ RULES = {
     **special.RULES,
     Op.TILE_BLOCK_INDEX: _block_index,
     Op.TILE_NUM_BLOCKS: _num_blocks,
+    **schedule.RULES,
     Op.TILE_DIM: _dim,
     Op.TILE_LOAD: _load,
     Op.TILE_LOAD_OWN: _load_own,

@@ -3,6 +3,14 @@
     tile.block_index             -> i64        attr axis: this tile block's coordinate (x, y, z)
     tile.num_blocks              -> i64        attr axis: tile blocks of the launch along an axis
     tile.dim %t                  -> i64        attr axis: an extent of a tensor parameter
+    tile.launch_block            -> i64        this tile block's linear index in the launch
+    tile.launch_blocks           -> i64        tile blocks in the launch
+    tile.num_tiles %out          -> i64        tiles of an Out partition (all axes)
+    tile.select %out, %v                       attrs order, group: from here on the block's
+                                               own tile (tile.block_index, load_own, store) is
+                                               tile %v of the partition in that order
+                                               (``passes/persistent.py``; a bijection, so
+                                               every tile keeps exactly one owner)
     tile.load %t, %i0, ...       -> tile       attr shape: the tile at tile coordinates (i0, ...)
                                                of the grid of ``shape`` tiles over %t; elements
                                                past the tensor's edge read as zero
@@ -194,6 +202,43 @@ define(Op.TILE_BLOCK_INDEX, "this tile block's coordinate along attr axis", _axi
        track="tile", result=lambda ts, attrs: [INDEX])
 define(Op.TILE_NUM_BLOCKS, "number of tile blocks along attr axis", _axis, track="tile",
        result=lambda ts, attrs: [INDEX])
+def _out(op):
+    t = op.operands[0].type
+    return None if isinstance(t, TensorView) and t.role is Role.OUT else "needs an Out partition"
+
+
+def tile_of(v: int, grid: tuple[int, int, int], order: str, group: int) -> tuple[int, int, int]:
+    """Tile ``v`` (``0 <= v < gx * gy * gz``) of a partition of ``grid`` tiles in ``order``:
+    what ``tile.select`` means (the cpu backend computes it with this; the Tile IR lowering
+    with the same arithmetic). ``row``: axis 0 fastest. ``grouped``: per axis-2 slice, bands
+    of ``group`` tiles along axis 0 (the last band keeps what is left), walked down axis 0
+    then across axis 1 inside each band. Both are bijections onto the tiles."""
+    gx, gy, _ = grid
+    z, r = divmod(v, gx * gy)
+    if order == "row":
+        return r % gx, r // gx, z
+    width = group * gy
+    first = (r // width) * group
+    size = min(gx - first, group)
+    local = r % width
+    return first + local % size, local // size, z
+
+
+def _select(op):
+    if op.attrs.get("order") not in ("row", "grouped") or not isinstance(
+            op.attrs.get("group"), int) or op.attrs["group"] < 1:
+        return "order must be row or grouped, group an int >= 1"
+    return _out(op) or (None if op.operands[1].type == INDEX else "the tile number is an i64")
+
+
+define(Op.TILE_LAUNCH_BLOCK, "this tile block's linear index in the launch", None, track="tile",
+       result=lambda ts, attrs: [INDEX], operands=0, results=1)
+define(Op.TILE_LAUNCH_BLOCKS, "tile blocks in the launch", None, track="tile",
+       result=lambda ts, attrs: [INDEX], operands=0, results=1)
+define(Op.TILE_NUM_TILES, "tiles of an Out partition", _out, track="tile",
+       result=lambda ts, attrs: [INDEX], operands=1, results=1)
+define(Op.TILE_SELECT, "make tile %v (in attr order) the block's own tile", _select,
+       side_effects=True, track="tile", result=no_results, operands=2, results=0)
 define(Op.TILE_DIM, "extent of one axis of a tensor parameter",
        _dim,
        track="tile", result=lambda ts, attrs: [INDEX], operands=1, results=1)

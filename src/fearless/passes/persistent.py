@@ -1,0 +1,62 @@
+"""Persistent launches: a tile kernel whose Out partitions have a persistent schedule
+(``fearless.tile.persistent``, ``ir.types.Persistent``) runs its body once per tile of its share.
+
+The launch runs ``P`` tile blocks (``runtime/partition.Partition.launch_grid``), and block ``b``
+takes the tiles ``b, b + P, b + 2P, ...`` of the partition's order, so the body becomes:
+
+    b = tile.launch_block;  p = tile.launch_blocks;  n = tile.num_tiles %out
+    scf.for v in range(b, n, p):
+        tile.select %out, v          {order, group}
+        <the kernel's body>
+
+``tile.select`` makes tile ``v`` the block's own: ``out.tile_index`` (``tile.block_index``),
+``out.load()`` and ``out.store()`` mean that tile until the next one. The orders are
+bijections from ``[0, n)`` onto the tiles and the blocks split ``[0, n)`` by residue, so every
+tile has exactly one writer, as with one block per tile, and the checks of ``own_tile.py``
+(which ran before, on the body as written) still hold for each iteration. This pass runs after
+the checks and before ``memory_order``, which then orders the loop's accesses like a user loop's.
+
+A ``return`` that leaves the kernel (one outside every inlined device function) would end the
+block's whole share rather than the current tile: refused (CompileError at the ``return``).
+"""
+from __future__ import annotations
+
+from fearless.errors import CompileError
+from fearless.ir.core import Builder, Function, Region, Value
+from fearless.ir.opdef import Op
+from fearless.ir.types import INDEX, Role, TensorView
+
+
+def run(fn: Function, options) -> Function:
+    outs = [p for p in fn.params if isinstance(p.type, TensorView) and p.type.role is Role.OUT
+            and p.type.schedule is not None]
+    if not outs:
+        return fn
+    _refuse_returns(fn, fn.body)
+    out, schedule = outs[0].value, outs[0].type.schedule
+    entry = Region()
+    b = Builder(entry)
+    start = b.create(Op.TILE_LAUNCH_BLOCK, []).result
+    step = b.create(Op.TILE_LAUNCH_BLOCKS, []).result
+    stop = b.create(Op.TILE_NUM_TILES, [out]).result
+    body = Region([Value(INDEX, "tile")])
+    with b.at(body):
+        b.create(Op.TILE_SELECT, [out, body.args[0]],
+                 attrs={"order": schedule.order, "group": schedule.group})
+    body.ops.extend(fn.body.ops)
+    b.create(Op.SCF_FOR, [start, stop, step], attrs={"step_sign": 1}, regions=[body])
+    fn.body = entry
+    return fn
+
+
+def _refuse_returns(fn: Function, region: Region) -> None:
+    for op in region.ops:
+        if op.name == Op.CF_RETURN:
+            raise CompileError("a kernel launched with a persistent schedule runs its body once "
+                               "per tile, and this return would end every later tile of the "
+                               "block too", kernel=fn.name, span=op.span,
+                               help="put the rest of the body under if/else instead of "
+                                    "returning, or partition without schedule=")
+        if op.name != Op.SCF_INLINE:  # a return inside an inlined function leaves only it
+            for inner in op.regions:
+                _refuse_returns(fn, inner)

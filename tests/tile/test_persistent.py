@@ -1,0 +1,191 @@
+"""Persistent tile kernels (``t.partition(tile, schedule=ft.persistent(...))``,
+passes/persistent.py): a fixed number of tile blocks, each running the kernel body for its
+tiles in turn, in an order the runtime builds. Every tile written once, by one block, with the
+values a launch of one block per tile computes; what cannot be launched so is refused."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import fearless as fl
+from fearless import tile as ft
+from fearless.dtypes import f32
+from fearless.errors import ArgumentTypeError, CompileError, ContractError, PartitionError
+from fearless.ir.ops.tile import tile_of
+from fearless.runtime.partition import grid_of
+from tests.support import BACKENDS
+
+rng = np.random.default_rng(11)
+
+
+@pytest.mark.parametrize("order, group", [("row", 1), ("grouped", 1), ("grouped", 3),
+                                          ("grouped", 8)])
+@pytest.mark.parametrize("grid", [(1, 1, 1), (7, 1, 1), (5, 3, 1), (9, 4, 2), (2, 11, 3),
+                                  (16, 16, 1), (3, 5, 7)])
+def test_every_order_deals_each_tile_exactly_once(grid, order, group):
+    tiles = [tile_of(v, grid, order, group) for v in range(grid[0] * grid[1] * grid[2])]
+    assert sorted(tiles) == sorted(itertools.product(*(range(n) for n in grid)))
+
+
+def test_the_grouped_order_walks_bands_of_rows():
+    # 5 x 3 tiles in bands of 2 rows: (0,0) (1,0) (0,1) (1,1) (0,2) (1,2), then the next band
+    got = [tile_of(v, (5, 3, 1), "grouped", 2)[:2] for v in range(8)]
+    assert got == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 0), (3, 0)]
+
+
+@ft.kernel
+def mark(o: ft.Out[f32], x: ft.In[f32]):
+    """x * 2 plus the tile's own coordinates, so a tile stored at the wrong place shows."""
+    coords = o.tile_index
+    tag = coords[0] * 1000
+    if len(coords) > 1:
+        tag = tag + coords[1] * 10
+    if len(coords) > 2:
+        tag = tag + coords[2] * 100000
+    o.store(ft.load_like(x, o) * 2.0 + ft.full(o.tile_shape, tag, f32))
+
+
+def _mark_reference(x: np.ndarray, tile: tuple) -> np.ndarray:
+    idx = np.meshgrid(*(np.arange(n) // t for n, t in zip(x.shape, tile)), indexing="ij")
+    tag = idx[0] * 1000.0
+    if len(idx) > 1:
+        tag = tag + idx[1] * 10.0
+    if len(idx) > 2:
+        tag = tag + idx[2] * 100000.0
+    return x.astype(np.float64) * 2 + tag
+
+
+CASES = [((1000,), (64,)), ((50, 70), (16, 16)), ((33, 40), (8, 32)), ((6, 20, 9), (4, 8, 2))]
+SCHEDULES = [ft.persistent(blocks=1), ft.persistent(blocks=3), ft.persistent(blocks=7, order="row"),
+             ft.persistent(blocks=1000, group=2), ft.persistent()]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("shape, tile", CASES)
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=repr)
+def test_a_persistent_launch_writes_every_tile_once_at_its_place(backend, shape, tile,
+                                                                 schedule):
+    x = rng.standard_normal(shape).astype(np.float32)
+    o = fl.full(shape, np.nan, f32).partition(tile, schedule=schedule)
+    assert o.schedule is schedule
+    o, _ = mark(o, fl.asarray(x)).sync()
+    # f32 rounds x * 2 + tag once: within half an ulp of the tag's magnitude
+    want = _mark_reference(x, tile)
+    np.testing.assert_allclose(o.unpartition().numpy(), want, rtol=2.0 ** -23, atol=1e-4)
+
+
+@ft.kernel
+def accumulate(o: ft.Out[f32], x: ft.In[f32]):
+    o.store(o.load() + ft.load_like(x, o))
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+def test_a_persistent_kernel_reads_back_its_own_tiles(backend):
+    """out.load() inside the loop is the current tile's (read after the block's own store of
+    the previous tile, which is another tile)."""
+    start = rng.standard_normal((64, 96)).astype(np.float32)
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    o = fl.asarray(start.copy()).partition((16, 32), schedule=ft.persistent(blocks=5))
+    for _ in range(3):
+        o, _ = accumulate(o, fl.asarray(x)).sync()
+    np.testing.assert_allclose(o.unpartition().numpy(), start + 3 * x, rtol=1e-6, atol=1e-6)
+
+
+@ft.kernel
+def matmul(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    acc = ft.zeros((bm, bn), f32)
+    for k in range(ft.cdiv(a.shape[1], bk)):
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    c.store(acc.astype(c.dtype))
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("schedule", [ft.persistent(blocks=4), ft.persistent(order="row")],
+                         ids=repr)
+def test_a_persistent_gemm_matches_numpy(backend, schedule):
+    m, n, k = (300, 260, 200) if backend == "cpu" else (1000, 1100, 640)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = fl.full((m, n), np.nan, f32).partition((64, 64), schedule=schedule)
+    c, _, _ = matmul(c, fl.asarray(a), fl.asarray(b)).sync()
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    # f16 inputs are exact in f32; the f32 sum of k products errs by at most k ulps of |a||b|
+    bound = (np.abs(a64) @ np.abs(b64)) * k * 2.0 ** -23
+    np.testing.assert_array_less(np.abs(c.unpartition().numpy() - a64 @ b64), bound + 1e-30)
+
+
+def test_the_launch_runs_the_schedules_blocks_at_most_one_per_tile(backend):
+    t = fl.zeros((100, 100), f32)
+    assert t.partition((10, 10), schedule=ft.persistent(blocks=7)).launch_grid() == (7, 1, 1)
+    t = fl.zeros((100, 100), f32)
+    assert t.partition((50, 50), schedule=ft.persistent(blocks=7)).launch_grid() == (4, 1, 1)
+    t = fl.zeros((100, 100), f32)
+    # the default: one block per SM (the cpu backend counts one), times the occupancy
+    assert t.partition((10, 10), schedule=ft.persistent()).launch_grid(2) == (2, 1, 1)
+    t = fl.zeros((100, 100), f32)
+    assert t.partition((10, 10)).launch_grid() == grid_of((100, 100), (10, 10))
+
+
+def test_bad_schedules_are_refused_before_anything_runs():
+    with pytest.raises(PartitionError, match="blocks=0"):
+        ft.persistent(blocks=0)
+    with pytest.raises(ArgumentTypeError, match="takes an int"):
+        ft.persistent(blocks=2.5)
+    with pytest.raises(PartitionError, match="group=0"):
+        ft.persistent(group=0)
+    with pytest.raises(PartitionError, match="order='diagonal'"):
+        ft.persistent(order="diagonal")
+    t = fl.zeros(64, f32)
+    with pytest.raises(ArgumentTypeError, match="schedule= takes"):
+        t.partition(16, schedule="persistent")
+    assert t.partition(16).schedule is None   # not moved by the refusal
+
+
+@ft.kernel
+def two_outs(o: ft.Out[f32], p: ft.Out[f32], x: ft.In[f32]):
+    v = ft.load_like(x, o)
+    o.store(v)
+    p.store(v * 2.0)
+
+
+def test_outputs_with_different_schedules_are_refused(backend):
+    x = fl.asarray(rng.standard_normal(64).astype(np.float32))
+    o = fl.zeros(64, f32).partition(16, schedule=ft.persistent(blocks=2))
+    p = fl.zeros(64, f32).partition(16)
+    with pytest.raises(ContractError, match="'p'.*schedule") as info:
+        two_outs(o, p, x)
+    assert "same schedule=" in str(info.value)
+    q = fl.zeros(64, f32).partition(16, schedule=ft.persistent(blocks=2))
+    o, q, _ = two_outs(o, q, x).sync()
+    np.testing.assert_array_equal(q.unpartition().numpy(), 2 * x.numpy())
+
+
+@ft.kernel
+def early_exit(o: ft.Out[f32], x: ft.In[f32]):
+    if o.tile_index[0] == 0:
+        return
+    o.store(ft.load_like(x, o))
+
+
+def test_a_kernel_that_returns_early_cannot_run_persistently(backend):
+    x = fl.asarray(rng.standard_normal(64).astype(np.float32))
+    o = fl.zeros(64, f32).partition(16)
+    o, _ = early_exit(o, x).sync()       # one block per tile: fine
+    o = o.unpartition().partition(16, schedule=ft.persistent(blocks=2))
+    with pytest.raises(CompileError, match="once per tile") as info:
+        early_exit(o, x)
+    assert "return" in str(info.value) and "early_exit" in str(info.value)
+
+
+def test_the_schedule_is_part_of_the_compiled_specialisation():
+    types = []
+    for schedule in (None, ft.persistent(blocks=2), ft.persistent(blocks=5),
+                     ft.persistent(order="row")):
+        o = fl.zeros((32, 32), f32).partition((16, 16), schedule=schedule)
+        types.append(mark._signature([o, fl.zeros((32, 32), f32)], "cpu")[0][0])
+    assert types[0].schedule is None and types[1] == types[2] != types[3]
+    assert "persistent grouped 8" in str(types[1])
