@@ -43,19 +43,23 @@ def bounds_error(kernel: str, sites, site: int, index: int, extent: int, axis: i
 class ErrorWords:
     """The error-word slots of one stream and the launches that own them since the last sync."""
 
-    def __init__(self, stream: Stream):
+    def __init__(self, stream: Stream, borrowed: tuple | None = None):
         self.stream = stream
-        self.buffer = memory.allocate(SLOTS * SLOT_BYTES, stream)
-        self.base = int(self.buffer.handle)
-        memory.memset(self.base, 0, SLOTS * SLOT_BYTES, stream)
+        if borrowed is None:
+            self.slots = SLOTS
+            self.buffer = memory.allocate(SLOTS * SLOT_BYTES, stream)
+            self.base = int(self.buffer.handle)
+            memory.memset(self.base, 0, SLOTS * SLOT_BYTES, stream)
+        else:  # (address, slots, owner): zeroed memory another library allocated and keeps
+            self.base, self.slots, self.buffer = borrowed
         self.owners: list[tuple[str, tuple]] = []  # (kernel name, bounds sites) per used slot
 
     def acquire(self, kernel: str, sites, shapes: dict) -> int:
         """The device address of a fresh slot for one launch of ``kernel``; ``shapes`` maps
         array parameter names to the shapes of this launch's arguments (for the message)."""
-        if len(self.owners) == SLOTS:
+        if len(self.owners) == self.slots:
             if not self.stream._leases and self.stream.core is not None:
-                raise LaunchError(f"a graph holds at most {SLOTS} bounds-checked launches",
+                raise LaunchError(f"a graph holds at most {self.slots} bounds-checked launches",
                                   kernel=kernel, help="capture the work as several graphs")
             self.stream.synchronize()  # runs check(), which frees every slot
         if not self.owners:
@@ -92,6 +96,14 @@ def error_words(stream: Stream) -> ErrorWords:
     if words is None:
         words = _words[id(stream)] = ErrorWords(stream)
     return words
+
+
+def borrow_error_words(stream: Stream, address: int, slots: int, owner) -> None:
+    """Give ``stream`` ``slots`` error-word slots at ``address``: zeroed device memory of
+    ``slots * SLOT_BYTES`` bytes that ``owner`` keeps alive. For a stream capturing a graph that
+    another library owns (graph.py's ``foreign_capture``), where an allocation of ours would
+    become a node of that graph and be freed with it."""
+    _words[id(stream)] = ErrorWords(stream, (address, slots, owner))
 
 
 def forget_stream(stream: Stream) -> None:

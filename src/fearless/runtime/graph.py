@@ -28,6 +28,7 @@ order in time independent of the graph's size in the decode loop's case (see ``_
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 from fearless.errors import LaunchError, MovedError
@@ -38,6 +39,7 @@ from fearless.observe import STATS
 from fearless.tracebacks import user_facing
 from fearless.runtime.stream import Stream, check_order, current_stream, refuse_while_capturing, \
     writes_recorded
+from fearless.runtime.stream import stream as stream_block
 
 
 class Graph:
@@ -319,6 +321,29 @@ def begin_cuda() -> tuple:
     stream.core.sync()
     builder.begin_building("relaxed")
     return builder, stream
+
+
+@contextlib.contextmanager
+def foreign_capture(handle: int, words: int, slots: int, owner):
+    """``with foreign_capture(...) as s:`` launches on ``s``, a fearless Stream over the CUstream
+    ``handle`` while another library captures it into a CUDA graph of its own (a
+    ``torch.cuda.CUDAGraph``). Nothing fearless would allocate, record or wait for inside the
+    capture: the launches' bounds-error slots are the ``slots`` zeroed slots at device address
+    ``words`` (``owner`` allocated them in the capture, so the graph keeps them and zeroes them
+    at each replay), the arguments are not leased (the graph's owner keeps its memory), and the
+    slots are never read back: a read out of bounds during a replay is skipped (it gives 0) but
+    not reported. Launches must find their kernels loaded (run them once before the capture).
+    """
+    from cuda.core import Stream as CoreStream
+
+    s = Stream(CoreStream.from_handle(handle), _wrap=True, _leases=False)
+    dispatch.borrow_error_words(s, words, slots, owner)
+    try:
+        with stream_block(s):
+            yield s
+    finally:
+        s._deferred = []  # the slots' checks: nothing reads a foreign graph's slots back
+        dispatch.forget_stream(s)
 
 
 def abandon_cuda(builder, stream: Stream) -> None:
