@@ -216,8 +216,9 @@ def time_peer(clock: Clock, fn) -> dict:
 class Report(RunLog):
     """Rows for the final table, everything for the JSON, and the log as it goes."""
 
-    def __init__(self, out_dir: Path | None):
+    def __init__(self, out_dir: Path | None, gemm_shapes: set | None = None):
         super().__init__(out_dir, "bench_tile")
+        self.gemm_shapes = gemm_shapes   # "f16:4096", ...: the GEMM shapes to run (None: all)
 
     def row(self, case: str, fearless: dict, peers: dict, unit: str, work: float) -> dict:
         """``work`` per launch: flops (TFLOP/s) or bytes (GB/s); 0 for plain times."""
@@ -293,6 +294,8 @@ def bench_gemm(rep: Report, clock: Clock, torch, quick: bool) -> None:
     rep.data["cutile"] = ct_why or "installed"
     rep.log(f"cuTile Python: {ct_why or 'installed'}")
     for dt, size in GEMM_SHAPES:
+        if rep.gemm_shapes and f"{dt.name}:{size}" not in rep.gemm_shapes:
+            continue
         try:
             gemm_case(rep, clock, torch, dt, size, ct_run, quick)
         except Exception:  # noqa: BLE001
@@ -748,6 +751,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sections", default=",".join(SECTIONS), help="comma list of " +
                     ", ".join(SECTIONS))
     ap.add_argument("--quick", action="store_true", help="two GEMM configs, fewer repetitions")
+    ap.add_argument("--gemm-shapes", default="", help="comma list of the GEMM shapes to run, "
+                    "such as f16:4096,f16:8192 (default: all)")
     ap.add_argument("--jit-probe", help=argparse.SUPPRESS)  # the child of the jit section
     args = ap.parse_args(argv)
     if args.jit_probe:
@@ -757,7 +762,7 @@ def main(argv=None) -> int:
     if sections - set(SECTIONS):
         ap.error(f"unknown sections: {', '.join(sorted(sections - set(SECTIONS)))}")
     out_dir = Path(os.environ.get("OUT") or "bench_out")
-    rep = Report(out_dir)
+    rep = Report(out_dir, {s.strip() for s in args.gemm_shapes.split(",") if s.strip()})
     if args.dry_run:
         status = dry_run(rep)
         try:

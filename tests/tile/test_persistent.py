@@ -189,3 +189,33 @@ def test_the_schedule_is_part_of_the_compiled_specialisation():
         types.append(mark._signature([o, fl.zeros((32, 32), f32)], "cpu")[0][0])
     assert types[0].schedule is None and types[1] == types[2] != types[3]
     assert "persistent grouped 8" in str(types[1])
+
+
+def test_a_tileiras_that_compiles_persistent_loops_slowly_is_named(monkeypatch, tmp_path):
+    """tileiras 13.4 drops warp specialisation in a persistent kernel's loop (half speed on
+    the H200): a cuda compile with it says so, with the fix; 13.5 compiles it well."""
+    import dataclasses
+    import importlib
+    import warnings
+
+    from fearless.backends.tileir import tileiras
+    from fearless.errors import PerformanceWarning
+    from fearless.ir import types as T
+    from fearless.kernel import params as P
+    if tileiras.find() is None:
+        pytest.skip("no tileiras installed")
+    base = importlib.import_module("fearless.kernel.base")
+    monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, cache_dir=tmp_path))
+    layout = T.Layout(16, (16, 16), (16, 1), True)
+    infos = [P.ArgInfo(f32, 2, tile_shape=(64, 64), layout=layout, schedule=T.Persistent()),
+             P.ArgInfo(f32, 2, layout=layout)]
+    types = P.specialise("mark", mark.runtime_params, infos)
+    for release, warned in (((13, 4), True), ((13, 5), False)):
+        monkeypatch.setattr(tileiras.Toolchain, "release", lambda self, r=release: r)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mark.compile_for(types, {}, "cuda", "sm_90", fresh=True)
+        named = [w for w in caught if issubclass(w.category, PerformanceWarning)]
+        assert bool(named) is warned
+        if warned:
+            assert "nvidia-cuda-tileiras>=13.5" in str(named[0].message)

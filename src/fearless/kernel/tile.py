@@ -21,11 +21,13 @@ tensor cores).
 from __future__ import annotations
 
 import inspect
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable, overload
 
 from fearless.compiler import Compiled, compile_tile, show
-from fearless.errors import ArgumentTypeError, ContractError, FearlessError, InternalError
+from fearless.errors import ArgumentTypeError, ContractError, FearlessError, InternalError, \
+    PerformanceWarning
 from fearless.ir import types as T
 from fearless.kernel import base, params as P, tile_fast
 from fearless.kernel.base import VERSION, BaseKernel, cached_compile
@@ -40,6 +42,11 @@ from fearless.runtime.stream import check_order
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.tracebacks import user_facing
 
+
+
+# the first tileiras whose persistent loops keep warp specialisation (benchmarks/RESULTS.md,
+# session 8: tileiras 13.4.92 drops it, and the persistent GEMM runs at half speed)
+PERSISTENT_RELEASE = (13, 5)
 
 
 @dataclass
@@ -201,6 +208,14 @@ class TileKernel(BaseKernel):
             from fearless.backends.tileir import tileiras
             tc = tileiras.find()
             built_by = tc.fingerprint() if tc is not None else None
+            if tc is not None and tc.release() < PERSISTENT_RELEASE and any(
+                    getattr(t, "schedule", None) is not None for t in types):
+                warnings.warn(f"tile kernel '{self.name}': {tc.fingerprint()} compiles the "
+                              f"loop of a persistent kernel without warp specialisation or "
+                              f"asynchronous MMA (an f16 GEMM 4096^3 on the H200: 335 TFLOP/s "
+                              f"persistent against 704 without; 717, 100% of cuBLAS, with "
+                              f"tileiras 13.5); pip install 'nvidia-cuda-tileiras>=13.5'",
+                              PerformanceWarning, stacklevel=2)
 
             def run():
                 compiled = compile_tile(self.captured, params, constants, arch, "cubin",

@@ -75,6 +75,11 @@ class Toolchain:
         """A string that changes when the compiler changes (cache keys): release and build."""
         return _fingerprint(self)
 
+    def release(self) -> tuple[int, int]:
+        """The CUDA release this tileiras belongs to, e.g. (13, 5), from ``--version``."""
+        found = re.search(r"release (\d+)\.(\d+)", self.fingerprint())
+        return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
     def pick_version(self) -> tuple[int, int]:
         """The newest bytecode version that both our writer and this tileiras support."""
         both = [v for v in SUPPORTED_VERSIONS if v in self.versions()]
