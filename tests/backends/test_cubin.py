@@ -1,0 +1,44 @@
+"""backends/cubin.py: a kernel's stack frame read from its cubin, and the PerformanceWarning of
+a tile kernel that spills (an f16 GEMM tile of 128 x 256: 6% of cuBLAS on the H200)."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import warnings
+
+import pytest
+
+from fearless.backends.cubin import frame_bytes
+from fearless.backends.tileir import tileiras
+from fearless.dtypes import f16
+from fearless.errors import PerformanceWarning
+from fearless.ir import types as T
+from fearless.kernel import params as P
+from tests.tile.test_persistent import matmul
+
+
+def test_bytes_that_are_not_a_cubin_have_no_frame():
+    assert frame_bytes(b"") == 0
+    assert frame_bytes(b"\x7fELF" + bytes(60)) == 0      # a header with no sections
+    assert frame_bytes(b"PK\x03\x04 not an elf at all") == 0
+
+
+@pytest.mark.parametrize("tile, spills", [((128, 128), False), ((128, 256), True)])
+def test_a_gemm_tile_that_spills_is_named_at_compile(tile, spills, monkeypatch, tmp_path):
+    if tileiras.find() is None:
+        pytest.skip("no tileiras installed")
+    base = importlib.import_module("fearless.kernel.base")
+    monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, cache_dir=tmp_path))
+    layout = T.Layout(16, (16, 16), (16, 1), True)
+    infos = [P.ArgInfo(f16, 2, tile_shape=tile, layout=layout), P.ArgInfo(f16, 2, layout=layout),
+             P.ArgInfo(f16, 2, layout=layout)]
+    types = P.specialise("matmul", matmul.runtime_params, infos)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = matmul.compile_for(types, {"bk": 64}, "cuda", "sm_90", fresh=True)
+    named = [str(w.message) for w in caught if issubclass(w.category, PerformanceWarning)
+             and "spills" in str(w.message)]
+    assert (frame_bytes(compiled.cubin) > 0) is spills
+    assert bool(named) is spills
+    if spills:
+        assert "num_cta_in_cga" in named[0] and "(128, 256)" in named[0]
