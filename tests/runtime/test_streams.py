@@ -211,6 +211,35 @@ def test_a_launch_on_another_stream_waits_for_torchs_pending_writes_of_its_input
 
 
 @pytest.mark.gpu
+def test_a_worker_thread_launches_through_plans_made_on_another_thread(backend):
+    """A server's worker thread: its first launch goes through the fast path of a plan the
+    main thread made (no fearless call made the device current there yet), then it copies
+    the result back and runs a tile operation."""
+    import threading
+    n = 1 << 16
+    launch = scale.prepare(n)
+    x = fl.asarray(rng.standard_normal(n).astype(np.float32))
+    scale[launch](x, 2.0, fl.empty(n))      # the plan and its fast function, on this thread
+    plus_one(fl.empty(n).partition(1024), x).sync()
+    fl.synchronize()
+    got, errors, out = {}, [], fl.empty(n)   # allocated here: the launch is the thread's first
+
+    def work():
+        try:
+            scale[launch](x, 3.0, out)
+            got["simt"] = out.numpy()
+            got["tile"] = plus_one(fl.empty(n).partition(1024), x).sync()[0].unpartition().numpy()
+        except Exception as exc:  # noqa: BLE001 - reported below, on the test's thread
+            errors.append(exc)
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert not errors, errors
+    np.testing.assert_allclose(got["simt"], x.numpy() * 3 + 1, rtol=1e-6)
+    np.testing.assert_allclose(got["tile"], x.numpy() + 1, rtol=1e-6)
+
+
+@pytest.mark.gpu
 def test_buffers_dropped_right_after_a_launch_live_until_the_gpu_is_done():
     torch = _torch()
     n = 1 << 18

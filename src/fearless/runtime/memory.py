@@ -110,6 +110,7 @@ def copy_host_to_device(dst: int, src: np.ndarray, nbytes: int, stream: Stream |
     if nbytes == 0:
         return
     stream = stream or cuda_stream()
+    device.cuda_device()  # current on this thread (a worker thread's first copy)
     check_result(driver.cuMemcpyHtoDAsync(dst, src_ptr, nbytes, stream.handle),
                  "cuMemcpyHtoDAsync")
     stream.core.sync()
@@ -129,6 +130,7 @@ def copy_device_to_host(dst: np.ndarray, src: int, nbytes: int, stream: Stream |
     if nbytes == 0:
         return
     stream = stream or cuda_stream()
+    device.cuda_device()  # current on this thread (a worker thread's first copy)
     check_result(driver.cuMemcpyDtoHAsync(dst_ptr, src, nbytes, stream.handle),
                  "cuMemcpyDtoHAsync")
     stream.core.sync()
@@ -141,6 +143,7 @@ def copy_device_to_device(dst: int, src: int, nbytes: int, stream: Stream | None
     if nbytes == 0:
         return
     stream = stream or cuda_stream()
+    device.cuda_device()  # current on this thread (a worker thread's first copy)
     check_result(driver.cuMemcpyDtoDAsync(dst, src, nbytes, stream.handle), "cuMemcpyDtoDAsync")
 
 
@@ -153,4 +156,5 @@ def memset(dst: int, byte: int, nbytes: int, stream: Stream | None = None) -> No
     if nbytes == 0:
         return
     stream = stream or cuda_stream()
+    device.cuda_device()  # current on this thread (a worker thread's first copy)
     check_result(driver.cuMemsetD8Async(dst, byte, nbytes, stream.handle), "cuMemsetD8Async")

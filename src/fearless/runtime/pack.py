@@ -105,15 +105,13 @@ def launch(function: int, grid: tuple, block: tuple, shared: int, stream: int,
         # cuda.bindings' compiled wrapper, given plain ints: measured on the H200 2 us cheaper
         # per call than ctypes with fixed argument types (5.1 against 7.3 us)
         _launch_kernel, _SUCCESS = driver.cuLaunchKernel, driver.CUresult.CUDA_SUCCESS
-    if pdl:
-        launch_ex, config = getattr(_pdl, "ex", None) or _pdl_config()
-        config.gridDimX, config.gridDimY, config.gridDimZ = grid
-        config.blockDimX, config.blockDimY, config.blockDimZ = block
-        config.sharedMemBytes, config.hStream = shared, stream
-        (err,) = launch_ex(config, function, params, 0)
-    else:
-        (err,) = _launch_kernel(function, grid[0], grid[1], grid[2], block[0], block[1],
-                                block[2], shared, stream, params, 0)
+    err = _enqueue(function, grid, block, shared, stream, params, pdl)
+    if err is not _SUCCESS and getattr(err, "name", "") == "CUDA_ERROR_INVALID_CONTEXT":
+        # a thread's first launch through a plan made on another thread: the device is not
+        # current here yet (device.cuda_device makes it so once per thread); nothing ran
+        from fearless.runtime.device import cuda_device
+        cuda_device()
+        err = _enqueue(function, grid, block, shared, stream, params, pdl)
     if err is not _SUCCESS:
         raise BackendError(f"kernel '{kernel}': {'cuLaunchKernelEx' if pdl else 'cuLaunchKernel'}"
                            f" failed with {getattr(err, 'name', err)}",
@@ -123,6 +121,18 @@ def launch(function: int, grid: tuple, block: tuple, shared: int, stream: int,
         observer.launch(kernel)
         if mark is not None:
             observer.stop(kernel, stream, mark)
+
+
+def _enqueue(function, grid, block, shared, stream, params, pdl):
+    """One cuLaunchKernel(Ex); its CUresult."""
+    if pdl:
+        launch_ex, config = getattr(_pdl, "ex", None) or _pdl_config()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = block
+        config.sharedMemBytes, config.hStream = shared, stream
+        return launch_ex(config, function, params, 0)[0]
+    return _launch_kernel(function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                          shared, stream, params, 0)[0]
 
 
 def _pdl_config():
