@@ -33,12 +33,12 @@ from fearless.kernel import base, params as P, tile_fast
 from fearless.kernel.base import VERSION, BaseKernel, cached_compile
 from fearless.observe import STATS
 from fearless.runtime import ahead, cache, device, launch as contracts, tile_launch
-from fearless.runtime.args import scalar
+from fearless.runtime.args import library_streams, scalar
 from fearless.runtime.contract import check_names, requirements
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import load_rebuilding
 from fearless.runtime.partition import Partition
-from fearless.runtime.stream import check_order
+from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.tracebacks import user_facing
 
@@ -304,6 +304,8 @@ class TileKernel(BaseKernel):
                    scalar(self.name, name, v, ty.dtype, slot=backend == "cuda")
                    for name, (_, v), ty, t in zip(names, runtime, types, tensors)]
         reads = [t for (p, _), t in zip(runtime, tensors) if p.kind is P.IN]
+        foreign = library_streams([v for p, v in runtime if p.kind in (P.IN, P.ATOMIC)]) \
+            if backend == "cuda" else ()
         writes = [t for (p, _), t in zip(runtime, tensors) if p.kind is P.ATOMIC]
         partitions = [v for p, v in runtime if p.kind is P.OUT]
         targets = ahead.archs(base.CONFIG) if backend == "cpu" or only else ()
@@ -323,6 +325,8 @@ class TileKernel(BaseKernel):
 
             def enqueue(stream):
                 check_order(stream, self.name, names, tensors, written)
+                for theirs in foreign:  # torch's or CuPy's work before the call, on any stream
+                    follow(stream, theirs)
                 if loaded is None:
                     tile_launch.launch_cpu(fn, grid, params, tensors, scalars,
                                            base.CONFIG.racecheck)
