@@ -64,9 +64,7 @@ def _nvrtc():
     if why is not None:
         return False, (f"{why}: fl.foreign.cuda cannot compile CUDA C++ (fl.foreign.ptx and "
                        f".cubin still work; pip install 'fearless[foreign]')")
-    from cuda.bindings import nvrtc as lib
-    _, major, minor = lib.nvrtcVersion()
-    return True, f"CUDA C++ for fl.foreign.cuda: NVRTC {major}.{minor}"
+    return True, f"CUDA C++ for fl.foreign.cuda: NVRTC {nvrtc.version()}"
 
 
 def _cuda_asked_for() -> bool:

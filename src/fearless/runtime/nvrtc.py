@@ -26,6 +26,13 @@ def unavailable() -> str | None:
     return None if int(err) == 0 else f"NVRTC does not answer ({err})"
 
 
+def version() -> str:
+    """NVRTC's version, ``"13.5"``; call only when ``unavailable()`` is None."""
+    from cuda.bindings import nvrtc
+    _, major, minor = nvrtc.nvrtcVersion()
+    return f"{major}.{minor}"
+
+
 def to_ptx(kernel: str, source: str, arch: str, options: tuple = ()) -> str:
     """Compile CUDA C++ ``source`` to PTX for ``arch`` (``"sm_90"``, ``"sm_90a"``: NVRTC's
     ``compute_90``/``compute_90a`` virtual architecture), with NVRTC ``options`` added (for
