@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-tuning = importlib.import_module("fearless.tile.tuning")
+tuning = importlib.import_module("fearless.autotuning.driver")
 timing = importlib.import_module("fearless.runtime.timing")
 BASE = importlib.import_module("fearless.kernel.base")
 
