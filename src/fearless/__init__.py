@@ -12,6 +12,7 @@ annotations such as ``a: fl.f32`` check.
 from typing import TYPE_CHECKING
 
 from fearless import errors
+from fearless.autotuning.simt import Config, autotune
 # fl.math: the math functions Python's math and NumPy lack; not in __all__, where it would hide
 # the math module of a ``from fearless import *``
 from fearless import math
@@ -49,7 +50,7 @@ from fearless.version import __version__
 
 __all__ = [
     "kernel", "func", "unchecked", "unsafe", "foreign", "Kernel", "DeviceFunction",
-    "PreparedLaunch", "Contract",
+    "PreparedLaunch", "Contract", "autotune", "Config",
     "thread", "shared", "warp", "mma", "sync_threads", "async_copy", "async_commit",
     "async_wait", "static_range", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",
