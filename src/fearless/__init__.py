@@ -3,7 +3,9 @@
 Public surface only; see ``fearless.kernel`` (SIMT kernels), ``fearless.runtime.tensor`` (tensors),
 ``fearless.runtime.lazy`` (DeviceOperation, ``zip``), ``fearless.runtime.graph`` (CUDA graphs),
 ``fearless.runtime.capture`` (``fl.capture``), ``fearless.kernel.foreign`` (``fl.foreign``:
-CUDA C++, PTX and cubins launched with the same checks) and ``fearless.errors`` (the errors).
+CUDA C++, PTX and cubins launched with the same checks), ``fearless.autotuning.simt``
+(``fl.autotune``, ``fl.Config``: a SIMT kernel's block and scalar values tuned) and
+``fearless.errors`` (the errors).
 ``fl.zip`` combines operations; it keeps the builtin's name only as ``fl.zip``: no name in
 ``__all__`` is a builtin's, so ``from fearless import *`` replaces none. To a type checker the
 dtypes are Python number types (``fl.f32`` is ``float``; see ``fearless.simt.views``), so

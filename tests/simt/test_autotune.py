@@ -7,6 +7,9 @@ in-place kernel scales its data once, an accumulating kernel adds once per call,
 leaves half the output unwritten cannot win."""
 from __future__ import annotations
 
+import dataclasses
+import importlib
+
 import numpy as np
 import pytest
 
@@ -324,10 +327,24 @@ def test_a_block_of_another_rank_than_the_launch_is_left_out(tune):
     assert hits.numpy().tolist() == [100]
 
 
+def test_tuning_with_the_real_timer(monkeypatch, tmp_path):
+    """The cpu backend's timer (a captured graph, replayed, wall clock): every config timed,
+    the accumulation done once."""
+    monkeypatch.setattr(importlib.import_module("fearless.autotuning.driver"), "_tunes_on_cpu",
+                        lambda: True)
+    base = importlib.import_module("fearless.kernel.base")
+    monkeypatch.setattr(base, "CONFIG", dataclasses.replace(
+        base.CONFIG, cache_dir=tmp_path / "cache", progress=False))
+    tuned = fl.autotune([fl.Config(block=32), fl.Config(block=64)], reps=2)(accumulate)
+    x = np.arange(64, dtype=np.float32)
+    acc = fl.ones(64, f32)
+    tuned(acc, _host(x))
+    np.testing.assert_array_equal(acc.numpy(), x + 1)
+    assert all(c.seconds is not None and c.seconds > 0 for c in tuned.report)
+
+
 @pytest.mark.gpu
 def test_a_kernel_tuned_over_blocks_on_the_gpu(backend, tmp_path, monkeypatch):
-    import dataclasses
-    import importlib
     base = importlib.import_module("fearless.kernel.base")
     monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG,
                                                             cache_dir=tmp_path / "cache"))

@@ -1,14 +1,13 @@
 """``fl.autotune``: a SIMT kernel's block shape and tuning values chosen by measurement, never at
 the cost of the caller's data.
 
-    @fl.autotune(configs=[fl.Config(block=128, per_thread=1), fl.Config(block=256, per_thread=1),
-                          fl.Config(block=256, per_thread=4)],
-                 key=("x",), size=lambda out, per_thread: -(-len(out) // per_thread))
+    @fl.autotune(configs=[fl.Config(block=128, chunk=4), fl.Config(block=256, chunk=4),
+                          fl.Config(block=256, chunk=8)], key=("a",))
     @fl.kernel
-    def scale(x: fl.Slice[f32], out: fl.DisjointSlice[f32], per_thread: int): ...
+    def row_sums(a: fl.Array[f32, 2], out: fl.DisjointSlice[f32], chunk: int): ...
 
-    scale(x, out)          # enqueued as scale[scale.prepare(size, block=...)](x, out, per_thread)
-    scale[n](x, out)       # the launch size given: n threads (an int or a tuple, as prepare takes)
+    row_sums(a, out)       # enqueued as row_sums[row_sums.prepare(len(out), block=b)](a, out, c)
+    row_sums[n](a, out)    # the launch size given: n threads (an int or a tuple, as prepare takes)
 
 A ``fl.Config`` holds a ``block`` (an int or one int per axis, x first, as ``prepare`` takes it;
 None: the contract's exact block, else the default of the launch's rank) and values of scalar

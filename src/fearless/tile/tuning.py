@@ -37,7 +37,8 @@ tuning's candidates, its key and its cost in seconds, and ``fl.stats()`` records
 Time: ``max_seconds`` (and ``FEARLESS_AUTOTUNE_SECONDS``; the smaller applies) bounds one tuning,
 compiles included: once it is spent, the configs not yet measured are skipped (``skipped`` in
 the report) and the best measured wins; at least one config is always measured, so a tuning
-may overrun by one config's compile and trial. Progress goes to stderr (``fearless/autotuning/tuner.py``).
+may overrun by one config's compile and trial. Progress goes to stderr
+(``fearless/autotuning/tuner.py``).
 
 The configs that refuse the real arguments (their ``requires=``, say) are not tried. A key's
 ranking (the timed configs, fastest first) persists in ``FEARLESS_CACHE_DIR/autotune/`` per
