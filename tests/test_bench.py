@@ -173,7 +173,11 @@ def test_expressions(text, want):
 
 
 @pytest.mark.parametrize("text", ["m.real", "abs(m)", "[m][0]", "lambda: 1", "m if m else 2",
-                                  "m < 2", "'s' * 3", "True + 1", "m; m", "2 ** 65", "1 // 0"])
+                                  "m < 2", "'s' * 3", "True + 1", "m; m", "2 ** 65", "1 // 0",
+                                  # nothing that runs long, overflows or leaves the reals
+                                  "((((9 ** 64) ** 64) ** 64) ** 64)", "(10.0 ** 64) ** 64",
+                                  "-" * 100000 + "1", "(" * 300 + "1" + ")" * 300, "(-8) ** 0.5",
+                                  "1e308 * 10"])
 def test_expressions_refuse_everything_else(text):
     with pytest.raises(UsageError, match=r"^--flops "):
         evaluate(text, {"m": 3}, "--flops")

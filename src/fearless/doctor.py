@@ -58,6 +58,17 @@ def _tileiras():
     return True, f"tile kernels: {tc.fingerprint()} at {tc.tileiras} (bytecode {versions})"
 
 
+def _nvrtc():
+    from fearless.runtime import nvrtc
+    why = nvrtc.unavailable()
+    if why is not None:
+        return False, (f"{why}: fl.foreign.cuda cannot compile CUDA C++ (fl.foreign.ptx and "
+                       f".cubin still work; pip install 'fearless[foreign]')")
+    from cuda.bindings import nvrtc as lib
+    _, major, minor = lib.nvrtcVersion()
+    return True, f"CUDA C++ for fl.foreign.cuda: NVRTC {major}.{minor}"
+
+
 def _cuda_asked_for() -> bool:
     """Whether ``FEARLESS_BACKEND=cuda`` chose the backend (auto-selection picks cuda only
     when it is usable)."""
@@ -108,6 +119,7 @@ def _cache():
 
 CHECKS = (("python", _python, True), ("llvm", _llvm, True), ("libdevice", _libdevice, True),
           ("nvjitlink", _nvjitlink, False), ("tileiras", _tileiras, False),
+          ("nvrtc", _nvrtc, False),
           ("driver", _driver, False), ("gpu", _gpu, False),
           ("cache", _cache, True), ("backend", _backend, True))
 

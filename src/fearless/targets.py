@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import math
 import operator
 import re
 import sys
@@ -239,22 +240,33 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Pow: operator.pow}
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 MAX_EXPONENT = 64   # 2**64 is as far as a size, byte or flop count needs to go
+MAX_BITS = 128      # nor does any value along the way: bigger ones are refused at once
 
 
 def evaluate(text: str, bound: dict, what: str):
     """The value of the arithmetic expression ``text`` over the numbers in ``bound`` (name ->
     int or float): numbers, names, ``+ - * / // % **`` and parentheses, nothing else (parsed
     with ``ast`` and walked here: no ``eval``, no attribute, call or subscript; an exponent
-    above ``MAX_EXPONENT`` is refused, so no expression runs long). ``what`` names the option
-    in messages. Raises UsageError."""
+    above ``MAX_EXPONENT``, a value past ``MAX_BITS`` bits or not a finite real number is
+    refused, so no expression runs long). ``what`` names the option in messages. Raises
+    UsageError."""
     def fail(why: str):
         raise UsageError(f"{what} {text!r}: {why}")
 
+    if len(text) > 1000:
+        fail("longer than 1000 characters")
     try:
         tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
         fail("not an arithmetic expression (numbers, --size names, + - * / // % ** and "
              "parentheses)")
+
+    def checked(value):
+        if isinstance(value, complex) or (isinstance(value, float) and not math.isfinite(value)):
+            fail(f"the value {value} is not a finite real number")
+        if isinstance(value, int) and abs(value).bit_length() > MAX_BITS:
+            fail(f"a value along the way has more than {MAX_BITS} bits")
+        return value
 
     def walk(node):
         if isinstance(node, ast.Expression):
@@ -267,16 +279,21 @@ def evaluate(text: str, bound: dict, what: str):
                      f"{', '.join(bound) or 'none'})")
             return bound[node.id]
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            return _UNARY[type(node.op)](walk(node.operand))
+            return checked(_UNARY[type(node.op)](walk(node.operand)))
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             left, right = walk(node.left), walk(node.right)
             if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
                 fail(f"the exponent {right} is above {MAX_EXPONENT}")
             try:
-                return _BINARY[type(node.op)](left, right)
+                return checked(_BINARY[type(node.op)](left, right))
             except ZeroDivisionError:
                 fail("divides by zero")
+            except OverflowError:
+                fail("a value along the way is too large")
         fail(f"{ast.unparse(node)!r} is not allowed: only numbers, --size names, "
              f"+ - * / // % ** and parentheses")
 
-    return walk(tree)
+    try:
+        return walk(tree)
+    except RecursionError:
+        fail("nested too deeply")

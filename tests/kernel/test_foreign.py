@@ -422,3 +422,14 @@ def test_the_readme_example_checks_everything_then_stops_at_the_cpu_backend(caps
 def test_the_readme_example_runs_on_the_gpu(capsys):
     exec(compile(_readme_block(), "README.md", "exec"), {})
     assert capsys.readouterr().out.splitlines()[-1] == "[1. 3. 5. 7.]"
+
+
+def test_doctor_says_whether_nvrtc_compiles_cuda_cpp(monkeypatch):
+    from fearless import doctor
+    from fearless.runtime import nvrtc
+    ok, line = doctor._nvrtc()
+    assert ok is (nvrtc.unavailable() is None)
+    assert ("NVRTC" in line) and (ok or "fearless[foreign]" in line)
+    monkeypatch.setattr(nvrtc, "unavailable", lambda: "NVRTC is not installed (test)")
+    ok, line = doctor._nvrtc()
+    assert not ok and "fl.foreign.ptx" in line and "fearless[foreign]" in line

@@ -131,6 +131,17 @@ def test_an_abandoned_partition_gives_its_tensor_back_even_while_its_handle_live
         p.unpartition()
 
 
+def test_abandon_gives_back_only_the_tensor_the_partition_was_made_from():
+    t = fl.asarray(random_array(fl.f32, (64,)))
+    p = t.partition(16)
+    other = fl.asarray(random_array(fl.f32, (64,))).partition(16)
+    with pytest.raises(MovedError, match="not the tensor this partition was made from"):
+        other.abandon(t)          # an unrelated partition cannot bring t back
+    assert t._moved is not None
+    p.abandon(t)
+    assert t._moved is None
+
+
 def test_host_views_and_dlpack_exports_block_a_partition_while_they_live():
     t = fl.zeros(8)
     h = t.host_view()

@@ -211,6 +211,24 @@ def test_a_launch_on_another_stream_waits_for_torchs_pending_writes_of_its_input
 
 
 @pytest.mark.gpu
+def test_a_lazy_tile_operation_run_on_another_stream_waits_for_torchs_writes_of_its_input():
+    """The operation is built outside any fl.stream block and synced inside one: its enqueue
+    orders that stream after torch's (the ordering is done when the work is enqueued)."""
+    torch = _torch()
+    n = 1 << 20
+    x = torch.zeros(n, device="cuda")
+    mine = fl.Stream()
+    torch.cuda.synchronize()
+    for k in range(1, 3):   # the slow path, then the plan's
+        torch.cuda._sleep(40_000_000)
+        x.fill_(float(k))
+        op = plus_one(fl.full(n, np.nan, fl.f32).partition(1024), x)
+        with fl.stream(mine):
+            (out, _) = op.sync()
+        np.testing.assert_array_equal(out.unpartition().numpy(), np.full(n, k + 1.0, np.float32))
+
+
+@pytest.mark.gpu
 def test_a_worker_thread_launches_through_plans_made_on_another_thread(backend):
     """A server's worker thread: its first launch goes through the fast path of a plan the
     main thread made (no fearless call made the device current there yet), then it copies

@@ -219,3 +219,25 @@ def test_a_tileiras_that_compiles_persistent_loops_slowly_is_named(monkeypatch, 
         assert bool(named) is warned
         if warned:
             assert "nvidia-cuda-tileiras>=13.5" in str(named[0].message)
+
+
+def test_a_tensor_without_the_facts_tma_needs_is_named_at_a_gpu_compile():
+    """kernel/tile.lost_facts: which fact a tensor lost, per parameter (the slow path is still
+    right: the GPU tests of strided and offset views check the values)."""
+    from fearless.ir import types as T
+    from fearless.kernel.tile import lost_facts
+
+    def view(align, strides, unit, role=T.Role.IN, dt=f32):
+        return T.TensorView(dt, len(strides), role, (16, 16) if role is T.Role.OUT else None,
+                            T.Layout(align, (16,) * len(strides), strides, unit))
+    good = view(16, (16, 1), True)
+    assert lost_facts([("a", good), ("n", T.Scalar(f32))]) == []
+    got = lost_facts([("a", view(4, (16, 1), True)), ("b", view(16, (2, 1), True)),
+                      ("c", view(16, (16, 16), False, T.Role.OUT)),
+                      ("h", view(16, (4, 1), True, dt=fl.f16)),
+                      ("s", view(1, (16, 1), True, T.Role.ATOMIC))])
+    assert len(got) == 4
+    assert got[0].startswith("parameter 'a': its address is 4-byte aligned, not 16")
+    assert "the stride of axis 0 is not a multiple of 16 bytes" in got[1]
+    assert "its last axis is not contiguous" in got[2] and "'c'" in got[2]
+    assert got[3].startswith("parameter 'h'")   # 4 f16 = 8 bytes: not a multiple of 16

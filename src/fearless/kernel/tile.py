@@ -33,12 +33,12 @@ from fearless.kernel import base, params as P, tile_fast
 from fearless.kernel.base import VERSION, BaseKernel, cached_compile
 from fearless.observe import STATS
 from fearless.runtime import ahead, cache, device, launch as contracts, tile_launch
-from fearless.runtime.args import scalar
+from fearless.runtime.args import library_streams, scalar
 from fearless.runtime.contract import check_names, requirements
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import load_rebuilding
 from fearless.runtime.partition import Partition
-from fearless.runtime.stream import check_order
+from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.tracebacks import user_facing
 
@@ -47,6 +47,33 @@ from fearless.tracebacks import user_facing
 # the first tileiras whose persistent loops keep warp specialisation (benchmarks/RESULTS.md,
 # session 8: tileiras 13.4.92 drops it, and the persistent GEMM runs at half speed)
 PERSISTENT_RELEASE = (13, 5)
+
+
+def lost_facts(params) -> list[str]:
+    """Why tileiras cannot use TMA (bulk tensor copies) for a tensor parameter, one line per
+    parameter that lost a fact TMA needs (CUDA programming guide, tensor memory access: a
+    16-byte-aligned base address, a unit inner stride, the other strides multiples of 16
+    bytes); such a tensor's loads and stores take the slower element path (``ir.types.Layout``;
+    on the H200 a GEMM ran at 22 TFLOP/s without the facts, 667 with them)."""
+    lines = []
+    for name, t in params:
+        if not isinstance(t, T.TensorView) or t.role is T.Role.ATOMIC or t.ndim == 0:
+            continue
+        lay, size = t.layout, t.dtype.itemsize
+        lost = []
+        if lay.align < 16:
+            lost.append(f"its address is {lay.align}-byte aligned, not 16")
+        if not lay.unit_inner:
+            lost.append("its last axis is not contiguous (stride 1)")
+        outer = [k for k, d in enumerate(lay.stride_div[:-1]) if d * size < 16]
+        if outer:
+            lost.append(f"the stride of axis {outer[0]} is not a multiple of 16 bytes")
+        if lost:
+            lines.append(f"parameter '{name}': {'; '.join(lost)}, so tileiras cannot use TMA for "
+                         f"it (the slower element path is still right); for full speed pass a "
+                         f"contiguous tensor in fresh memory whose rows are a multiple of 16 "
+                         f"bytes (pad the last axis)")
+    return lines
 
 
 @dataclass
@@ -206,6 +233,9 @@ class TileKernel(BaseKernel):
                                                            None, "passes", dump=base.CONFIG.dump),
                                       what, keep_ir=True)
             from fearless.backends.tileir import tileiras
+            for why in lost_facts(params):
+                warnings.warn(f"tile kernel '{self.name}', {why}", PerformanceWarning,
+                              stacklevel=2)
             tc = tileiras.find()
             built_by = tc.fingerprint() if tc is not None else None
             if tc is not None and tc.release() < PERSISTENT_RELEASE and any(
@@ -274,6 +304,8 @@ class TileKernel(BaseKernel):
                    scalar(self.name, name, v, ty.dtype, slot=backend == "cuda")
                    for name, (_, v), ty, t in zip(names, runtime, types, tensors)]
         reads = [t for (p, _), t in zip(runtime, tensors) if p.kind is P.IN]
+        foreign = library_streams([v for p, v in runtime if p.kind in (P.IN, P.ATOMIC)]) \
+            if backend == "cuda" else ()
         writes = [t for (p, _), t in zip(runtime, tensors) if p.kind is P.ATOMIC]
         partitions = [v for p, v in runtime if p.kind is P.OUT]
         targets = ahead.archs(base.CONFIG) if backend == "cpu" or only else ()
@@ -293,6 +325,8 @@ class TileKernel(BaseKernel):
 
             def enqueue(stream):
                 check_order(stream, self.name, names, tensors, written)
+                for theirs in foreign:  # torch's or CuPy's work before the call, on any stream
+                    follow(stream, theirs)
                 if loaded is None:
                     tile_launch.launch_cpu(fn, grid, params, tensors, scalars,
                                            base.CONFIG.racecheck)

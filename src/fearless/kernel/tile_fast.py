@@ -19,10 +19,11 @@ from __future__ import annotations
 from fearless.errors import ArgumentTypeError
 from fearless.kernel.params import ATOMIC, CONST, IN, OUT, SCALAR, const_key
 from fearless.runtime import args as args_, pack
-from fearless.runtime.args import HI, LO, OBJ, PTR, SCALAR_TYPES, SHAPE, STRIDES, converter
+from fearless.runtime.args import HI, LO, OBJ, PTR, SCALAR_TYPES, SHAPE, STRIDES, converter, \
+    library_streams
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.partition import Partition
-from fearless.runtime.stream import check_order
+from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor
 from fearless.runtime.tile_launch import hardware_grid
 
@@ -160,6 +161,7 @@ class TilePlan:
                 a[k] = convert(name, runtime_args[k])
         except ArgumentTypeError as exc:
             raise exc.with_kernel(self.kernel) from None
+        foreign = library_streams([views[k][OBJ] for k in self.ins])
         loaded, name, names, written = self.loaded, self.kernel, self.names, self.written
         hw = hardware_grid(grid, loaded.grouped)
         empty = 0 in grid
@@ -167,6 +169,8 @@ class TilePlan:
 
         def enqueue(stream):
             check_order(stream, name, names, tensors, written)
+            for theirs in foreign:   # torch's or CuPy's work before the call, on any stream
+                follow(stream, theirs)
             if not empty:
                 pack.launch(loaded.function, hw, (1, 1, 1), 0, stream.handle,
                             loaded.params.fill(a), name, loaded.pdl)

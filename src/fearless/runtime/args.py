@@ -102,6 +102,21 @@ def of_torch(t, device: int):
     return (dt, len(shape), contiguous), ptr, shape, strides, lo, hi, t, flags
 
 
+def library_streams(objs) -> tuple[int, ...]:
+    """The current streams (CUstream handles) of the libraries whose arrays are among
+    ``objs`` (torch tensors, CuPy arrays; anything else is skipped), read now: a lazy
+    operation's enqueue orders its stream after them (``stream.follow``), as a launch at the
+    call would have been."""
+    handles = []
+    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
+    for obj in objs:
+        if torch is not None and isinstance(obj, torch.Tensor) and obj.is_cuda:
+            handles.append(torch._C._cuda_getCurrentRawStream(obj.get_device()))
+        elif cupy is not None and isinstance(obj, cupy.ndarray):
+            handles.append(cupy.cuda.get_current_stream().ptr)
+    return tuple(dict.fromkeys(handles))
+
+
 def of_cupy(a, device: int):
     """A CuPy array's view; None when it is not on GPU ``device``. The current stream is
     ordered after CuPy's current one (``stream.follow``). TypeError for a dtype fearless lacks

@@ -117,10 +117,13 @@ class Partition:
     attributes raises MovedError.
     """
 
-    __slots__ = ("__weakref__", "_ended", "_holder", "_tensor", "grid", "schedule", "tile_shape")
+    __slots__ = ("__weakref__", "_ended", "_holder", "_origin", "_tensor", "grid", "schedule",
+                 "tile_shape")
 
-    def __init__(self, tensor, tile_shape: tuple[int, ...], schedule: Persistent | None = None):
+    def __init__(self, tensor, tile_shape: tuple[int, ...], schedule: Persistent | None = None,
+                 origin=None):
         self._tensor = tensor           # the hidden handle: the only live one over the memory
+        self._origin = weakref.ref(origin) if origin is not None else None  # for abandon()
         self.tile_shape: tuple[int, ...] = tile_shape
         self.grid: tuple[int, int, int] = grid_of(tensor.shape, tile_shape)
         self.schedule = schedule
@@ -157,7 +160,7 @@ class Partition:
         if self.schedule is None:
             return self.grid
         tiles = prod(self.grid)
-        blocks = self.schedule.blocks or per_sm * multiprocessor_count()
+        blocks = self.schedule.blocks or max(per_sm, 1) * multiprocessor_count()
         return (min(blocks, tiles), 1, 1)
 
     @user_facing
@@ -179,7 +182,10 @@ class Partition:
         (``original.partition(...)`` returned it): the partition ends and ``original`` is usable
         again. For code that partitions arguments on a caller's behalf and then fails before
         any work holds them (``fearless.tile.tuning``). A partition an operation or graph holds
-        stays as it is."""
+        stays as it is; another tensor than ``original`` is refused (a moved tensor comes
+        back only from its own partition)."""
+        if self._origin is None or self._origin() is not original:
+            raise MovedError(f"{original!r} is not the tensor this partition was made from")
         if self._ended or self._holder is not None or original._moved is None:
             return
         self._ended = "abandoned"

@@ -301,7 +301,7 @@ class Tensor:
                              help="partition a tensor without broadcast or overlapping strides")
         hidden = self._handle()
         self._moved = f"moved into a Partition by .partition({tile})"
-        return Partition(hidden, tile, schedule)
+        return Partition(hidden, tile, schedule, origin=self)
 
     def _refuse_moved(self, action: str, **where):
         raise MovedError(f"cannot {action}: {self!r} was {self._moved}",
