@@ -6,11 +6,14 @@ race detector is on, as it is by default (``FEARLESS_RACECHECK=0`` in the enviro
 off); the JIT cache is a fresh folder per session and slow compiles print no progress line, unless
 the environment sets ``FEARLESS_CACHE_DIR`` / ``FEARLESS_PROGRESS``. With
 ``FEARLESS_CROSS_COMPILE=sm_80,sm_90`` (as ``.ci/run`` sets) every kernel a test launches on the
-cpu backend is also compiled for those GPUs, and a failure fails that test.
+cpu backend is also compiled for those GPUs, and a failure fails that test. ``tune``: autotuning
+(``ft.autotune``, ``fl.autotune``) on the cpu backend with a stand-in timer.
 """
 from __future__ import annotations
 
 import atexit
+import dataclasses
+import importlib
 import os
 import shutil
 import sys
@@ -46,3 +49,26 @@ def backend(request):
     device.set_backend("cuda" if gpu else "cpu")
     yield "cuda" if gpu else "cpu"
     device.set_backend(previous)
+
+
+@pytest.fixture
+def tune(monkeypatch, tmp_path):
+    """Tuning on the cpu backend, a fresh disk cache, and a timer that runs the candidate's
+    work and returns the next of ``fake.times`` (one per config that survives, in order);
+    ``timed`` counts the timings."""
+    driver = importlib.import_module("fearless.autotuning.driver")
+    base = importlib.import_module("fearless.kernel.base")
+    timing = importlib.import_module("fearless.runtime.timing")
+    monkeypatch.setattr(driver, "_tunes_on_cpu", lambda: True)
+    monkeypatch.setattr(base, "CONFIG", dataclasses.replace(
+        base.CONFIG, cache_dir=tmp_path / "cache", progress=False))
+    timed = []
+
+    def fake(enqueue, reps=5):
+        enqueue()
+        timed.append(len(timed))
+        return fake.times.pop(0)
+
+    fake.times = []
+    monkeypatch.setattr(timing, "replay_seconds", fake)
+    return fake, timed

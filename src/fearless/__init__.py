@@ -3,7 +3,9 @@
 Public surface only; see ``fearless.kernel`` (SIMT kernels), ``fearless.runtime.tensor`` (tensors),
 ``fearless.runtime.lazy`` (DeviceOperation, ``zip``), ``fearless.runtime.graph`` (CUDA graphs),
 ``fearless.runtime.capture`` (``fl.capture``), ``fearless.kernel.foreign`` (``fl.foreign``:
-CUDA C++, PTX and cubins launched with the same checks) and ``fearless.errors`` (the errors).
+CUDA C++, PTX and cubins launched with the same checks), ``fearless.autotuning.simt``
+(``fl.autotune``, ``fl.Config``: a SIMT kernel's block and scalar values tuned) and
+``fearless.errors`` (the errors).
 ``fl.zip`` combines operations; it keeps the builtin's name only as ``fl.zip``: no name in
 ``__all__`` is a builtin's, so ``from fearless import *`` replaces none. To a type checker the
 dtypes are Python number types (``fl.f32`` is ``float``; see ``fearless.simt.views``), so
@@ -12,6 +14,7 @@ annotations such as ``a: fl.f32`` check.
 from typing import TYPE_CHECKING
 
 from fearless import errors
+from fearless.autotuning.simt import Config, autotune
 # fl.math: the math functions Python's math and NumPy lack; not in __all__, where it would hide
 # the math module of a ``from fearless import *``
 from fearless import math
@@ -49,7 +52,7 @@ from fearless.version import __version__
 
 __all__ = [
     "kernel", "func", "unchecked", "unsafe", "foreign", "Kernel", "DeviceFunction",
-    "PreparedLaunch", "Contract",
+    "PreparedLaunch", "Contract", "autotune", "Config",
     "thread", "shared", "warp", "mma", "sync_threads", "async_copy", "async_commit",
     "async_wait", "static_range", "Slice", "DisjointSlice", "Array", "DisjointArray",
     "AtomicSlice", "UnsafeSlice",

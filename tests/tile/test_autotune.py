@@ -20,7 +20,7 @@ from fearless import tile as ft
 from fearless.dtypes import f32, i32
 from fearless.errors import AliasError, ArgumentTypeError, AutotuneError, PerformanceWarning
 
-tuning = importlib.import_module("fearless.tile.tuning")
+tuning = importlib.import_module("fearless.autotuning.driver")
 BASE = importlib.import_module("fearless.kernel.base")
 
 

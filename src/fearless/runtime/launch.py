@@ -108,8 +108,11 @@ def _as_dims(kernel: str, what: str, value, dims: int | None = None) -> tuple:
 
 
 def plan(kernel, index_space: int, size, block, backend: str, shared: int | None = 0,
-         contract=None) -> PreparedLaunch:
+         contract=None, on_device: bool = True) -> PreparedLaunch:
     """Check a launch of ``kernel`` over ``size`` and return its PreparedLaunch.
+    ``on_device=False`` checks against the rules every sm_80+ GPU keeps instead of the current
+    device's limits, shared memory and compute capability, touching no GPU (``fl.autotune``
+    checks each config's block so when it is decorated).
 
     Raises ContractError when the launch breaks the kernel's contract, the kernel's index space
     differs from the launch's dimensions, a block is empty or too large, the grid exceeds the
@@ -131,7 +134,7 @@ def plan(kernel, index_space: int, size, block, backend: str, shared: int | None
                             f"fl.thread.index_3d(): nothing else tells its threads apart along z",
                             kernel=name, help="prepare it with a 1-d or 2-d size")
     block = DEFAULT_BLOCK[dims] if block is None else _as_dims(name, "the block", block, dims)
-    limits = device_limits(backend)
+    limits = device_limits(backend) if on_device else Limits()
     if any(b == 0 for b in block):
         raise ContractError(f"block {block} has no threads", kernel=name)
     _check_block(name, block, limits)
@@ -144,7 +147,7 @@ def plan(kernel, index_space: int, size, block, backend: str, shared: int | None
                                 help="use a larger block, or split the problem")
     if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
         raise ContractError(f"shared= must be a number of bytes, got {shared!r}", kernel=name)
-    if contract is not None:
+    if contract is not None and on_device:
         _device_contract(name, contract, limits)
     return PreparedLaunch(kernel, backend, size, grid, block, shared)
 

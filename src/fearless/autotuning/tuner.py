@@ -1,7 +1,8 @@
-"""The measurement loop of ``ft.autotune`` (``tuning.py`` decides when it runs): each config that
-fits and accepts the call runs on scratch twins of the written arguments, is dropped when it
-fails or leaves an Out element unwritten, and is timed otherwise; the survivors must agree. A
-time bound skips the configs left once it is spent (after at least one was measured).
+"""The measurement loop of ``ft.autotune`` and ``fl.autotune`` (``driver.py`` decides when it
+runs): each config that fits and accepts the call runs on scratch twins of the written
+arguments, is dropped when it fails or leaves an element of an output it must cover unwritten,
+and is timed otherwise; the survivors must agree. A time bound skips the configs left once it is
+spent (after at least one was measured).
 
 Progress on stderr: one line per config measured or dropped
 (``fearless: tuning 'matmul' 3/24: config 2 Config(...): 41.7 us``) when
@@ -21,9 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from fearless.errors import AutotuneError, FearlessError, InternalError
-from fearless.ir.opdef import Op
 from fearless.kernel import base
-from fearless.kernel import params as P
 from fearless.runtime import memory, timing
 from fearless.runtime.tensor import Tensor, as_tensor, empty
 
@@ -70,7 +69,7 @@ class Report(Sequence):
 
 
 def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float | None) -> list:
-    """Tune ``tuned`` (a ``tuning.Autotuned``) over the configs ``fits`` for the real
+    """Tune ``tuned`` (a ``driver.Tuned``) over the configs ``fits`` for the real
     arguments ``bound`` (``unfit``: {config: why} of the rest) within ``budget`` seconds;
     returns the timed configs, fastest first, and sets ``tuned.report``. Raises the first
     config's error when none accepts the arguments, AutotuneError when every config fails or
@@ -85,7 +84,7 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
     else:
         raise next(iter(refused.values()))
     _check_contiguous(tuned, bound)
-    read = outs_read(tuned, bound, fits)
+    read = tuned._outs_read(bound, fits)
     progress = _Progress(tuned.name, len(tuned.configs))
     candidates, results, timed = [], {}, {}
     for n, cfg in enumerate(tuned.configs):
@@ -126,7 +125,7 @@ def _measure(tuned, n: int, bound: dict, read: set, results: dict, timed: dict) 
         if isinstance(result, str):
             return Candidate(cfg, dropped=result)
         twins = {name: twin(bound[name], copy=True) for name in tuned.written}
-        seconds = timing.replay_seconds(lambda: _enqueue(tuned, n, bound, twins), tuned.reps)
+        seconds = timing.replay_seconds(lambda: tuned._enqueue(n, bound, twins), tuned.reps)
     except InternalError:
         raise
     except FearlessError as exc:
@@ -143,30 +142,23 @@ def _check_contiguous(tuned, bound: dict) -> None:
     for name in tuned.written:
         t = bound[name] if isinstance(bound[name], Tensor) else as_tensor(bound[name])
         if not t.is_contiguous():
-            raise AutotuneError(f"tuning needs contiguous Out and Atomic arguments; "
+            raise AutotuneError(f"tuning needs contiguous written arguments; "
                                 f"'{name}' has strides {t.strides}", kernel=tuned.name,
                                 param=name, help="tune on a contiguous tensor of its "
                                                  "shape, or pass a contiguous copy")
 
 
-def _enqueue(tuned, n: int, bound: dict, twins: dict) -> None:
-    """Enqueue config n on the twins (no wait) and take the twins back."""
-    result = tuned._run(n, bound, twins).enqueue()
-    for p, v in zip(tuned.runtime, result):
-        if p.name in twins:
-            twins[p.name] = v.unpartition() if p.kind is P.OUT else v
-
-
 def _trial(tuned, n: int, bound: dict, read: set):
     """Config n's results on fresh twins (name -> host array), or why it is dropped: an
-    Out it does not read runs from zero bytes and from one bytes, and an element holding
-    the fill after both was never written."""
+    output it must cover and does not read (``tuned.outs``, ``tuned._outs_read``) runs from
+    zero bytes and from one bytes, and an element holding the fill after both was never
+    written. The other written arguments start as copies of the real ones."""
     fills = (0x00, 0xFF) if any(o not in read for o in tuned.outs) else (0x00,)
     runs = []
     for fill in fills:
         twins = {name: twin(bound[name], copy=name in read or name not in tuned.outs,
                             fill=fill) for name in tuned.written}
-        _enqueue(tuned, n, bound, twins)
+        tuned._enqueue(n, bound, twins)
         runs.append({name: twins[name].numpy() for name in tuned.written})
     for name in tuned.outs:
         if name in read or len(runs) < 2:
@@ -190,40 +182,6 @@ def _agree(tuned, results: dict) -> None:
                 f"compute different values: {differs}", kernel=tuned.name,
                 help="one of them is wrong (drop it from the list); if the kernel's "
                      "outputs may differ between runs (float atomics), pass compare=False")
-
-
-def outs_read(tuned, bound: dict, fits: list) -> set:
-    """The Out parameters a config loads (``out.load()``, or ``ft.load``/``load_like`` of its
-    own tile: TILE_LOAD_OWN or TILE_LOAD of the Out in the compiled IR), over every config of
-    ``fits`` that compiles for these arguments' dtypes and ranks (a Const may fold a read
-    away)."""
-    from fearless.compiler import compile_tile
-    found, compiled = set(), 0
-    for n in fits:
-        cfg = tuned.configs[n]
-        signature = {}
-        for p in tuned.runtime:
-            if p.kind is P.SCALAR:
-                continue
-            v = bound[p.name]
-            t = v if isinstance(v, Tensor) else as_tensor(v)
-            tile = tuned._tile(n, p.name, t) if p.kind is P.OUT else None
-            signature[p.name] = (t.dtype, t.ndim, tile)
-        kernel = tuned._variant(n)
-        try:
-            infos = P.signature_infos(kernel.runtime_params, signature)
-            types = P.specialise(kernel.name, kernel.runtime_params, infos)
-            consts = {p.name: cfg.consts.get(p.name, p.default) for p in tuned.params
-                      if p.kind is P.CONST}
-            fn = compile_tile(kernel.captured, kernel._ir_params(types), consts, None,
-                              "passes").fn
-        except (FearlessError, P.Unspecified):
-            continue
-        compiled += 1
-        outs = {id(q.value): q.name for q in fn.params if q.name in tuned.outs}
-        found |= {outs[id(op.operands[0])] for op in fn.walk()
-                  if op.name in (Op.TILE_LOAD_OWN, Op.TILE_LOAD) and id(op.operands[0]) in outs}
-    return found if compiled else set(tuned.outs)   # none compiles: every config is dropped
 
 
 def twin(t, copy: bool, fill: int = 0) -> Tensor:

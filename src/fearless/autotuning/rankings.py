@@ -1,5 +1,6 @@
-"""Where ``ft.autotune`` keeps its rankings on disk: ``FEARLESS_CACHE_DIR/autotune/``, one JSON
-file per kernel (its source fingerprint and hints), each key's timed configs (fastest first)
+"""Where ``ft.autotune`` and ``fl.autotune`` keep their rankings on disk:
+``FEARLESS_CACHE_DIR/autotune/``, one JSON file per kernel (its source fingerprint, and a tile
+kernel's hints), each key's timed configs (fastest first)
 with the config list they were chosen from. ``fearless tune`` writes here ahead of time and calls
 read it; a damaged or foreign entry reads as none (the key tunes again)."""
 from __future__ import annotations
@@ -14,7 +15,7 @@ from fearless.runtime import cache
 
 
 class Store:
-    """The rankings of one autotuned kernel (``tuning.Autotuned``) and config list."""
+    """The rankings of one autotuned kernel (``driver.Tuned``) and config list."""
 
     def __init__(self, tuned):
         self.configs = [repr(c) for c in tuned.configs]

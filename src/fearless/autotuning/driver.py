@@ -1,0 +1,282 @@
+"""What ``ft.autotune`` (tile kernels, ``tile/tuning.py``) and ``fl.autotune`` (SIMT kernels,
+``autotuning/simt.py``) share: the settings' checks, the key of a call, and choosing its config:
+the best of a ranking remembered in this process or stored on disk (``rankings.py``) that
+accepts the arguments, else a tuning now (``tuner.py``), else the first config that accepts
+them (the cpu backend, ``FEARLESS_AUTOTUNE=0``, inside ``fl.capture()`` or a running operation).
+
+A track subclasses ``Tuned``. Before ``Tuned.__init__`` it sets ``kernel``, ``params``,
+``runtime`` (the parameters a call passes), ``written`` (the arguments tuning gives scratch
+twins) and ``outs`` (those whose every element a config must write: the coverage check); it
+defines ``_checked_configs``, ``_bind``, ``_unfit`` (why config n does not fit a call, or None),
+``_run`` (config n's lazy operation, twins replacing the written arguments when given),
+``_dry_run`` (config n's checks on the real arguments, nothing run), ``_enqueue`` (config n
+on twins, no wait, twins taken back) and ``_outs_read`` (the ``outs`` a config reads, whose
+twins start as copies).
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import threading
+import warnings
+
+import numpy as np
+
+from fearless.autotuning import tuner
+from fearless.autotuning.rankings import Store
+from fearless.autotuning.tuner import Report
+from fearless.errors import AutotuneError, FearlessError, InternalError, PerformanceWarning
+from fearless.kernel import base
+from fearless.kernel import params as P
+from fearless.observe import STATS
+from fearless.runtime import ahead, cache, device, ownership
+from fearless.runtime.stream import current_stream
+from fearless.runtime.tensor import Tensor, as_tensor
+from fearless.version import __version__
+
+CAPTURING = "tuning runs work now, which fl.capture() and running operations refuse"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _tunes_on_cpu() -> bool:
+    """Whether the cpu backend tunes: never, but tests say otherwise (they replace this)."""
+    return False
+
+
+def number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+class Tuned:
+    """A kernel with a checked config list; a call runs the winner for the call's key."""
+
+    API = "ft"   # how messages spell the decorator's module: ft.autotune, ft.Config
+    CONFIG: type   # the track's Config class
+    FIT_HELP = ""  # the help of "no config fits these arguments"
+
+    def __init__(self, configs, key, rtol, reps, compare, max_seconds):
+        self.name = self.kernel.name
+        self.rtol, self.reps, self.compare = rtol, reps, compare
+        if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
+            raise AutotuneError(f"reps is {reps!r}; expected an int >= 1", kernel=self.name)
+        if rtol is not None and not (number(rtol) and rtol >= 0):
+            raise AutotuneError(f"rtol is {rtol!r}; expected a number >= 0", kernel=self.name)
+        if max_seconds is not None and not (number(max_seconds) and 0 < max_seconds < math.inf):
+            raise AutotuneError(f"max_seconds is {max_seconds!r}; expected a number of seconds "
+                                f"> 0", kernel=self.name)
+        self.max_seconds = max_seconds
+        config = f"{self.API}.Config"
+        if isinstance(configs, (str, bytes, dict, self.CONFIG)) or \
+                not hasattr(configs, "__iter__"):
+            raise AutotuneError(f"configs is a {type(configs).__name__}; expected a list of "
+                                f"{config}", kernel=self.name,
+                                help=f"give configs=[{config}(...), ...]")
+        configs = list(configs)
+        if not configs:
+            raise AutotuneError("the config list is empty", kernel=self.name,
+                                help=f"give {self.API}.autotune(configs=[{config}(...), ...])")
+        self.configs = self._checked_configs(configs)
+        self.key = self._checked_key(key)
+        self._winners: dict = {}
+        self._lock = threading.Lock()
+        self._warned: set = set()
+        self.report: Report | None = None   # the last tuning, None before one
+
+    def _checked_key(self, key) -> tuple:
+        names = [p.name for p in self.runtime]
+        if key is None:
+            return tuple(p.name for p in self.runtime if p.kind is not P.SCALAR)
+        key = (key,) if isinstance(key, str) else key
+        if not hasattr(key, "__iter__"):
+            raise AutotuneError(f"the key is a {type(key).__name__}; expected parameter names",
+                                kernel=self.name, help=f"the parameters are {', '.join(names)}")
+        key = tuple(key)
+        for name in key:
+            if name not in names:
+                raise AutotuneError(f"the key names {name!r}, which is not a runtime "
+                                    f"parameter", kernel=self.name,
+                                    help=f"the parameters are {', '.join(names)}")
+        return key
+
+    def __repr__(self) -> str:
+        return f"<fearless autotuned kernel {self.name}, {len(self.configs)} configs>"
+
+    # -- a call ----------------------------------------------------------------------------
+    def _winner(self, bound: dict):
+        """The lazy operation of the winning config over the real arguments ``bound``."""
+        fits, unfit = self._fits(bound)
+        key, label = self._key(bound)
+        ranking = self._winners.get(key)
+        if ranking is not None:   # a key seen before: its best config, whose own checks run
+            try:
+                with STATS.quiet():   # a refusal here is not the caller's: it chooses again
+                    return self._run(ranking[0], bound)
+            except InternalError:
+                raise
+            except FearlessError:
+                pass   # refused for these arguments (a requires= on a scalar): choose again
+        return self._run(self._choose(key, label, bound, fits, unfit), bound)
+
+    def _tune_now(self, bound: dict) -> Report:
+        """``tune()``: tune for the key of ``bound`` now, store the ranking, return the report.
+        Raises AutotuneError where tuning cannot run."""
+        fits, unfit = self._fits(bound)
+        key, label = self._key(bound)
+        why = self._cannot_tune()
+        if why is not None:
+            raise AutotuneError(f"{why}; nothing was tuned", kernel=self.name,
+                                help="tune on the GPU machine that will run the kernel")
+        with self._lock:
+            self._tune_key(key, label, bound, fits, unfit)
+        return self.report
+
+    def _fits(self, bound: dict) -> tuple[list, dict]:
+        """The configs that fit the arguments, and {n: why} for the others; none fitting
+        raises AutotuneError (before anything runs)."""
+        fits, unfit = [], {}
+        for n in range(len(self.configs)):
+            why = self._unfit(n, bound)
+            if why is None:
+                fits.append(n)
+            else:
+                unfit[n] = why
+        if not fits:
+            lines = "\n".join(f"  config {n} {self.configs[n]!r}: {why}"
+                              for n, why in unfit.items())
+            raise AutotuneError(f"no config fits these arguments:\n{lines}", kernel=self.name,
+                                help=self.FIT_HELP)
+        return fits, unfit
+
+    def _refusal(self, n: int, bound: dict) -> FearlessError | None:
+        """Why config n's call on the real arguments fails a check (aliasing, ownership,
+        dtypes, ``requires``, the launch), or None. Tuning runs on twins, which would hide a
+        refusal."""
+        try:
+            with STATS.quiet():
+                self._dry_run(n, bound)
+            return None
+        except InternalError:
+            raise
+        except FearlessError as exc:
+            return exc
+
+    def _accepted(self, bound: dict, order: list, first_only: bool = False) -> list:
+        """The configs of ``order`` that accept the real arguments (only the first one with
+        ``first_only``); none raises the first one's error."""
+        first, accepted = None, []
+        for n in order:
+            exc = self._refusal(n, bound)
+            if exc is None:
+                accepted.append(n)
+                if first_only:
+                    break
+            else:
+                first = first or exc
+        if not accepted and first is not None:
+            raise first
+        return accepted
+
+    # -- choosing --------------------------------------------------------------------------
+    def _choose(self, key: str, label: str, bound: dict, fits: list, unfit: dict) -> int:
+        """The best config for ``key`` among those that fit and accept the arguments: from
+        this process's or the disk's ranking when they hold one, else tuned now (on cuda),
+        else the first accepted (the cpu backend, FEARLESS_AUTOTUNE=0, inside fl.capture() or
+        a running operation)."""
+        with self._lock:
+            for ranking in (self._winners.get(key), Store(self).get(key)):
+                ranked = [n for n in ranking or () if n in fits]
+                for n in ranked:
+                    if self._refusal(n, bound) is None:
+                        self._winners[key] = [n] + [m for m in ranking if m != n]
+                        return n
+            why = self._cannot_tune()
+            if why is not None or not base.CONFIG.autotune:
+                # the cpu backend compiling for GPUs too compiles every config, on twins
+                every = why not in (None, CAPTURING) and bool(
+                    ahead.archs(base.CONFIG) or ahead.compiling_ahead())
+                accepted = self._accepted(bound, fits, first_only=not every)
+                if every:
+                    self._compile_every_config(bound, accepted)
+                if why is not None:
+                    self._first(why)
+                self._winners[key] = accepted   # in config order: not stored on disk
+                return accepted[0]
+            return self._tune_key(key, label, bound, fits, unfit)[0]
+
+    def _tune_key(self, key: str, label: str, bound: dict, fits: list, unfit: dict) -> list:
+        """Tune now (the lock held): the ranking, also remembered, stored and recorded."""
+        budget = [b for b in (self.max_seconds, base.CONFIG.autotune_seconds) if b is not None]
+        with STATS.quiet():   # trial runs and dropped configs are not the caller's
+            ranking = tuner.tune(self, bound, fits, unfit, label,
+                                 min(budget) if budget else None)
+        self._winners[key] = ranking
+        Store(self).put(key, ranking)
+        if STATS.on:
+            r, best = self.report, ranking[0]
+            skipped = sum(c.skipped is not None for c in r)
+            STATS.autotuned(self.name, label, f"config {best} {self.configs[best]!r}", r.seconds,
+                            tried=len(r) - skipped, dropped=sum(c.dropped is not None for c in r),
+                            skipped=skipped)
+        return ranking
+
+    def _cannot_tune(self) -> str | None:
+        if current_stream().capture is not None or getattr(ownership._local, "executing", False):
+            return CAPTURING
+        backend = device.current_backend()
+        if backend != "cuda" and not _tunes_on_cpu():
+            return f"the {backend} backend does not tune"
+        return None
+
+    def _first(self, why: str) -> None:
+        if why not in self._warned:
+            warnings.warn(f"autotuned kernel '{self.name}': {why}; it runs the first config "
+                          f"that accepts the arguments", PerformanceWarning,
+                          stacklevel=_outside())
+            self._warned.add(why)
+
+    def _key(self, bound: dict) -> tuple[str, str]:
+        """The key of these arguments, and its readable part (``a=f16(4096, 4096)``)."""
+        parts, shown = [], []
+        for name in self.key:
+            v = bound[name]
+            if isinstance(v, (bool, int, float)) or np.isscalar(v):
+                parts.append((name, type(v).__name__, repr(v)))
+                shown.append(f"{name}={v!r}")
+                continue
+            t = v if isinstance(v, Tensor) else as_tensor(v)
+            ptr = t.data_ptr() if t.size else 0
+            parts.append((name, t.shape, t.dtype.name, t.strides, min(ptr & -ptr, 16) if ptr
+                          else 16))
+            shown.append(f"{name}={t.dtype.name}{t.shape}")
+        extra = self._key_extra(bound)
+        if extra is not None:
+            parts.append(extra)
+            shown.append(f"{extra[0]}={extra[1]!r}")
+        backend = device.current_backend()
+        where = (device.cuda_device().name, device.cuda_arch(), device.multiprocessor_count()) \
+            if backend == "cuda" else ("cpu",)
+        key = repr((backend, where, __version__, cache.compiler_fingerprint(), tuple(parts)))
+        return key, ", ".join(shown)
+
+    def _key_extra(self, bound: dict) -> tuple | None:
+        """A (name, value) the key holds besides the key parameters (a SIMT launch size)."""
+        return None
+
+    def _compile_every_config(self, bound: dict, accepted: list) -> None:
+        """When the cpu backend also compiles for GPUs (FEARLESS_CROSS_COMPILE, ``fearless
+        compile``): every accepted config, on twins, so each is known to compile (once per
+        key: the fallback choice is then remembered)."""
+        for n in accepted[1:]:
+            twins = {name: tuner.twin(bound[name], copy=True) for name in self.written}
+            with STATS.quiet():
+                self._run(n, bound, twins).sync()
+
+
+def _outside() -> int:
+    """The ``stacklevel`` of the first frame outside the fearless package, for a
+    ``warnings.warn`` in the caller of this function."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
