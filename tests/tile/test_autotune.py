@@ -109,6 +109,38 @@ def test_a_config_that_leaves_half_the_output_unwritten_cannot_win(tune):
     assert tuned.report[1].seconds == 5.0
 
 
+@ft.kernel(requires=("n * acc <= 64",))
+def read_or_half(o: ft.Out[f32], x: ft.In[f32], n: i32, acc: ft.Const[int] = 0,
+                 skip: ft.Const[int] = 0):
+    if acc:
+        o.store(o.load() + ft.load_like(x, o))
+    elif skip == 0 or o.tile_index[0] % 2 == 0:
+        o.store(ft.load_like(x, o))
+
+
+@pytest.mark.parametrize("configs, compare", [
+    # config 0 reads o but refuses these arguments (n * acc > 64): it must not spare config 1
+    # the coverage check (the review's finding: config 1 won and left 32 elements unwritten)
+    ([ft.Config(tile=16, acc=1000), ft.Config(tile=16, skip=1)], True),
+    # config 0 reads o and runs; without the comparison only coverage guards config 1
+    ([ft.Config(tile=16, acc=1), ft.Config(tile=16, skip=1)], False)])
+def test_a_config_reading_the_output_does_not_spare_another_the_coverage_check(
+        tune, configs, compare):
+    fake, _ = tune
+    fake.times = [1.0, 2.0]
+    tuned = ft.autotune(configs, compare=compare)(read_or_half)
+    x = np.arange(64, dtype=np.float32)
+    out = fl.full(64, -1.0, f32)
+    if compare:
+        with pytest.raises(AutotuneError, match="every config failed"):
+            tuned(out, _host(x), 1)
+        assert "leaves 32 of the 64 elements of 'o' unwritten" in tuned.report[1].dropped
+        return
+    o, _, _ = tuned(out, _host(x), 1).sync()
+    assert tuned.report[1].dropped == "leaves 32 of the 64 elements of 'o' unwritten"
+    np.testing.assert_array_equal(o.unpartition().numpy(), x - 1.0)   # config 0 won
+
+
 def test_configs_computing_other_values_are_an_error_not_a_choice(tune):
     fake, _ = tune
     fake.times = [3.0, 1.0, 2.0]

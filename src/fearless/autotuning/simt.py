@@ -246,11 +246,12 @@ class Autotuned(driver.Tuned):
     def _enqueue(self, n: int, bound: dict, twins: dict) -> None:
         self._run(n, bound, twins).enqueue()
 
-    def _outs_read(self, bound: dict, fits: list) -> set:
+    def _outs_read(self, bound: dict, n: int) -> set:
         """The DisjointSlices the kernel uses other than by storing to them or taking their
         length (a load, a view, a copy: each counts as a read), in the IR compiled for these
-        arguments; every one when it does not compile (then every config is dropped)."""
-        values = self.configs[fits[0]].values
+        arguments and config ``n``'s values; every one when it does not compile (then the
+        config's trial fails)."""
+        values = self.configs[n].values
         args = [values[p.name] if p.name in values else bound[p.name] for p in self.params]
         kernel, backend = self.kernel, device.current_backend()
         try:

@@ -84,7 +84,6 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
     else:
         raise next(iter(refused.values()))
     _check_contiguous(tuned, bound)
-    read = tuned._outs_read(bound, fits)
     progress = _Progress(tuned.name, len(tuned.configs))
     candidates, results, timed = [], {}, {}
     for n, cfg in enumerate(tuned.configs):
@@ -99,7 +98,7 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
         if exc is not None:
             c = Candidate(cfg, dropped=f"refuses these arguments ({_line(exc)})")
         else:
-            c = _measure(tuned, n, bound, read, results, timed)
+            c = _measure(tuned, n, bound, results, timed)
         candidates.append(c)
         progress.candidate(n, c)
     report = Report(label, tuple(candidates), time.perf_counter() - start, None, budget)
@@ -116,12 +115,13 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
     return ranking
 
 
-def _measure(tuned, n: int, bound: dict, read: set, results: dict, timed: dict) -> Candidate:
+def _measure(tuned, n: int, bound: dict, results: dict, timed: dict) -> Candidate:
     """Config n's trial and timing: its Candidate; its results and seconds go to ``results``
-    and ``timed`` when it survives."""
+    and ``timed`` when it survives. Which outputs it reads is config n's own (a config that
+    reads an output must not spare another that only writes part of it the coverage check)."""
     cfg = tuned.configs[n]
     try:
-        result = _trial(tuned, n, bound, read)
+        result = _trial(tuned, n, bound, tuned._outs_read(bound, n))
         if isinstance(result, str):
             return Candidate(cfg, dropped=result)
         twins = {name: twin(bound[name], copy=True) for name in tuned.written}

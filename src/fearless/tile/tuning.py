@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 
 from fearless.autotuning import driver
 from fearless.autotuning.tuner import Candidate, Report
-from fearless.errors import AutotuneError, FearlessError
+from fearless.errors import AutotuneError, FearlessError, InternalError
 from fearless.ir.opdef import Op
 from fearless.kernel import params as P
 from fearless.kernel.tile import TileKernel
@@ -256,39 +256,35 @@ class Autotuned(driver.Tuned):
             if p.name in twins:
                 twins[p.name] = v.unpartition() if p.kind is P.OUT else v
 
-    def _outs_read(self, bound: dict, fits: list) -> set:
-        """The Out parameters a config loads (``out.load()``, or ``ft.load``/``load_like`` of
-        its own tile: TILE_LOAD_OWN or TILE_LOAD of the Out in the compiled IR), over every
-        config of ``fits`` that compiles for these arguments' dtypes and ranks (a Const may
-        fold a read away)."""
+    def _outs_read(self, bound: dict, n: int) -> set:
+        """The Out parameters config ``n`` loads (``out.load()``, or ``ft.load``/``load_like``
+        of its own tile: TILE_LOAD_OWN or TILE_LOAD of the Out in the IR compiled for these
+        arguments' dtypes and ranks and its constants: a Const may fold a read away); every
+        Out when it does not compile (its trial fails anyway)."""
         from fearless.compiler import compile_tile
-        found, compiled = set(), 0
-        for n in fits:
-            cfg = self.configs[n]
-            signature = {}
-            for p in self.runtime:
-                if p.kind is P.SCALAR:
-                    continue
-                v = bound[p.name]
-                t = v if isinstance(v, Tensor) else as_tensor(v)
-                tile = self._tile(n, p.name, t) if p.kind is P.OUT else None
-                signature[p.name] = (t.dtype, t.ndim, tile)
-            kernel = self._variant(n)
-            try:
-                infos = P.signature_infos(kernel.runtime_params, signature)
-                types = P.specialise(kernel.name, kernel.runtime_params, infos)
-                consts = {p.name: cfg.consts.get(p.name, p.default) for p in self.params
-                          if p.kind is P.CONST}
-                fn = compile_tile(kernel.captured, kernel._ir_params(types), consts, None,
-                                  "passes").fn
-            except (FearlessError, P.Unspecified):
+        cfg, signature = self.configs[n], {}
+        for p in self.runtime:
+            if p.kind is P.SCALAR:
                 continue
-            compiled += 1
-            outs = {id(q.value): q.name for q in fn.params if q.name in self.outs}
-            found |= {outs[id(op.operands[0])] for op in fn.walk()
-                      if op.name in (Op.TILE_LOAD_OWN, Op.TILE_LOAD)
-                      and id(op.operands[0]) in outs}
-        return found if compiled else set(self.outs)   # none compiles: every config is dropped
+            v = bound[p.name]
+            t = v if isinstance(v, Tensor) else as_tensor(v)
+            tile = self._tile(n, p.name, t) if p.kind is P.OUT else None
+            signature[p.name] = (t.dtype, t.ndim, tile)
+        kernel = self._variant(n)
+        try:
+            infos = P.signature_infos(kernel.runtime_params, signature)
+            types = P.specialise(kernel.name, kernel.runtime_params, infos)
+            consts = {p.name: cfg.consts.get(p.name, p.default) for p in self.params
+                      if p.kind is P.CONST}
+            fn = compile_tile(kernel.captured, kernel._ir_params(types), consts, None,
+                              "passes").fn
+        except InternalError:
+            raise
+        except (FearlessError, P.Unspecified):
+            return set(self.outs)
+        outs = {id(q.value): q.name for q in fn.params if q.name in self.outs}
+        return {outs[id(op.operands[0])] for op in fn.walk()
+                if op.name in (Op.TILE_LOAD_OWN, Op.TILE_LOAD) and id(op.operands[0]) in outs}
 
 
 def _extents(tile) -> bool:
