@@ -373,3 +373,20 @@ def test_without_tuning_the_first_config_that_accepts_runs_once_chosen():
         o, _, _ = tuned(fl.empty(64, f32), x, 2).sync()    # bk=64 refuses n=2 on the cpu too
     np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(64))
     assert list(tuned._winners.values()) == [[1]]
+
+
+def test_a_config_may_launch_persistently(tune):
+    """ft.Config(schedule=ft.persistent(...)): the tuner partitions with it; the winner's
+    values are right either way, and a schedule that is not one is refused at decoration."""
+    fake, _ = tune
+    fake.times = [2.0, 1.0]
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=16,
+                                                       schedule=ft.persistent(blocks=3))])(
+        copy_some)
+    x = np.arange(64, dtype=np.float32)
+    o, _ = tuned(fl.full(64, -1.0, f32), _host(x)).sync()
+    assert o.schedule == ft.persistent(blocks=3)     # the winner, config 1
+    np.testing.assert_array_equal(o.unpartition().numpy(), x)
+    assert "schedule=Persistent(blocks=3" in repr(tuned.report[1].config)
+    with pytest.raises(AutotuneError, match="config 0's schedule is a str"):
+        ft.autotune([ft.Config(tile=16, schedule="persistent")])(copy_some)

@@ -182,6 +182,12 @@ def test_the_gemm_space_is_the_documented_one():
         ft.configs.gemm(occupancy=())
     with pytest.raises(AutotuneError, match="k_values is empty"):
         ft.configs.gemm(k_tile="bk", k_values=[])
+    assert all(c.schedule is None for c in space)
+    both = ft.configs.gemm(occupancy=(1,), schedules=(None, ft.persistent()))
+    assert [(c.tile, c.schedule) for c in both] == [
+        (t, s) for t in tiles for s in (None, ft.persistent())]
+    with pytest.raises(AutotuneError, match="schedules is empty"):
+        ft.configs.gemm(schedules=())
 
 
 def test_the_rowwise_space_and_the_default_by_kernel():

@@ -62,6 +62,7 @@ from fearless.errors import AutotuneError, FearlessError, InternalError
 from fearless.ir.opdef import Op
 from fearless.kernel import params as P
 from fearless.kernel.tile import TileKernel
+from fearless.runtime.partition import Persistent
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.tracebacks import user_facing
 
@@ -71,21 +72,26 @@ __all__ = ["Config", "Candidate", "Report", "autotune", "Autotuned"]
 @dataclass(frozen=True)
 class Config:
     """One candidate: ``tile`` (a tuple for every Out, or ``{out name: tuple}``; an extent None
-    covers the axis, rounded up to a power of two), ``hints`` (``{arch: {hint: value}}``, merged
-    over the kernel's own) and ``ft.Const`` values."""
+    covers the axis, rounded up to a power of two), ``schedule`` (None, or
+    ``ft.persistent(...)``: the Outs are partitioned with it), ``hints`` (``{arch: {hint:
+    value}}``, merged over the kernel's own) and ``ft.Const`` values."""
 
     tile: object = None
     hints: dict = field(default_factory=dict)
     consts: dict = field(default_factory=dict)
+    schedule: object = None
 
-    def __init__(self, tile=None, hints: dict | None = None, **consts):
+    def __init__(self, tile=None, hints: dict | None = None, schedule=None, **consts):
         object.__setattr__(self, "tile", tile)
         object.__setattr__(self, "hints", dict(hints or {}))
         object.__setattr__(self, "consts", consts)
+        object.__setattr__(self, "schedule", schedule)
 
     def __repr__(self) -> str:
         parts = [f"tile={self.tile!r}"] if self.tile is not None else []
         parts += [f"{k}={v!r}" for k, v in sorted(self.consts.items())]
+        if self.schedule is not None:
+            parts.append(f"schedule={self.schedule!r}")
         if self.hints:
             parts.append(f"hints={self.hints!r}")
         return f"Config({', '.join(parts)})"
@@ -143,6 +149,9 @@ class Autotuned(driver.Tuned):
             if cfg.tile is None and self.outs:
                 raise AutotuneError(f"config {n} has no tile for the Out parameters",
                                     kernel=self.name)
+            if cfg.schedule is not None and not isinstance(cfg.schedule, Persistent):
+                raise AutotuneError(f"config {n}'s schedule is a {type(cfg.schedule).__name__}, "
+                                    f"not ft.persistent(...)", kernel=self.name)
             tiles = cfg.tile if isinstance(cfg.tile, dict) else \
                 {name: cfg.tile for name in self.outs}
             for name, tile in tiles.items():
@@ -239,7 +248,7 @@ class Autotuned(driver.Tuned):
                     continue
                 v = (twins or {}).get(p.name, bound[p.name])
                 if p.kind is P.OUT:
-                    part = v.partition(self._tile(n, p.name, v))
+                    part = v.partition(self._tile(n, p.name, v), schedule=cfg.schedule)
                     made.append((part, v))
                     v = part
                 args[p.name] = v
