@@ -309,7 +309,7 @@ def summary(shapes: list[dict]) -> dict:
                                if (s.get("pct_copy") or 0.0) < 100 * TARGETS["copy"]]
         d["weak_configs"] = [f"{s['shape']}: {c}" for s in shapes if s["dtype"] == dt
                              for c in s["weak"]]
-        if square or llm or decode:
+        if any(s["dtype"] == dt for s in shapes):
             out[dt] = d
     return out
 
