@@ -1,0 +1,587 @@
+"""GEMM benchmark on the GPU (issue 13): fearless tile GEMMs against cuBLAS, Triton and cuTile.
+
+C[M, N] = A[M, K] @ B[K, N] in f16 and bf16 (f32 accumulation, one rounding), row-major, for
+square sizes 1024-8192 (16384 with ``--full``) and the LLM shapes M (tokens) in 1, 16, 128, 1024,
+8192 by (K, N) in (4096, 4096), (4096, 14336), (14336, 4096), (4096, 128256).
+
+fearless: ``examples.tile_gemm.matmul`` with output tiles 128x128 (bk 64) and 128x256, 256x128
+(bk 64, with the hint ``{"sm_90": {"num_cta_in_cga": 2}}``), each launched one tile per block and
+persistent (``schedule=ft.persistent()``); for M <= 16 also ``fearless.nn.linear``'s decode path
+(its default plan, on B.T stored as the (N, K) weight it takes: the same bytes). Peers: cuBLAS
+(``torch.matmul``), Triton's autotuned matmul (``tile_peers.py``), cuTile Python when
+``cuda.tile`` imports.
+
+Timing (every case alike): CUDA events on the legacy default stream. Each timed run is one launch:
+first the L2 is flushed (``--flush-mb`` MB written with torch, default 256, over four times the
+H200's 60 MB), then the GPU is held in ``torch.cuda._sleep`` while the host enqueues, then the
+start event, the launch, the end event (for fearless, recorded right after the enqueue, by a
+``.then()`` callback). Two untimed calls first (the compile, the autotuning), then the median of
+``--reps`` timed runs. A run where the GPU reached the start event before the host had enqueued
+the launch is retried with a longer sleep, and counted as host-bound if it stays so.
+
+Reported per row: ms, TFLOP/s (2*M*N*K), % of cuBLAS, for fearless % of the best fearless config
+of its shape, for M <= 16 % of copy bandwidth on the weights (bytes of B / time against a torch
+device-to-device copy: ``bench_tile.bench_copy``), the max error relative to max |C| against
+cuBLAS's C, and the warnings of its compile (``PerformanceWarning``: spills, lost TMA facts),
+captured per specialisation. Then the issue's targets: per dtype the geometric mean of
+best-fearless / cuBLAS over the square sizes 2048-16384 (>= 98%, none below 95%), the LLM shapes
+with M >= 128 (each >= 95%), M <= 16 (>= 85% of copy bandwidth), and every config >= 70% of the
+best of its shape unless its compile warned.
+
+Run from the repository root on the GPU machine:
+    PYTHONPATH=src:. python3 benchmarks/bench_gemm.py [--quick] [--full]
+        [--dtypes f16,bf16] [--shapes square,llm | 2048,4096,llm:1024,...]
+``--quick``: f16, square 2048/4096/8192 and the LLM rows M=1024, 5 repetitions.
+Output: a line per case, per-shape ratios, a table last; ``$OUT`` (default ./bench_out) gets
+bench_gemm.json and bench_gemm.log. Without a GPU, ``--dry-run`` runs every fearless config at
+tiny sizes on the CPU backend against float64 NumPy, and lowers every GPU specialisation the
+chosen shapes would time to Tile IR bytecode (no tileiras).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import fearless as fl
+from fearless import bf16, f16, f32
+from fearless import tile as ft
+from fearless.errors import PerformanceWarning
+from fearless.ir import types as T
+from fearless.kernel.tile_fast import pow2_div
+from examples.tile_gemm import matmul
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmark modules
+from bench_linear import fearless_runner, linear, linear_module  # noqa: E402
+from bench_tile import Clock, Owned, bench_copy, cga_matmul, environment, rel_err  # noqa: E402
+from run_log import RunLog  # noqa: E402
+from tile_peers import cutile_matmul, triton  # noqa: E402
+if triton is not None:
+    from tile_peers import tr_matmul
+
+DTYPES = {"f16": f16, "bf16": bf16}
+SQUARE, FULL_SQUARE = (1024, 2048, 4096, 8192), 16384
+LLM_M = (1, 16, 128, 1024, 8192)
+LLM_KN = ((4096, 4096), (4096, 14336), (14336, 4096), (4096, 128256))
+QUICK_SHAPES, QUICK_DTYPES = "2048,4096,8192,llm:1024", "f16"
+DECODE = "nn.linear decode"        # the config name of fearless.nn.linear's decode path
+REPS, QUICK_REPS = 10, 5
+TARGETS = {"square_geomean": 0.98, "square_min": 0.95, "llm_min": 0.95, "copy": 0.85,
+           "of_best": 0.70}
+
+
+@dataclass(frozen=True)
+class Config:
+    """One fearless tile GEMM: output tile, K step, the num_cta_in_cga=2 hint, persistent."""
+
+    tile: tuple
+    bk: int = 64
+    cga: bool = False
+    persistent: bool = False
+
+    @property
+    def name(self) -> str:
+        return (f"{self.tile[0]}x{self.tile[1]}{' cga2' if self.cga else ''}"
+                f"{' persistent' if self.persistent else ''}")
+
+    @property
+    def kernel(self):
+        return cga_matmul if self.cga else matmul
+
+
+CONFIGS = tuple(Config(tile, 64, cga, p) for tile, cga in (((128, 128), False),
+                                                          ((128, 256), True), ((256, 128), True))
+                for p in (False, True))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """C[m, n] = A[m, k] @ B[k, n] in ``dtype``; ``kind`` "square" or "llm"."""
+
+    kind: str
+    m: int
+    n: int
+    k: int
+    dtype: object
+
+    @property
+    def label(self) -> str:
+        return f"{self.dtype.name} {self.m}x{self.n}x{self.k}" + (
+            f" (llm M={self.m})" if self.kind == "llm" else "")
+
+    @property
+    def decode(self) -> bool:
+        return self.kind == "llm" and self.m <= linear_module.DECODE_MAX_T
+
+
+def select(shapes: str, dtypes: str, full: bool) -> list[Shape]:
+    """The shapes named by ``--shapes`` (a comma list of ``square``, ``llm``, a square size,
+    ``llm:M``) in each dtype of ``--dtypes``, in order, without repeats. SystemExit for an
+    unknown name."""
+    picked: list[tuple] = []
+    for item in (s.strip() for s in shapes.split(",") if s.strip()):
+        if item == "square":
+            picked += [("square", s, s, s) for s in SQUARE + ((FULL_SQUARE,) if full else ())]
+        elif item == "llm" or item.startswith("llm:") and item[4:].isdigit():
+            ms = LLM_M if item == "llm" else (int(item[4:]),)
+            picked += [("llm", m, n, k) for m in ms for k, n in LLM_KN]
+        elif item.isdigit():
+            picked.append(("square", int(item), int(item), int(item)))
+        else:
+            raise SystemExit(f"--shapes: unknown {item!r} (square, llm, a size, llm:M)")
+    unknown = [d for d in dtypes.split(",") if d.strip() not in DTYPES]
+    if unknown:
+        raise SystemExit(f"--dtypes: unknown {', '.join(unknown)} (f16, bf16)")
+    out = [Shape(*p, DTYPES[d.strip()]) for d in dtypes.split(",") for p in picked]
+    return list(dict.fromkeys(out))
+
+
+# -- timing --------------------------------------------------------------------------------------
+
+class FlushClock(Clock):
+    """bench_tile's event clock, one launch per timed run, the L2 flushed before each."""
+
+    def __init__(self, torch, flush_mb: int):
+        super().__init__(torch)
+        self.scratch = torch.empty(flush_mb << 20, dtype=torch.uint8, device="cuda")
+
+    def flushed(self, run, reps: int) -> dict:
+        """Median device ms of ``run(mark)`` (it enqueues one launch and calls ``mark()`` right
+        after), over ``reps`` runs, each after an L2 flush and behind a sleep."""
+        run(lambda: None)  # compile, autotune
+        self.torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        run(lambda: None)
+        self.torch.cuda.synchronize()
+        cover = 1.5 * (time.perf_counter() - t0) * 1e3 + 0.5
+        times, late = [], 0
+        for _ in range(reps):
+            for _attempt in range(3):
+                self.scratch.zero_()  # outside the timed region: before the sleep
+                ms, was_late = self._behind_sleep(lambda _n, mark: run(mark), 1, cover)
+                if not was_late:
+                    break
+                cover *= 2
+            late += was_late
+            times.append(ms)
+        return {"ms": statistics.median(times), "min_ms": min(times), "reps": reps,
+                "host_bound": late}
+
+
+def compiled_first(first) -> tuple[float, list[str]]:
+    """Run ``first()`` (a first call: the compile) and return its wall ms and the warnings it
+    raised, as "Category: message"."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        first()
+        ms = (time.perf_counter() - t0) * 1e3
+    return ms, list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
+
+
+# -- recording -----------------------------------------------------------------------------------
+
+class Report(RunLog):
+    """Rows (one per shape and config), per-shape summaries, the targets and the table."""
+
+    def __init__(self, out_dir: Path | None):
+        super().__init__(out_dir, "bench_gemm")
+        self.shapes: list[dict] = []
+        self.spec_warnings: dict = {}   # (config, dtype, layout) -> warnings of its compile
+
+    def extra(self) -> dict:
+        return {"rows": self.rows, "shapes": self.shapes, "summary": summary(self.shapes)}
+
+    def add(self, shape: Shape, config: str, kind: str, res: dict, copy_gbps: float | None):
+        """A row: ``res`` has ms (and ok, err, warnings, first_ms)."""
+        r = {"shape": shape.label, "kind": shape.kind, "m": shape.m, "n": shape.n,
+             "k": shape.k, "dtype": shape.dtype.name, "config": config, "who": kind, **res,
+             "tflops": 2.0 * shape.m * shape.n * shape.k / (res["ms"] * 1e9)}
+        if copy_gbps:
+            r["pct_copy"] = 100 * shape.k * shape.n * shape.dtype.itemsize / (
+                res["ms"] * 1e6) / copy_gbps
+        cublas = next((x for x in self.rows if x["shape"] == r["shape"]
+                       and x["config"] == "cuBLAS"), None)
+        if cublas is not None:
+            r["pct_cublas"] = 100 * cublas["ms"] / r["ms"]
+        self.rows.append(r)
+        self.log(f"  {config:<28}{r['ms']:10.4f} ms {r['tflops']:8.1f} TFLOP/s"
+                 + (f" {r['pct_cublas']:6.1f}% cuBLAS" if "pct_cublas" in r else "")
+                 + (f" {r['pct_copy']:6.1f}% copy" if "pct_copy" in r else "")
+                 + (f"  err {r['err']:.1e}" if r.get("err") is not None else "")
+                 + ("" if r.get("ok", True) else " WRONG")
+                 + (f" [host-bound x{r['host_bound']}]" if r.get("host_bound") else "")
+                 + (f"  first call {r['first_ms']:.0f} ms" if r.get("first_ms") else "")
+                 + "".join(f"\n      ! {w}" for w in r.get("warnings", ())))
+        return r
+
+    def close_shape(self, shape: Shape) -> dict:
+        """The shape's summary: best fearless config, its ratios; each config's % of best."""
+        rows = [r for r in self.rows if r["shape"] == shape.label]
+        s = shape_summary(shape, rows)
+        self.shapes.append(s)
+        if s["best"]:
+            self.log(f"  % of best ({s['best']}): " + " | ".join(
+                f"{r['config']} {r['pct_best']:.0f}{'*' if flagged(r) else ''}"
+                for r in rows if "pct_best" in r) + "   (*: PerformanceWarning at its compile)")
+            self.log(f"  best fearless: {s['best']} " + ", ".join(
+                f"{v:.1f}% {k}" for k, v in (("of cuBLAS", s.get("pct_cublas")),
+                                             ("of copy", s.get("pct_copy"))) if v is not None))
+        return s
+
+    def table(self) -> None:
+        self.log("\n" + "=" * 120)
+        self.log(f"{'shape':<36}{'cuBLAS TF/s':>12}{'triton':>8}{'cutile':>8}  "
+                 f"{'best fearless':<26}{'TF/s':>7}{'%cuBLAS':>8}{'%copy':>7}  "
+                 f"{'below 70% of best'}")
+        for s in self.shapes:
+            cell = lambda v, f="{:.0f}": f.format(v) if v is not None else "-"  # noqa: E731
+            self.log(f"{s['shape']:<36}{cell(s.get('cublas_tflops')):>12}"
+                     f"{cell(s['peers'].get('triton')):>8}{cell(s['peers'].get('cutile')):>8}  "
+                     f"{s['best'] or 'none':<26}{cell(s.get('tflops')):>7}"
+                     f"{cell(s.get('pct_cublas'), '{:.1f}'):>8}{cell(s.get('pct_copy')):>7}  "
+                     f"{', '.join(s['weak']) or '-'}")
+        self.log("triton, cutile: % of cuBLAS; %copy: bytes of B / time, % of the copy "
+                 "bandwidth (M <= 16); below 70%: configs under 70% of the shape's best whose "
+                 "compile did not warn")
+        for line in target_lines(summary(self.shapes)):
+            self.log(line)
+
+
+def flagged(row: dict) -> bool:
+    """Whether the row's compile raised a PerformanceWarning (it says why it is slow)."""
+    return any(w.startswith(PerformanceWarning.__name__ + ":") for w in row.get("warnings", ()))
+
+
+def shape_summary(shape: Shape, rows: list[dict]) -> dict:
+    """Best fearless config (fastest correct row) and each fearless row's % of it."""
+    cublas = next((r for r in rows if r["config"] == "cuBLAS"), None)
+    good = [r for r in rows if r["who"] == "fearless" and r.get("ok", True)]
+    best = min(good, key=lambda r: r["ms"], default=None)
+    s = {"shape": shape.label, "kind": shape.kind, "dtype": shape.dtype.name, "m": shape.m,
+         "n": shape.n, "k": shape.k, "best": best and best["config"],
+         "cublas_tflops": cublas and cublas["tflops"],
+         "peers": {r["config"]: r.get("pct_cublas") for r in rows if r["who"] == "peer"
+                   and r["config"] != "cuBLAS" and r.get("ok", True)}, "weak": []}
+    if best is None:
+        return s
+    s.update(tflops=best["tflops"], pct_cublas=best.get("pct_cublas"),
+             pct_copy=best.get("pct_copy"), configs={})
+    for r in rows:
+        if r["who"] == "fearless":
+            r["pct_best"] = 100 * best["ms"] / r["ms"]
+            s["configs"][r["config"]] = r["pct_best"]
+            if r["pct_best"] < 100 * TARGETS["of_best"] and not flagged(r):
+                s["weak"].append(r["config"])
+    return s
+
+
+def summary(shapes: list[dict]) -> dict:
+    """The issue's targets per dtype, over the shapes run."""
+    out: dict = {}
+    for dt in DTYPES:
+        mine = [s for s in shapes if s["dtype"] == dt and s.get("pct_cublas") is not None]
+        square = [s for s in mine if s["kind"] == "square" and s["m"] >= 2048]
+        llm = [s for s in mine if s["kind"] == "llm" and s["m"] >= 128]
+        decode = [s for s in shapes if s["dtype"] == dt and s["kind"] == "llm"
+                  and s["m"] <= linear_module.DECODE_MAX_T]
+        d: dict = {}
+        if square:
+            ratios = [s["pct_cublas"] / 100 for s in square]
+            d["square_geomean_pct"] = 100 * math.exp(sum(map(math.log, ratios)) / len(ratios))
+            d["square_min_pct"] = 100 * min(ratios)
+        if llm:
+            d["llm_min_pct"] = min(s["pct_cublas"] for s in llm)
+            d["llm_below"] = [s["shape"] for s in llm
+                              if s["pct_cublas"] < 100 * TARGETS["llm_min"]]
+        if decode:
+            d["copy_min_pct"] = min((s.get("pct_copy") or 0.0) for s in decode)
+            d["copy_below"] = [s["shape"] for s in decode
+                               if (s.get("pct_copy") or 0.0) < 100 * TARGETS["copy"]]
+        d["weak_configs"] = [f"{s['shape']}: {c}" for s in shapes if s["dtype"] == dt
+                             for c in s["weak"]]
+        if any(s["dtype"] == dt for s in shapes):
+            out[dt] = d
+    return out
+
+
+def target_lines(summ: dict) -> list[str]:
+    def verdict(ok: bool) -> str:
+        return "MET" if ok else "MISSED"
+    lines = ["\ntargets (issue 13):"]
+    for dt, d in summ.items():
+        if "square_geomean_pct" in d:
+            ok = d["square_geomean_pct"] >= 100 * TARGETS["square_geomean"] and \
+                d["square_min_pct"] >= 100 * TARGETS["square_min"]
+            lines.append(f"  {dt} square 2048+: geomean {d['square_geomean_pct']:.1f}% of "
+                         f"cuBLAS (>= 98), min {d['square_min_pct']:.1f}% (>= 95): {verdict(ok)}")
+        if "llm_min_pct" in d:
+            lines.append(f"  {dt} LLM M >= 128: min {d['llm_min_pct']:.1f}% of cuBLAS (>= 95 "
+                         f"each): {verdict(not d['llm_below'])}"
+                         + "".join(f"\n      below: {s}" for s in d["llm_below"]))
+        if "copy_min_pct" in d:
+            lines.append(f"  {dt} LLM M <= 16: min {d['copy_min_pct']:.1f}% of copy bandwidth "
+                         f"(>= 85 each): {verdict(not d['copy_below'])}"
+                         + "".join(f"\n      below: {s}" for s in d["copy_below"]))
+        lines.append(f"  {dt} every config >= 70% of its shape's best or warned at compile: "
+                     f"{verdict(not d['weak_configs'])}"
+                     + "".join(f"\n      {w}" for w in d["weak_configs"]))
+    return lines
+
+
+# -- the GPU run ---------------------------------------------------------------------------------
+
+def layout_key(shape: Shape) -> tuple:
+    """What besides the config and dtype a compiled specialisation depends on (layout facts)."""
+    return tuple(pow2_div(n) for n in (shape.m, shape.n, shape.k))
+
+
+def bench_shape(rep: Report, clock: FlushClock, torch, shape: Shape, ct_run, copy: dict | None,
+                reps: int) -> None:
+    m, n, k = shape.m, shape.n, shape.k
+    rep.log(f"\n[gemm {shape.label}]")
+    tdt = {"f16": torch.float16, "bf16": torch.bfloat16}[shape.dtype.name]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)
+    b = torch.randn(k, n, device="cuda", dtype=tdt, generator=gen)
+    ref, c = torch.matmul(a, b), torch.empty(m, n, device="cuda", dtype=tdt)
+    copy_gbps = copy["GB/s"] if copy and shape.m <= linear_module.DECODE_MAX_T else None
+    # relative to max |C|: a few roundings of the output type
+    bound = 8 * (2.0 ** -11 if shape.dtype is f16 else 2.0 ** -8)
+
+    def checked(out):
+        err = rel_err(out, ref)
+        return {"ok": err <= bound, "err": err}
+
+    def case(config: str, who: str, first, run, check, key=None):
+        try:
+            first_ms, warned = compiled_first(first)
+            if key is not None:  # a specialisation warns at its compile only: remember it
+                warned = rep.spec_warnings.setdefault(key, warned) or warned
+            res = clock.flushed(run, reps)
+            res.update(check() if check else {}, warnings=warned,
+                       first_ms=first_ms if who == "fearless" else None)
+            rep.add(shape, config, who, res, copy_gbps)
+        except Exception:  # noqa: BLE001 - one case must not stop the run
+            rep.fail(f"{shape.label} {config}")
+
+    def peer(name, fn, check=True):
+        case(name, "peer", fn, lambda mark: (fn(), mark()), (lambda: checked(c)) if check else None)
+
+    peer("cuBLAS", lambda: torch.matmul(a, b, out=c), check=False)
+    if triton is not None:
+        def grid(meta):
+            return (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)
+        peer("triton", lambda: tr_matmul[grid](a, b, c, m, n, k, *a.stride(), *b.stride(),
+                                                *c.stride()))
+    if ct_run is not None:
+        peer("cutile", lambda: ct_run(a, b, c))
+    fa, fb = fl.asarray(a), fl.asarray(b)
+    for cfg in CONFIGS:
+        out = torch.full_like(ref, float("nan"))
+        owned = Owned(lambda p, cfg=cfg: cfg.kernel(p, fa, fb, bk=cfg.bk), fl.asarray(out)
+                      .partition(cfg.tile, schedule=ft.persistent() if cfg.persistent else None))
+        case(cfg.name, "fearless", owned.call, lambda mark: owned.run_chain(1, mark),
+             lambda: (owned.done(), checked(out))[1],
+             (cfg.name, shape.dtype.name, layout_key(shape)))
+    if shape.decode:
+        w = b.t().contiguous()  # linear's (N, K) weight layout: the bytes of B
+        got = {}
+        case(DECODE, "fearless", lambda: got.update(y=linear(a, w)), fearless_runner(a, w, {}),
+             lambda: checked(got["y"]), (DECODE, shape.dtype.name, layout_key(shape),
+                                         linear_module.plan(m, n, k, shape.dtype,
+                                                            fl.multiprocessor_count())))
+    rep.close_shape(shape)
+
+
+def gpu_run(rep: Report, shapes: list[Shape], reps: int, flush_mb: int) -> None:
+    import torch
+    fl.set_backend("cuda")
+    rep.data["env"] = environment(torch)
+    rep.data["settings"] = {"reps": reps, "flush_mb": flush_mb,
+                            "shapes": [s.label for s in shapes]}
+    rep.log("env: " + ", ".join(f"{k} {v}" for k, v in rep.data["env"].items()))
+    ct_run, ct_why = cutile_matmul()
+    rep.data["cutile"] = ct_why or "installed"
+    rep.log(f"cuTile Python: {ct_why or 'installed'}; L2 flush {flush_mb} MB per timed run, "
+            f"median of {reps}")
+    clock = FlushClock(torch, flush_mb)
+    copy = None
+    if any(s.decode for s in shapes):
+        try:
+            copy = bench_copy(rep, clock, torch)
+        except Exception:  # noqa: BLE001
+            rep.fail("copy")
+    for shape in shapes:
+        try:
+            bench_shape(rep, clock, torch, shape, ct_run, copy, reps)
+        except Exception:  # noqa: BLE001
+            rep.fail(f"gemm {shape.label}")
+        rep.save()
+        torch.cuda.empty_cache()  # the 128256-wide outputs are 2 GB each
+    rep.table()
+
+
+# -- dry run: the CPU backend at tiny sizes, and the GPU specialisations lowered -----------------
+
+DRY_SHAPES = (("square", 200, 136, 100), ("llm", 1, 136, 100), ("llm", 16, 80, 96))
+
+
+def dry_run(rep: Report, shapes: list[Shape]) -> int:
+    fl.set_backend("cpu")
+    rng = np.random.default_rng(0)
+    checks = []
+    for dt in dict.fromkeys(s.dtype for s in shapes):
+        unit = 2.0 ** -11 if dt is f16 else 2.0 ** -8
+        for kind, m, n, k in DRY_SHAPES:
+            ah = rng.standard_normal((m, k), np.float32).astype(dt.numpy)
+            bh = rng.standard_normal((k, n), np.float32).astype(dt.numpy)
+            a64, b64 = ah.astype(np.float64), bh.astype(np.float64)
+            want = a64 @ b64
+            # f32 sums of exact products (k roundings of 2^-23 each), one rounding to dt
+            bound = unit * np.abs(want) + (np.abs(a64) @ np.abs(b64)) * (k * 2.0 ** -23 + unit)
+            fa, fb = fl.asarray(ah), fl.asarray(bh)
+            runs = [(cfg.name, lambda cfg=cfg: Owned(
+                lambda p: cfg.kernel(p, fa, fb, bk=cfg.bk),
+                fl.full((m, n), np.nan, dt).partition(
+                    cfg.tile, schedule=ft.persistent(blocks=3) if cfg.persistent else None)))
+                for cfg in CONFIGS]
+            for name, make in runs:
+                owned = make()
+                owned.call()
+                checks.append(dry_check(rep, f"{dt.name} {m}x{n}x{k} {name}",
+                                        owned.done().numpy(), want, bound))
+            if kind == "llm":
+                w = np.ascontiguousarray(bh.T)
+                checks.append(dry_check(rep, f"{dt.name} {m}x{n}x{k} {DECODE}",
+                                        linear(ah, w).numpy(), want, bound))
+    checks += dry_lower(rep, shapes)
+    rep.log("\n  the summary and table, on made-up numbers:")
+    fake = Report(None)
+    for shape, times in fake_rows():
+        for config, who, ms, warned in times:
+            fake.add(shape, config, who, {"ms": ms, "ok": True, "err": 1e-3,
+                                          "warnings": warned}, 3000.0 if shape.decode else None)
+        fake.close_shape(shape)
+    fake.table()
+    bad = [name for name, ok in checks if not ok]
+    rep.log(f"\ndry run: {len(checks) - len(bad)}/{len(checks)} checks passed"
+            + (f"; FAILED: {', '.join(bad)}" if bad else ""))
+    return 1 if bad else 0
+
+
+def dry_check(rep: Report, name: str, got, want, bound) -> tuple[str, bool]:
+    err = np.abs(got.astype(np.float64) - want)
+    ok = bool((err <= bound).all())
+    rep.log(f"  {'ok ' if ok else 'BAD'} {name}: max err {err.max():.3g}")
+    return name, ok
+
+
+def fake_rows():
+    """Made-up times that exercise every branch of the summary (a weak, unwarned config)."""
+    sq = Shape("square", 4096, 4096, 4096, f16)
+    dec = Shape("llm", 1, 4096, 4096, f16)
+    return [(sq, [("cuBLAS", "peer", 0.20, []), ("triton", "peer", 0.21, []),
+                  ("128x128", "fearless", 0.205, []),
+                  ("128x256 cga2", "fearless", 0.40, ["PerformanceWarning: spills"]),
+                  ("256x128 cga2", "fearless", 0.35, [])]),
+            (dec, [("cuBLAS", "peer", 0.012, []), ("128x128", "fearless", 0.030, []),
+                   (DECODE, "fearless", 0.0125, [])])]
+
+
+def gpu_view(dt, shape: tuple, tile=None, schedule=None) -> T.TensorView:
+    """The type a contiguous, 256-byte-aligned device tensor of ``shape`` specialises to (the
+    layout facts of ``kernel/tile.py``'s ``_layout``)."""
+    strides = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+    return T.TensorView(dt, len(shape), T.Role.OUT if tile else T.Role.IN, tile,
+                        T.Layout(16, tuple(map(pow2_div, shape)), tuple(map(pow2_div, strides)),
+                                 True), schedule)
+
+
+def specialisations(shape: Shape) -> list[tuple]:
+    """(name, kernel, types, constants) of each GPU compile that timing ``shape`` makes."""
+    dt, (m, n, k) = shape.dtype, (shape.m, shape.n, shape.k)
+    out = [(f"{cfg.name} {dt.name}", cfg.kernel,
+            (gpu_view(dt, (m, n), cfg.tile, T.Persistent() if cfg.persistent else None),
+             gpu_view(dt, (m, k)), gpu_view(dt, (k, n))), {"bk": cfg.bk}) for cfg in CONFIGS]
+    if shape.decode:
+        p = linear_module.plan(m, n, k, dt, linear_module._H200_SMS)
+        consts = {"bk": p.bk, "form": linear_module._FORMS[p.form], "exact": False,
+                  "has_bias": False, "latency": p.latency, "split": p.splits > 1}
+        x, w = gpu_view(dt, (m, k)), gpu_view(dt, (n, k))
+        if p.splits == 1:
+            out.append((f"{DECODE} {dt.name}", linear_module._linear_tiles,
+                        (gpu_view(dt, (m, n), (p.bm, p.bn)), x, w, w), consts))
+        else:
+            rm, rn = linear_module._reduce_tile(m, n, p.splits, linear_module._H200_SMS)
+            out += [(f"{DECODE} split {dt.name}", linear_module._linear_tiles,
+                     (gpu_view(f32, (p.splits, m, n), (1, p.bm, p.bn)), x, w, w), consts),
+                    (f"{DECODE} reduce {dt.name}", linear_module._linear_reduce,
+                     (gpu_view(dt, (m, n), (rm, rn)), gpu_view(f32, (p.splits, m, n)), w),
+                     {"splits": p.splits, "has_bias": False})]
+    return out
+
+
+def dry_lower(rep: Report, shapes: list[Shape]) -> list[tuple[str, bool]]:
+    """Lower each GPU specialisation the shapes would time to Tile IR bytecode (sm_90), once
+    per distinct one, so that a lowering error shows here rather than on the GPU."""
+    seen, checks = {}, []
+    for shape in shapes:
+        for name, kern, types, consts in specialisations(shape):
+            seen.setdefault((kern, types, tuple(sorted(consts.items()))),
+                            (f"{name} (first: {shape.label})", kern, types, consts))
+    rep.log(f"\n  lowering {len(seen)} GPU specialisations to Tile IR bytecode (sm_90):")
+    for name, kern, types, consts in seen.values():
+        try:
+            ok = bool(kern.inspect("tileir", types, consts, arch="sm_90"))
+        except Exception:  # noqa: BLE001
+            rep.log(traceback.format_exc())
+            ok = False
+        checks.append((f"lower {name}", ok))
+        rep.log(f"  {'ok ' if ok else 'BAD'} lower {name}")
+    return checks
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no GPU: every fearless config at tiny sizes on the CPU backend, and "
+                         "the GPU specialisations of the chosen shapes lowered to Tile IR")
+    ap.add_argument("--shapes", help="comma list: square, llm, a square size, llm:M "
+                                     "(default square,llm)")
+    ap.add_argument("--dtypes", help="comma list of f16, bf16 (default both)")
+    ap.add_argument("--full", action="store_true", help="square sizes up to 16384")
+    ap.add_argument("--quick", action="store_true", help=f"shapes {QUICK_SHAPES}, dtypes "
+                    f"{QUICK_DTYPES}, {QUICK_REPS} repetitions (explicit options win)")
+    ap.add_argument("--reps", type=int, help=f"timed runs per case (default {REPS})")
+    ap.add_argument("--flush-mb", type=int, default=256, help="L2 flush buffer, MB")
+    args = ap.parse_args(argv)
+    shapes = select(args.shapes or (QUICK_SHAPES if args.quick else "square,llm"),
+                    args.dtypes or (QUICK_DTYPES if args.quick else "f16,bf16"), args.full)
+    reps = args.reps or (QUICK_REPS if args.quick else REPS)
+    out_dir = Path(os.environ.get("OUT") or "bench_out")
+    rep = Report(out_dir)
+    status = 0
+    if args.dry_run:
+        status = dry_run(rep, shapes)
+    else:
+        gpu_run(rep, shapes, reps, args.flush_mb)
+    rep.save()
+    rep.log(f"\nwrote {out_dir / 'bench_gemm.json'} and {out_dir / 'bench_gemm.log'}; "
+            f"{len(rep.data['errors'])} errors")
+    return 1 if status or rep.data["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
