@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import sysconfig
 from collections.abc import Callable
 from typing import TypeVar, cast
@@ -38,6 +39,16 @@ def _is_internal(frame) -> bool:
     if name == "__main__":  # `python -m fearless.cli`
         name = getattr(frame.f_globals.get("__spec__"), "name", "")
     return name == "fearless" or name.startswith("fearless.")
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that points a ``warnings.warn`` made by the caller of this function
+    at the first frame outside fearless (the user's line), however deep inside fearless the
+    warning is raised (a compile under a launch, a tuner under a call)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (_is_internal(frame) or _is_stdlib(frame)):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _is_stdlib(frame) -> bool:

@@ -16,8 +16,6 @@ twins start as copies).
 from __future__ import annotations
 
 import math
-import os
-import sys
 import threading
 import warnings
 
@@ -34,9 +32,9 @@ from fearless.runtime import ahead, cache, device, ownership
 from fearless.runtime.stream import current_stream
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.version import __version__
+from fearless.tracebacks import user_stacklevel
 
 CAPTURING = "tuning runs work now, which fl.capture() and running operations refuse"
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _tunes_on_cpu() -> bool:
@@ -232,7 +230,7 @@ class Tuned:
         if why not in self._warned:
             warnings.warn(f"autotuned kernel '{self.name}': {why}; it runs the first config "
                           f"that accepts the arguments", PerformanceWarning,
-                          stacklevel=_outside())
+                          stacklevel=user_stacklevel())
             self._warned.add(why)
 
     def _key(self, bound: dict) -> tuple[str, str]:
@@ -273,10 +271,3 @@ class Tuned:
                 self._run(n, bound, twins).sync()
 
 
-def _outside() -> int:
-    """The ``stacklevel`` of the first frame outside the fearless package, for a
-    ``warnings.warn`` in the caller of this function."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
-        frame, level = frame.f_back, level + 1
-    return level

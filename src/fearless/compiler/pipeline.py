@@ -47,6 +47,7 @@ from fearless.ir.verify import verify
 from fearless.passes import TILE_PASSES, PassOptions, run_all
 from fearless.runtime import disasm
 from fearless.runtime.module import ptx_to_cubin
+from fearless.tracebacks import user_stacklevel
 
 DEFAULT_TILE_VERSION = (13, 4)  # bytecode version when no tileiras is installed to ask
 TILE = Dialect(TileEmitter, tile_intrinsics.attribute, tile_intrinsics.call,
@@ -224,7 +225,7 @@ def _tile_cubin(s: _State):
             f"smaller tiles, or for 128 x 256 / 256 x 128 tiles the hint "
             f"hints={{'sm_90': {{'num_cta_in_cga': 2}}}}, which splits a tile over the two "
             f"blocks of a cluster (no spills, 86-93% of cuBLAS)", PerformanceWarning,
-            stacklevel=2)
+            stacklevel=user_stacklevel())
 
 
 TILE_STAGES = (("ast", _ast), ("types", _tile_types), ("ir", _tile_ir),

@@ -40,7 +40,7 @@ from fearless.runtime.module import load_rebuilding
 from fearless.runtime.partition import Partition
 from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor, as_tensor
-from fearless.tracebacks import user_facing
+from fearless.tracebacks import user_facing, user_stacklevel
 
 
 
@@ -235,7 +235,7 @@ class TileKernel(BaseKernel):
             from fearless.backends.tileir import tileiras
             for why in lost_facts(params):
                 warnings.warn(f"tile kernel '{self.name}', {why}", PerformanceWarning,
-                              stacklevel=2)
+                              stacklevel=user_stacklevel())
             tc = tileiras.find()
             built_by = tc.fingerprint() if tc is not None else None
             if tc is not None and tc.release() < PERSISTENT_RELEASE and any(
@@ -245,7 +245,7 @@ class TileKernel(BaseKernel):
                               f"asynchronous MMA (an f16 GEMM 4096^3 on the H200: 335 TFLOP/s "
                               f"persistent against 704 without; 717, 100% of cuBLAS, with "
                               f"tileiras 13.5); pip install 'nvidia-cuda-tileiras>=13.5'",
-                              PerformanceWarning, stacklevel=2)
+                              PerformanceWarning, stacklevel=user_stacklevel())
 
             def run():
                 compiled = compile_tile(self.captured, params, constants, arch, "cubin",
