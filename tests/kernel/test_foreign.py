@@ -433,3 +433,10 @@ def test_doctor_says_whether_nvrtc_compiles_cuda_cpp(monkeypatch):
     monkeypatch.setattr(nvrtc, "unavailable", lambda: "NVRTC is not installed (test)")
     ok, line = doctor._nvrtc()
     assert not ok and "fl.foreign.ptx" in line and "fearless[foreign]" in line
+
+
+def test_unchecked_refuses_a_foreign_kernel():
+    k = fl.foreign.ptx(AXPBY_PTX, "axpby", params=PARAMS, contract=CONTRACT)
+    with pytest.raises(ArgumentTypeError, match="fl.unchecked takes a @fl.kernel; 'axpby' is a "
+                                                "foreign kernel"):
+        fl.unchecked(k)

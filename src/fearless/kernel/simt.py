@@ -469,6 +469,12 @@ def kernel(fn=None, *, unchecked: bool = False, contract: Contract | None = None
 
 def unchecked(k: Kernel | Callable[..., Any]) -> Kernel:
     """``fl.unchecked(kernel)`` (or ``@fl.unchecked`` above ``@fl.kernel``): the same kernel with
-    read bounds checks turned off. Writes stay confined to the thread's own element."""
+    read bounds checks turned off. Writes stay confined to the thread's own element. Raises
+    ArgumentTypeError for a foreign kernel (``fl.foreign``: fearless compiled none of its
+    reads, so it has no checks to turn off)."""
+    if isinstance(k, Kernel) and k.fn is None:
+        raise ArgumentTypeError(f"fl.unchecked takes a @fl.kernel; '{k.name}' is a foreign "
+                                f"kernel, whose reads fearless never checked",
+                                kernel=k.name, help="launch it as it is, inside fl.unsafe()")
     fn = k.fn if isinstance(k, Kernel) else k
     return Kernel(fn, bounds_checks=False, contract=getattr(k, "contract", None))
