@@ -6,9 +6,10 @@ square sizes 1024-8192 (16384 with ``--full``) and the LLM shapes M (tokens) in 
 
 fearless: ``examples.tile_gemm.matmul`` with output tiles 128x128 (bk 64) and 128x256, 256x128
 (bk 64, with the hint ``{"sm_90": {"num_cta_in_cga": 2}}``), each launched one tile per block and
-persistent (``schedule=ft.persistent()``); for M <= 16 also ``fearless.nn.linear``'s decode path
-(its default plan, on B.T stored as the (N, K) weight it takes: the same bytes); and ``ft.autotune``
-over those six configs (the first call tunes; the winner is timed like the rest). Peers: cuBLAS
+persistent (``schedule=ft.persistent()``); for every LLM shape ``fearless.nn.linear`` (the
+models' path: its default plan, the decode GEMV for M <= 16 and split-K where the tiles leave
+SMs idle; on B.T stored as the (N, K) weight it takes: the same bytes); and ``ft.autotune`` over
+those six configs (the first call tunes; the winner is timed like the rest). Peers: cuBLAS
 (``torch.matmul``), Triton's autotuned matmul (``tile_peers.py``), cuTile Python when
 ``cuda.tile`` imports.
 
@@ -74,7 +75,7 @@ SQUARE, FULL_SQUARE = (1024, 2048, 4096, 8192), 16384
 LLM_M = (1, 16, 128, 1024, 8192)
 LLM_KN = ((4096, 4096), (4096, 14336), (14336, 4096), (4096, 128256))
 QUICK_SHAPES, QUICK_DTYPES = "2048,4096,8192,llm:1024", "f16"
-DECODE = "nn.linear decode"        # the config name of fearless.nn.linear's decode path
+DECODE = "nn.linear"   # the config name of fearless.nn.linear (its default plan: split-K, decode)
 REPS, QUICK_REPS = 10, 5
 TARGETS = {"square_geomean": 0.98, "square_min": 0.95, "llm_min": 0.95, "copy": 0.85,
            "of_best": 0.70}
@@ -407,7 +408,7 @@ def bench_shape(rep: Report, clock: FlushClock, torch, shape: Shape, ct_run, cop
              lambda: (owned.done(), checked(out))[1],
              (cfg.name, shape.dtype.name, layout_key(shape)))
     tuned_case(case, fa, fb, torch.full_like(ref, float("nan")), checked, rep)
-    if shape.decode:
+    if shape.kind == "llm":   # the models' own GEMM path: split-K where tiles leave SMs idle
         w = b.t().contiguous()  # linear's (N, K) weight layout: the bytes of B
         got = {}
         case(DECODE, "fearless", lambda: got.update(y=linear(a, w)), fearless_runner(a, w, {}),
@@ -547,7 +548,7 @@ def specialisations(shape: Shape) -> list[tuple]:
     out = [(f"{cfg.name} {dt.name}", cfg.kernel,
             (gpu_view(dt, (m, n), cfg.tile, T.Persistent() if cfg.persistent else None),
              gpu_view(dt, (m, k)), gpu_view(dt, (k, n))), {"bk": cfg.bk}) for cfg in CONFIGS]
-    if shape.decode:
+    if shape.kind == "llm":
         p = linear_module.plan(m, n, k, dt, linear_module._H200_SMS)
         consts = {"bk": p.bk, "form": linear_module._FORMS[p.form], "exact": False,
                   "has_bias": False, "latency": p.latency, "split": p.splits > 1}
