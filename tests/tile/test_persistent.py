@@ -241,3 +241,50 @@ def test_a_tensor_without_the_facts_tma_needs_is_named_at_a_gpu_compile():
     assert "the stride of axis 0 is not a multiple of 16 bytes" in got[1]
     assert "its last axis is not contiguous" in got[2] and "'c'" in got[2]
     assert got[3].startswith("parameter 'h'")   # 4 f16 = 8 bytes: not a multiple of 16
+
+
+def _same_either_way(kernel, make_outs, args, schedule):
+    """The kernel's outputs launched one tile per block and with ``schedule``, as NumPy."""
+    got = []
+    for sched in (None, schedule):
+        outs = [t.partition(tile, schedule=sched) for t, tile in make_outs()]
+        results = kernel(*outs, *args).sync()
+        got.append([r.unpartition().numpy() for r in results[:len(outs)]])
+    return got
+
+
+def _kernel_cases():
+    from tests.tile import tile_kernels as K
+    x = rng.standard_normal((70, 45)).astype(np.float32)
+    sq = rng.standard_normal((48, 48)).astype(np.float32)
+
+    def nan(shape):
+        return fl.full(shape, np.nan, f32)
+    return [
+        ("elementwise", K.elementwise, lambda: [(nan(x.shape), (16, 16))],
+         (x, x[::-1].copy(), 0.5)),
+        ("transpose", K.transpose, lambda: [(nan(sq.shape), (16, 8))], (sq,)),
+        ("loops", K.loops, lambda: [(nan(x.shape), (8, 16))], (x, 5)),
+        ("two_outputs", K.two_outputs, lambda: [(nan(x.shape), (16, 16)),
+                                                (nan(x.shape), (16, 16))], (x,)),
+        ("store_load_in_loop", K.store_load_in_loop, lambda: [(nan(x.shape), (32, 16))], (x, 3)),
+        ("store_load_in_branch", K.store_load_in_branch, lambda: [(nan(x.shape), (16, 32))],
+         (x, 2)),
+        ("read_own_tile", K.read_own_tile, lambda: [(nan(sq.shape), (16, 16)),
+                                                    (nan(sq.shape), (16, 16))], (sq,)),
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("case", range(7))
+def test_the_suites_kernels_compute_the_same_launched_persistently(backend, case):
+    """Bit for bit: a persistent launch changes which block runs a tile, never its values.
+    A cross-section of the suite's kernels (control flow, read-back, two outputs, a transposed
+    load); the whole tile, nn and models suites also passed with every partition made
+    persistent (session 8, a pytest plugin: all but the two kernels that return early)."""
+    name, kernel, make_outs, host_args = _kernel_cases()[case]
+    args = [fl.asarray(a) if isinstance(a, np.ndarray) else a for a in host_args]
+    plain, persistent = _same_either_way(kernel, make_outs, args, ft.persistent(blocks=3))
+    for a, b in zip(plain, persistent):
+        assert not np.isnan(a).any(), name      # every tile written (the outputs start NaN)
+        np.testing.assert_array_equal(a, b, err_msg=name)
