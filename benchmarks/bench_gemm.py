@@ -612,10 +612,7 @@ def main(argv=None) -> int:
         status = dry_run(rep, shapes)
     else:
         gpu_run(rep, shapes, reps, args.flush_mb)
-    rep.save()
-    rep.log(f"\nwrote {out_dir / 'bench_gemm.json'} and {out_dir / 'bench_gemm.log'}; "
-            f"{len(rep.data['errors'])} errors")
-    return 1 if status or rep.data["errors"] else 0
+    return rep.finish(status)
 
 
 if __name__ == "__main__":

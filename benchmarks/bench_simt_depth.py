@@ -681,10 +681,7 @@ def main(argv=None) -> int:
     out_dir = Path(os.environ.get("OUT") or "bench_out")
     rep = Report(out_dir)
     status = dry_run(rep) if args.dry_run else (gpu_run(rep, sections) or 0)
-    rep.save()
-    rep.log(f"\nwrote {out_dir / 'bench_simt_depth.json'} and "
-            f"{out_dir / 'bench_simt_depth.log'}; {len(rep.data['errors'])} errors")
-    return 1 if status or rep.data["errors"] else 0
+    return rep.finish(status)
 
 
 if __name__ == "__main__":

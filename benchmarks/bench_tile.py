@@ -772,10 +772,7 @@ def main(argv=None) -> int:
     else:
         gpu_run(rep, sections, args.quick)
         status = 0
-    rep.save()
-    rep.log(f"\nwrote {out_dir / 'bench_tile.json'} and {out_dir / 'bench_tile.log'}; "
-            f"{len(rep.data['errors'])} errors")
-    return 1 if status or rep.data["errors"] else 0
+    return rep.finish(status)
 
 
 if __name__ == "__main__":

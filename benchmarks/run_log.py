@@ -38,6 +38,14 @@ class RunLog:
             (self.out_dir / f"{self.name}.json").write_text(
                 json.dumps({**self.data, **self.extra()}, indent=1, default=str))
 
+    def finish(self, status: int = 0) -> int:
+        """Save, say where, and give the script's exit status: 1 when ``status`` is or any
+        part failed."""
+        self.save()
+        self.log(f"\nwrote {self.out_dir / (self.name + '.json')} and "
+                 f"{self.out_dir / (self.name + '.log')}; {len(self.data['errors'])} errors")
+        return 1 if status or self.data["errors"] else 0
+
 
 class EventClock:
     """CUDA events on the legacy default stream, where torch and fearless both enqueue, and
