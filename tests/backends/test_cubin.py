@@ -14,7 +14,7 @@ from fearless.dtypes import f16
 from fearless.errors import PerformanceWarning
 from fearless.ir import types as T
 from fearless.kernel import params as P
-from tests.tile.test_persistent import matmul
+from tests.tile.tile_kernels import matmul
 
 
 def test_bytes_that_are_not_a_cubin_have_no_frame():

@@ -21,6 +21,7 @@ from fearless.cli import main
 from fearless.config import Config as Settings
 from fearless.dtypes import f16, f32
 from fearless.errors import AutotuneError
+from examples.tile_gemm import matmul
 
 BASE = importlib.import_module("fearless.kernel.base")
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,16 +37,6 @@ def copy_some(o: ft.Out[f32], x: ft.In[f32], skip: ft.Const[int] = 0):
 def row_share(o: ft.Out[f32], x: ft.In[f32]):
     t = ft.load_like(x, o)          # zero past the last column, which adds nothing to the sum
     o.store(t * (1.0 / ft.sum(t, 1, keepdims=True)))
-
-
-@ft.kernel
-def matmul(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
-    bm, bn = c.tile_shape
-    i, j = c.tile_index
-    acc = ft.zeros((bm, bn), f32)
-    for k in range(ft.cdiv(a.shape[1], bk)):
-        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
-    c.store(acc.astype(c.dtype))
 
 
 def _host(values) -> fl.Tensor:

@@ -16,6 +16,7 @@ from fearless.errors import ArgumentTypeError, CompileError, ContractError, Part
 from fearless.ir.ops.tile import tile_of
 from fearless.runtime.partition import grid_of
 from tests.support import BACKENDS
+from tests.tile.tile_kernels import matmul
 
 rng = np.random.default_rng(11)
 
@@ -91,16 +92,6 @@ def test_a_persistent_kernel_reads_back_its_own_tiles(backend):
     for _ in range(3):
         o, _ = accumulate(o, fl.asarray(x)).sync()
     np.testing.assert_allclose(o.unpartition().numpy(), start + 3 * x, rtol=1e-6, atol=1e-6)
-
-
-@ft.kernel
-def matmul(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
-    bm, bn = c.tile_shape
-    i, j = c.tile_index
-    acc = ft.zeros((bm, bn), f32)
-    for k in range(ft.cdiv(a.shape[1], bk)):
-        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
-    c.store(acc.astype(c.dtype))
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
