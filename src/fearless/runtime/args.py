@@ -107,8 +107,10 @@ def library_streams(objs) -> tuple[int, ...]:
     ``objs`` (torch tensors, CuPy arrays; anything else is skipped), read now: a lazy
     operation's enqueue orders its stream after them (``stream.follow``), as a launch at the
     call would have been."""
-    handles = []
     torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
+    if torch is None and cupy is None:
+        return ()   # the common case of a tile operation's call: nothing to read
+    handles = []
     for obj in objs:
         if torch is not None and isinstance(obj, torch.Tensor) and obj.is_cuda:
             handles.append(torch._C._cuda_getCurrentRawStream(obj.get_device()))

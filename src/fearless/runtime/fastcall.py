@@ -71,7 +71,7 @@ def build(plan, args, views):
     factory = _CODE.get(source)
     if factory is None:
         scope = {"_device": device, "_olocal": ownership._local, "_slocal": streams._local,
-                 "_follow": streams.follow,
+                 "_follow": streams.follow, "_LEGACY": streams.LEGACY,
                  "_current": streams.unchosen_stream, "_pack": pack,
                  "_of_tensor": of_tensor,
                  "_words": dispatch.error_words, "_LEASES": LEASE_BATCH,
@@ -136,8 +136,8 @@ def _run(plan, consts: dict) -> list[str]:
              "    if not stream._leases:",  # an fl.capture() block: the launcher records it
              "        return False"]
     if consts.get("TORCH"):  # torch's pending work first, as of_torch orders it (args.py)
-        lines += ["    theirs = TORCH(0)",
-                  "    if theirs != stream.handle:",
+        lines += ["    theirs = TORCH(0)",   # the legacy default (torch's 0) needs no call
+                  "    if theirs != stream.handle and (theirs or _LEGACY) != stream.handle:",
                   "        _follow(stream, theirs)"]
     owned = [k for k in plan.arrays if consts[f"T{k}"] is Tensor]
     for k in owned:  # the order check's common case: every fearless tensor last written here
