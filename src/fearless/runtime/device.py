@@ -71,7 +71,6 @@ def set_backend(name: str) -> None:
     _chosen = name
 
 
-@functools.lru_cache(maxsize=1)
 def cuda_device():
     """The cuda.core Device for GPU 0, made current on the calling thread on its first use
     there (each allocation asks: probing and making it current every time cost ~2 us).
