@@ -17,9 +17,15 @@ Timing (every case alike): CUDA events on the legacy default stream. Each timed 
 first the L2 is flushed (``--flush-mb`` MB written with torch, default 256, over four times the
 H200's 60 MB), then the GPU is held in ``torch.cuda._sleep`` while the host enqueues, then the
 start event, the launch, the end event (for fearless, recorded right after the enqueue, by a
-``.then()`` callback). Two untimed calls first (the compile, the autotuning), then the median of
-``--reps`` timed runs. A run where the GPU reached the start event before the host had enqueued
-the launch is retried with a longer sleep, and counted as host-bound if it stays so.
+``.then()`` callback). A run where the GPU reached the start event before the host had enqueued
+the launch is retried with a longer sleep, and counted as host-bound if it stays so. The cases of
+one shape are timed together, interleaved: first each case's untimed calls (the first call: the
+compile, the autotuning; then two more, the second's wall time sizing the sleep), then
+``--reps`` rounds (default 21, ``--quick`` 15), each one timed run of every case, the order
+rotated by one case each round, so that clock and thermal drift over the shape's seconds
+falls on every case alike instead of on whichever runs last (back to back, the same kernel
+measured 653 and 712 TFLOP/s in two rows of one run). Each case has its own output, checked
+after the rounds. A row reports the median of its runs (and the min in the JSON).
 
 Reported per row: ms, TFLOP/s (2*M*N*K), % of cuBLAS, for fearless % of the best fearless config
 of its shape, for M <= 16 % of copy bandwidth on the weights (bytes of B / time against a torch
@@ -33,7 +39,7 @@ best of its shape unless its compile warned.
 Run from the repository root on the GPU machine:
     PYTHONPATH=src:. python3 benchmarks/bench_gemm.py [--quick] [--full]
         [--dtypes f16,bf16] [--shapes square,llm | 2048,4096,llm:1024,...]
-``--quick``: f16, square 2048/4096/8192 and the LLM rows M=1024, 5 repetitions.
+``--quick``: f16, square 2048/4096/8192 and the LLM rows M=1024, 15 rounds.
 Output: a line per case, per-shape ratios, a table last; ``$OUT`` (default ./bench_out) gets
 bench_gemm.json and bench_gemm.log. Without a GPU, ``--dry-run`` runs every fearless config at
 tiny sizes on the CPU backend against float64 NumPy, and lowers every GPU specialisation the
@@ -49,7 +55,8 @@ import sys
 import time
 import traceback
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +83,7 @@ LLM_M = (1, 16, 128, 1024, 8192)
 LLM_KN = ((4096, 4096), (4096, 14336), (14336, 4096), (4096, 128256))
 QUICK_SHAPES, QUICK_DTYPES = "2048,4096,8192,llm:1024", "f16"
 DECODE = "nn.linear"   # the config name of fearless.nn.linear (its default plan: split-K, decode)
-REPS, QUICK_REPS = 10, 5
+REPS, QUICK_REPS = 21, 15   # timed rounds per shape (cheap: the runs are mostly sub-ms)
 TARGETS = {"square_geomean": 0.98, "square_min": 0.95, "llm_min": 0.95, "copy": 0.85,
            "of_best": 0.70}
 
@@ -162,27 +169,114 @@ class FlushClock(Clock):
         super().__init__(torch)
         self.scratch = torch.empty(flush_mb << 20, dtype=torch.uint8, device="cuda")
 
-    def flushed(self, run, reps: int) -> dict:
-        """Median device ms of ``run(mark)`` (it enqueues one launch and calls ``mark()`` right
-        after), over ``reps`` runs, each after an L2 flush and behind a sleep."""
-        run(lambda: None)  # compile, autotune
+    def warm(self, run) -> float:
+        """Two untimed ``run(mark)`` calls after the case's first call (whatever that left to
+        compile or tune); returns the sleep, ms, that covers the host's enqueue of one run:
+        1.5 x the second's synchronised wall time + 0.5."""
+        run(lambda: None)
         self.torch.cuda.synchronize()
         t0 = time.perf_counter()
         run(lambda: None)
         self.torch.cuda.synchronize()
-        cover = 1.5 * (time.perf_counter() - t0) * 1e3 + 0.5
-        times, late = [], 0
-        for _ in range(reps):
-            for _attempt in range(3):
-                self.scratch.zero_()  # outside the timed region: before the sleep
-                ms, was_late = self._behind_sleep(lambda _n, mark: run(mark), 1, cover)
-                if not was_late:
-                    break
-                cover *= 2
-            late += was_late
-            times.append(ms)
-        return {"ms": statistics.median(times), "min_ms": min(times), "reps": reps,
-                "host_bound": late}
+        return 1.5 * (time.perf_counter() - t0) * 1e3 + 0.5
+
+    def timed(self, run, cover: float) -> tuple[float, bool, float]:
+        """One timed run: (device ms, host-bound, the cover for the next run). ``run(mark)``
+        enqueues one launch and calls ``mark()`` right after; the L2 is flushed before it and
+        the GPU held in a sleep of ``cover`` ms while the host enqueues. A run the GPU reached
+        before the host had enqueued it is retried twice, the sleep doubled each time;
+        host-bound: still so."""
+        for _attempt in range(3):
+            self.scratch.zero_()  # outside the timed region: before the sleep
+            ms, late = self._behind_sleep(lambda _n, mark: run(mark), 1, cover)
+            if not late:
+                break
+            cover *= 2
+        return ms, late, cover
+
+
+class WallClock:
+    """The dry run's stand-in for FlushClock on the CPU backend: the wall time of one run, no
+    flush, no sleep (it exercises the rounds, not the GPU's clock)."""
+
+    def warm(self, run) -> float:
+        run(lambda: None)
+        return 0.0
+
+    def timed(self, run, cover: float) -> tuple[float, bool, float]:
+        t0 = time.perf_counter()
+        run(lambda: None)
+        return (time.perf_counter() - t0) * 1e3, False, cover
+
+
+@dataclass
+class Case:
+    """One row of a shape. ``first()``: the first call (the compile, the autotuning);
+    ``run(mark)``: one timed launch, calling ``mark()`` right after enqueuing it; ``check()``:
+    {"ok", "err"} from the output the timed runs left (None: not checked); ``key``: the
+    specialisation whose compile warnings the case shares. ``measure`` fills in the rest."""
+
+    config: str
+    who: str
+    first: Callable
+    run: Callable
+    check: Callable | None = None
+    key: tuple | None = None
+    first_ms: float = 0.0
+    warnings: list = field(default_factory=list)
+    cover: float = 0.0       # ms of sleep that covers the host's enqueue of one run
+    times: list = field(default_factory=list)   # device ms of each timed run
+    late: int = 0            # timed runs that stayed host-bound
+    failed: bool = False
+
+
+def measure(rep: Report, clock, shape: Shape, cases: list[Case], reps: int,
+            copy_gbps: float | None) -> None:
+    """Time one shape's ``cases`` in interleaved rounds and add a row per case, in the order
+    given (cuBLAS first: the others' % of it).
+
+    Each case first gets its untimed calls (``first()``, then ``clock.warm``); then ``reps``
+    rounds each time one run of every case (``clock.timed``), starting one case later each
+    round, so that clock and thermal drift over the shape's seconds falls on every case alike
+    instead of on whichever would run last. A row reports the median and the min of its runs.
+    A case that raises is logged with its traceback and dropped; the others go on."""
+    def guarded(case: Case, step) -> bool:
+        try:
+            step(case)
+            return True
+        except Exception:  # noqa: BLE001 - one case must not stop the run
+            rep.fail(f"{shape.label} {case.config}")
+            case.failed = True
+            return False
+
+    def warm(case: Case) -> None:
+        case.first_ms, warned = compiled_first(case.first)
+        if case.key is not None:  # a specialisation warns at its compile only: remember it
+            warned = rep.spec_warnings.setdefault(case.key, warned) or warned
+        case.warnings = warned
+        case.cover = clock.warm(case.run)
+
+    def timed(case: Case) -> None:
+        ms, late, case.cover = clock.timed(case.run, case.cover)
+        case.times.append(ms)
+        case.late += late
+
+    def record(case: Case) -> None:
+        res = {"ms": statistics.median(case.times), "min_ms": min(case.times),
+               "reps": len(case.times), "host_bound": case.late,
+               **(case.check() if case.check else {}), "warnings": case.warnings,
+               "first_ms": case.first_ms if case.who == "fearless" else None}
+        rep.add(shape, case.config, case.who, res, copy_gbps)
+
+    ready = [c for c in cases if guarded(c, warm)]
+    for r in range(reps if ready else 0):
+        k = r % len(ready)
+        for case in ready[k:] + ready[:k]:
+            if not case.failed:
+                guarded(case, timed)
+    for case in ready:
+        if not case.failed:
+            guarded(case, record)
 
 
 def compiled_first(first) -> tuple[float, list[str]]:
@@ -367,7 +461,7 @@ def bench_shape(rep: Report, clock: FlushClock, torch, shape: Shape, ct_run, cop
     gen = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)
     b = torch.randn(k, n, device="cuda", dtype=tdt, generator=gen)
-    ref, c = torch.matmul(a, b), torch.empty(m, n, device="cuda", dtype=tdt)
+    ref = torch.matmul(a, b)
     copy_gbps = copy["GB/s"] if copy and shape.m <= linear_module.DECODE_MAX_T else None
     # relative to max |C|: a few roundings of the output type
     bound = 8 * (2.0 ** -11 if shape.dtype is f16 else 2.0 ** -8)
@@ -376,51 +470,53 @@ def bench_shape(rep: Report, clock: FlushClock, torch, shape: Shape, ct_run, cop
         err = rel_err(out, ref)
         return {"ok": err <= bound, "err": err}
 
-    def case(config: str, who: str, first, run, check, key=None):
-        try:
-            first_ms, warned = compiled_first(first)
-            if key is not None:  # a specialisation warns at its compile only: remember it
-                warned = rep.spec_warnings.setdefault(key, warned) or warned
-            res = clock.flushed(run, reps)
-            res.update(check() if check else {}, warnings=warned,
-                       first_ms=first_ms if who == "fearless" else None)
-            rep.add(shape, config, who, res, copy_gbps)
-        except Exception:  # noqa: BLE001 - one case must not stop the run
-            rep.fail(f"{shape.label} {config}")
+    def poisoned():
+        return torch.full_like(ref, float("nan"))
 
-    def peer(name, fn, check=True):
-        case(name, "peer", fn, lambda mark: (fn(), mark()), (lambda: checked(c)) if check else None)
+    cases = []  # every case's output lives through the rounds: 11 x 2 GB at M=8192, N=128256
 
-    peer("cuBLAS", lambda: torch.matmul(a, b, out=c), check=False)
+    def peer(name, fn, out, check=True):  # each its own output: the rounds interleave them
+        cases.append(Case(name, "peer", fn, lambda mark: (fn(), mark()),
+                          (lambda: checked(out)) if check else None))
+
+    c = torch.empty_like(ref)
+    peer("cuBLAS", lambda: torch.matmul(a, b, out=c), c, check=False)
     if triton is not None:
         def grid(meta):
             return (triton.cdiv(m, meta["BM"]) * triton.cdiv(n, meta["BN"]),)
-        peer("triton", lambda: tr_matmul[grid](a, b, c, m, n, k, *a.stride(), *b.stride(),
-                                                *c.stride()))
+        c_tr = poisoned()
+        peer("triton", lambda: tr_matmul[grid](a, b, c_tr, m, n, k, *a.stride(), *b.stride(),
+                                                *c_tr.stride()), c_tr)
     if ct_run is not None:
-        peer("cutile", lambda: ct_run(a, b, c))
+        c_ct = poisoned()
+        peer("cutile", lambda: ct_run(a, b, c_ct), c_ct)
     fa, fb = fl.asarray(a), fl.asarray(b)
     for cfg in CONFIGS:
-        out = torch.full_like(ref, float("nan"))
+        out = poisoned()
         owned = Owned(lambda p, cfg=cfg: cfg.kernel(p, fa, fb, bk=cfg.bk), fl.asarray(out)
                       .partition(cfg.tile, schedule=ft.persistent() if cfg.persistent else None))
-        case(cfg.name, "fearless", owned.call, lambda mark: owned.run_chain(1, mark),
-             lambda: (owned.done(), checked(out))[1],
-             (cfg.name, shape.dtype.name, layout_key(shape)))
-    tuned_case(case, fa, fb, torch.full_like(ref, float("nan")), checked, rep)
+        cases.append(Case(cfg.name, "fearless", owned.call,
+                          lambda mark, owned=owned: owned.run_chain(1, mark),
+                          lambda owned=owned, out=out: (owned.done(), checked(out))[1],
+                          (cfg.name, shape.dtype.name, layout_key(shape))))
+    tuned_out = poisoned()
+    cases.append(tuned_case(fa, fb, tuned_out, lambda _done: checked(tuned_out), rep))
     if shape.kind == "llm":   # the models' own GEMM path: split-K where tiles leave SMs idle
         w = b.t().contiguous()  # linear's (N, K) weight layout: the bytes of B
         got = {}
-        case(DECODE, "fearless", lambda: got.update(y=linear(a, w)), fearless_runner(a, w, {}),
-             lambda: checked(got["y"]), (DECODE, shape.dtype.name, layout_key(shape),
-                                         linear_module.plan(m, n, k, shape.dtype,
-                                                            fl.multiprocessor_count())))
+        cases.append(Case(DECODE, "fearless", lambda: got.update(y=linear(a, w)),
+                          fearless_runner(a, w, {}), lambda: checked(got["y"]),
+                          (DECODE, shape.dtype.name, layout_key(shape),
+                           linear_module.plan(m, n, k, shape.dtype, fl.multiprocessor_count()))))
+    measure(rep, clock, shape, cases, reps, copy_gbps)
     rep.close_shape(shape)
 
 
-def tuned_case(case, fa, fb, out, checked, rep: Report) -> None:
-    """The autotuned row: the first call tunes (its seconds logged), then the winner is timed
-    as the hand-picked rows are, under the name of the config it picked."""
+def tuned_case(fa, fb, out, check, rep: Report) -> Case:
+    """The autotuned row: the first call tunes (the pick and its seconds logged), then the
+    winner is timed as the hand-picked rows are, under the name ``ft.autotune``. ``out``: the
+    output (a tensor ``fl.asarray`` takes); ``check(c)``: {"ok", "err"} of the fearless tensor
+    ``c`` the runs left in it."""
     picked = {}
 
     def first():
@@ -430,12 +526,11 @@ def tuned_case(case, fa, fb, out, checked, rep: Report) -> None:
         cfg = tuned_matmul.configs[n]
         kern = tuned_matmul._variant(n)
         picked["owned"] = Owned(lambda p: kern(p, fa, fb, **cfg.consts), part)
-        picked["name"] = CONFIGS[n].name
         if report is not None:
             rep.log(f"  autotuned: picked {CONFIGS[n].name} in {report.seconds:.1f} s")
 
-    case(TUNED, "fearless", first, lambda mark: picked["owned"].run_chain(1, mark),
-         lambda: (picked["owned"].done(), checked(out))[1])
+    return Case(TUNED, "fearless", first, lambda mark: picked["owned"].run_chain(1, mark),
+                lambda: check(picked["owned"].done()))
 
 
 def gpu_run(rep: Report, shapes: list[Shape], reps: int, flush_mb: int) -> None:
@@ -448,7 +543,7 @@ def gpu_run(rep: Report, shapes: list[Shape], reps: int, flush_mb: int) -> None:
     ct_run, ct_why = cutile_matmul()
     rep.data["cutile"] = ct_why or "installed"
     rep.log(f"cuTile Python: {ct_why or 'installed'}; L2 flush {flush_mb} MB per timed run, "
-            f"median of {reps}")
+            f"median of {reps} interleaved rounds")
     clock = FlushClock(torch, flush_mb)
     copy = None
     if any(s.decode for s in shapes):
@@ -469,36 +564,48 @@ def gpu_run(rep: Report, shapes: list[Shape], reps: int, flush_mb: int) -> None:
 # -- dry run: the CPU backend at tiny sizes, and the GPU specialisations lowered -----------------
 
 DRY_SHAPES = (("square", 200, 136, 100), ("llm", 1, 136, 100), ("llm", 16, 80, 96))
+DRY_REPS = 3   # rounds of the dry run's interleaved timing (CPU wall times, meaningless)
 
 
 def dry_run(rep: Report, shapes: list[Shape]) -> int:
     fl.set_backend("cpu")
     rng = np.random.default_rng(0)
-    checks = []
+    rep.log(f"every fearless config on the CPU backend, timed as on the GPU ({DRY_REPS} "
+            "interleaved rounds) but by the wall clock; err: max |C - float64 NumPy| / max |C|")
     for dt in dict.fromkeys(s.dtype for s in shapes):
         unit = 2.0 ** -11 if dt is f16 else 2.0 ** -8
         for kind, m, n, k in DRY_SHAPES:
+            shape = Shape(kind, m, n, k, dt)
+            rep.log(f"\n[gemm {shape.label}]")
             ah = rng.standard_normal((m, k), np.float32).astype(dt.numpy)
             bh = rng.standard_normal((k, n), np.float32).astype(dt.numpy)
             a64, b64 = ah.astype(np.float64), bh.astype(np.float64)
             want = a64 @ b64
             # f32 sums of exact products (k roundings of 2^-23 each), one rounding to dt
             bound = unit * np.abs(want) + (np.abs(a64) @ np.abs(b64)) * (k * 2.0 ** -23 + unit)
+
+            def checked(out, want=want, bound=bound):
+                return dry_verdict(out.numpy(), want, bound)
+
             fa, fb = fl.asarray(ah), fl.asarray(bh)
-            runs = [(cfg.name, lambda cfg=cfg: Owned(
-                lambda p: cfg.kernel(p, fa, fb, bk=cfg.bk),
-                fl.full((m, n), np.nan, dt).partition(
-                    cfg.tile, schedule=ft.persistent(blocks=3) if cfg.persistent else None)))
-                for cfg in CONFIGS]
-            for name, make in runs:
-                owned = make()
-                owned.call()
-                checks.append(dry_check(rep, f"{dt.name} {m}x{n}x{k} {name}",
-                                        owned.done().numpy(), want, bound))
+            cases = []
+            for cfg in CONFIGS:
+                owned = Owned(lambda p, cfg=cfg: cfg.kernel(p, fa, fb, bk=cfg.bk),
+                              fl.full((m, n), np.nan, dt).partition(
+                                  cfg.tile,
+                                  schedule=ft.persistent(blocks=3) if cfg.persistent else None))
+                cases.append(Case(cfg.name, "fearless", owned.call,
+                                  lambda mark, owned=owned: owned.run_chain(1, mark),
+                                  lambda owned=owned: checked(owned.done())))
+            # the cpu backend does not tune: the first config runs (with a PerformanceWarning)
+            cases.append(tuned_case(fa, fb, fl.full((m, n), np.nan, dt), checked, rep))
             if kind == "llm":
-                w = np.ascontiguousarray(bh.T)
-                checks.append(dry_check(rep, f"{dt.name} {m}x{n}x{k} {DECODE}",
-                                        linear(ah, w).numpy(), want, bound))
+                w, got = np.ascontiguousarray(bh.T), {}
+                cases.append(Case(DECODE, "fearless", lambda: got.update(y=linear(ah, w)),
+                                  fearless_runner(ah, w, {}), lambda: checked(got["y"])))
+            measure(rep, WallClock(), shape, cases, DRY_REPS, None)
+            rep.close_shape(shape)
+    checks = [(f"{r['shape']} {r['config']}", r["ok"]) for r in rep.rows]
     checks += dry_lower(rep, shapes)
     rep.log("\n  the summary and table, on made-up numbers:")
     fake = Report(None)
@@ -509,16 +616,17 @@ def dry_run(rep: Report, shapes: list[Shape]) -> int:
         fake.close_shape(shape)
     fake.table()
     bad = [name for name, ok in checks if not ok]
+    failed = len(rep.data["errors"])  # cases that raised: no row, no check
     rep.log(f"\ndry run: {len(checks) - len(bad)}/{len(checks)} checks passed"
-            + (f"; FAILED: {', '.join(bad)}" if bad else ""))
-    return 1 if bad else 0
+            + (f"; FAILED: {', '.join(bad)}" if bad else "")
+            + (f"; {failed} cases raised (tracebacks above)" if failed else ""))
+    return 1 if bad or failed else 0
 
 
-def dry_check(rep: Report, name: str, got, want, bound) -> tuple[str, bool]:
+def dry_verdict(got, want, bound) -> dict:
+    """{"ok": every element within ``bound`` of ``want``, "err": max error / max |want|}."""
     err = np.abs(got.astype(np.float64) - want)
-    ok = bool((err <= bound).all())
-    rep.log(f"  {'ok ' if ok else 'BAD'} {name}: max err {err.max():.3g}")
-    return name, ok
+    return {"ok": bool((err <= bound).all()), "err": float(err.max() / np.abs(want).max())}
 
 
 def fake_rows():
@@ -598,10 +706,13 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", help="comma list of f16, bf16 (default both)")
     ap.add_argument("--full", action="store_true", help="square sizes up to 16384")
     ap.add_argument("--quick", action="store_true", help=f"shapes {QUICK_SHAPES}, dtypes "
-                    f"{QUICK_DTYPES}, {QUICK_REPS} repetitions (explicit options win)")
-    ap.add_argument("--reps", type=int, help=f"timed runs per case (default {REPS})")
+                    f"{QUICK_DTYPES}, {QUICK_REPS} rounds (explicit options win)")
+    ap.add_argument("--reps", type=int, help=f"timed rounds per shape, one run of each case "
+                                             f"per round (default {REPS})")
     ap.add_argument("--flush-mb", type=int, default=256, help="L2 flush buffer, MB")
     args = ap.parse_args(argv)
+    if args.reps is not None and args.reps < 1:
+        ap.error("--reps: at least 1")
     shapes = select(args.shapes or (QUICK_SHAPES if args.quick else "square,llm"),
                     args.dtypes or (QUICK_DTYPES if args.quick else "f16,bf16"), args.full)
     reps = args.reps or (QUICK_REPS if args.quick else REPS)

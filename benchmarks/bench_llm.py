@@ -22,11 +22,19 @@ Parts (``--parts``, comma-separated; default all):
                fullgraph=True); model.generate), decode batches ``--compile-batches``
                (default 1), timed per token by a streamer; a failure is reported, not fatal
     kernels    decode GEMV (fearless.nn.linear, T = 1, the largest projection: the fused
-               gate | up) and decode attention (batch 16, context 1152) in % of copy bandwidth
+               gate | up) and decode attention (batch 16, context 1152) in % of copy
+               bandwidth, device time: 100 calls (call i on the weights or KV cache of layer
+               i mod the layer count: from DRAM, as in a decode step, not from L2) captured
+               once with ``fl.capture()`` as generate captures its decode step; wall clock
+               around a replay and its sync, best of ``--reps``, over 100 (the gaps between
+               the graph's kernels included, as the model's decode graph has them). Beside
+               each, the same 100 calls eager in us per call, host launch cost included (what
+               an uncaptured caller pays)
     launches   kernel launches of one decode step at batch 1 (total, per layer, outside the
                layers), fused and with q/k/v and gate/up apart (fearless.models.launches)
 Every tokens/s is wall clock around the work, synchronised (host cost included, as a server
-sees it), best of ``--reps`` after a warm-up that compiles and captures.
+sees it), best of ``--reps`` after a warm-up that compiles and captures; so are the kernels
+part's graph replays.
 
 Run from the repository root on the GPU machine (about 5-7 minutes with every part; the first
 run also compiles fearless's kernels, which the disk cache keeps):
@@ -72,6 +80,7 @@ SHAPES = {
 PREFILL = ((1, 2048), (8, 512))
 DECODE_BATCHES = (1, 16)
 CONTEXT, NEW = 1024, 128
+KERNEL_CALLS = 100  # calls per timed graph replay (and eager loop) of the kernels part
 ANCHOR = "Grout (cuTile + cuBLAS), Qwen3-4B on an RTX 5090, batch 1 decode: 171 tokens/s"
 
 
@@ -312,26 +321,52 @@ def hf_static_loop(torch, hf, ids) -> float:
     return best
 
 
-def kernel_rows(rep, name, model, bandwidth, reps, sync):
+def kernel_rows(rep, name, model, bandwidth, reps, sync, calls=KERNEL_CALLS):
+    """The decode GEMV and decode attention in % of copy bandwidth, each as device time in a
+    graph (``graph_and_eager``), and eager in us per call (host launch cost included). Call i
+    reads the weights or KV cache of layer i mod the layer count, so from DRAM as in a decode
+    step: one operand read 100 times (Qwen3-1.7B's gate | up is 50 MB) would partly stay in L2.
+    """
     c = model.config
-    (w,) = model.layers[0].gate_up  # (2 * intermediate, hidden): a layer's largest projection
+    # (2 * intermediate, hidden): a layer's largest projection
+    ws = [layer.gate_up[0] for layer in model.layers]
     x = fl.asarray(np.random.default_rng(0).standard_normal((1, c.hidden_size))
                    .astype(fl.bf16.numpy))
-    nn.linear(x, w)
-    t = best_time(lambda: [nn.linear(x, w) for _ in range(100)], reps, sync) / 100
+    t, eager = graph_and_eager(lambda i: nn.linear(x, ws[i % len(ws)]), calls, reps, sync)
+    w = ws[0]
     rep.row(name, "decode GEMV (linear, T=1)", 100 * w.nbytes / t / bandwidth, "% of copy",
-            f"{w.shape[0]}x{w.shape[1]}, {t * 1e6:.1f} us")
+            f"{w.shape[0]}x{w.shape[1]}, {t * 1e6:.1f} us in a graph")
+    rep.row(name, "decode GEMV eager, host incl.", eager * 1e6, "us/call")
     b, ctx = 16, CONTEXT + NEW
     cache = model.new_cache(b, ctx)
     q = fl.zeros((b, c.num_heads, c.head_dim), fl.bf16)
     lengths = fl.asarray(np.full(b, ctx, np.int32))
-    nn.decode_attention(q, cache.k[0], cache.v[0], lengths)
-    t = best_time(lambda: [nn.decode_attention(q, cache.k[n % c.num_layers],
-                                               cache.v[n % c.num_layers], lengths)
-                           for n in range(100)], reps, sync) / 100
+    n = c.num_layers
+    t, eager = graph_and_eager(lambda i: nn.decode_attention(q, cache.k[i % n], cache.v[i % n],
+                                                             lengths), calls, reps, sync)
     moved = 2 * cache.k[0].nbytes
     rep.row(name, f"decode attention b{b} ctx {ctx}", 100 * moved / t / bandwidth, "% of copy",
-            f"{t * 1e6:.1f} us")
+            f"{t * 1e6:.1f} us in a graph")
+    rep.row(name, "decode attention eager, host incl.", eager * 1e6, "us/call")
+
+
+def graph_and_eager(call, n: int, reps: int, sync) -> tuple[float, float]:
+    """Seconds per ``call(i)`` over i = 0 .. n-1: (in a graph, eager). In a graph: the n calls
+    captured once with ``fl.capture()`` (as generate captures its decode step), then the wall
+    time of a replay and its sync, best of ``reps``, over n: device time plus the gaps between
+    the graph's kernels, with one graph launch and one sync spread over n calls. Eager: the n
+    calls from Python, synchronised at the end, best of ``reps``, over n: host launch cost
+    included. The first call compiles; one replay before the timed ones uploads the graph."""
+    call(0)
+    eager = best_time(lambda: [call(i) for i in range(n)], reps, sync) / n
+    with fl.capture() as graph:
+        for i in range(n):
+            call(i)
+    try:
+        graph.replay()
+        return best_time(graph.replay, reps, sync) / n, eager
+    finally:
+        graph.release()  # it pins the weights and caches it read
 
 
 # -- driver -------------------------------------------------------------------------------------
@@ -396,7 +431,7 @@ def run_dry(args, rep) -> None:
         rep.log(f"== {name} (dry run): {model}")
         fearless_prefill(rep, name, model, 1, fl.synchronize, rng)
         fearless_decode(rep, name, model, 1, rng)
-        kernel_rows(rep, name, model, 1e9, 1, fl.synchronize)
+        kernel_rows(rep, name, model, 1e9, 1, fl.synchronize, calls=4)
         launch_rows(rep, name, model, fearless_model(shape, weights, False))
 
 

@@ -1,0 +1,91 @@
+"""benchmarks/bench_gemm.py's timing rounds on the CPU: every case of a shape is timed in
+interleaved rounds, the order rotated each round, a failing case dropped while the others go
+on; and the whole dry run (every fearless config on the CPU backend against NumPy, timed in
+those rounds) passes."""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+
+from fearless import f16
+
+_BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_gemm.py"
+
+
+@functools.cache
+def _bench_gemm():
+    spec = importlib.util.spec_from_file_location("bench_gemm", _BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_gemm"] = mod  # its dataclasses resolve their annotations there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _StepClock:
+    """Each timed run takes its place in the whole sequence of runs (from 1), in ms."""
+
+    def __init__(self, order: list):
+        self.order = order
+
+    def warm(self, run) -> float:
+        return 1.0
+
+    def timed(self, run, cover: float):
+        run(lambda: None)
+        return float(len(self.order)), False, cover
+
+
+def test_cases_are_timed_in_rotated_rounds_and_a_failure_drops_only_its_case():
+    bench = _bench_gemm()
+    order: list = []
+
+    def case(name, who="fearless", fail_at=None):
+        def run(mark):
+            order.append(name)
+            if order.count(name) == fail_at:
+                raise RuntimeError(f"{name} failed")
+            mark()
+        return bench.Case(name, who, lambda: None, run, lambda: {"ok": True, "err": 0.0})
+
+    rep = bench.Report(None)
+    shape = bench.Shape("square", 64, 64, 64, f16)
+    cases = [case("cuBLAS", "peer"), case("A"), case("B", fail_at=2), case("C")]
+    bench.measure(rep, _StepClock(order), shape, cases, 4, None)
+    # round r starts at case r; B raises in round 1 and is not run again
+    assert order == ["cuBLAS", "A", "B", "C", "A", "B", "C", "cuBLAS",
+                     "C", "cuBLAS", "A", "C", "cuBLAS", "A"]
+    rows = {r["config"]: r for r in rep.rows}
+    assert [r["config"] for r in rep.rows] == ["cuBLAS", "A", "C"]
+    # a run's time is its place in the sequence, from 1: the median and min of each case's four
+    assert (rows["cuBLAS"]["ms"], rows["cuBLAS"]["min_ms"]) == ((8 + 10) / 2, 1.0)
+    assert (rows["A"]["ms"], rows["A"]["min_ms"]) == ((5 + 11) / 2, 2.0)
+    assert (rows["C"]["ms"], rows["C"]["min_ms"]) == ((7 + 9) / 2, 4.0)
+    assert all(r["reps"] == 4 for r in rep.rows)
+    assert rows["A"]["pct_cublas"] == 100 * rows["cuBLAS"]["ms"] / rows["A"]["ms"]
+    assert [e["where"] for e in rep.data["errors"]] == [f"{shape.label} B"]
+
+
+def test_a_case_whose_first_call_fails_is_never_timed():
+    bench = _bench_gemm()
+    order: list = []
+
+    def boom():
+        raise ValueError("no compile")
+
+    cases = [bench.Case("A", "fearless", boom, lambda mark: order.append("A")),
+             bench.Case("B", "fearless", lambda: None, lambda mark: order.append("B"))]
+    rep = bench.Report(None)
+    bench.measure(rep, _StepClock(order), bench.Shape("square", 8, 8, 8, f16), cases, 3, None)
+    assert order == ["B", "B", "B"]
+    assert [r["config"] for r in rep.rows] == ["B"]
+    assert len(rep.data["errors"]) == 1
+
+
+def test_dry_run_passes(tmp_path, monkeypatch):
+    monkeypatch.setenv("OUT", str(tmp_path))
+    bench = _bench_gemm()
+    assert bench.main(["--dry-run", "--shapes", "2048", "--dtypes", "bf16"]) == 0
+    log = (tmp_path / "bench_gemm.log").read_text()
+    assert "ft.autotune" in log and "nn.linear" in log
