@@ -161,3 +161,14 @@ def test_against_transformers(scaling):
     for got, want in ((qo, q_hf[0].transpose(0, 1)), (ko, k_hf[0].transpose(0, 1))):
         torch.testing.assert_close(got.float(), want.float(), rtol=2 ** -7, atol=2 ** -7)
         assert (got != want).float().mean() < 0.01
+
+
+def test_decode_tokens_split_their_heads_into_groups_of_one_grid():
+    # a decode step (few tokens) spreads a token's heads over 4 or 2 blocks, q's and k's
+    # tiles giving the same grid; prefill (many tokens) keeps one block per token
+    from fearless.nn.rope import token_tiles
+    assert token_tiles((1, 16, 128), (1, 8, 128), 132) == ((1, 4, 128), (1, 2, 128))
+    assert token_tiles((16, 32, 128), (16, 8, 128), 132) == ((1, 8, 128), (1, 2, 128))
+    assert token_tiles((1, 12, 64), (1, 4, 64), 132) == ((1, 8, 64), (1, 2, 64))  # 2 groups
+    assert token_tiles((1, 16, 128), (1, 1, 128), 132) == ((1, 16, 128), (1, 1, 128))
+    assert token_tiles((2048, 16, 128), (2048, 8, 128), 132) == ((1, 16, 128), (1, 8, 128))
