@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 import fearless as fl
+from fearless.errors import PerformanceWarning
 
 
 @dataclass
@@ -86,9 +88,13 @@ def compiling_ahead() -> bool:
 def timed_op(step, owned, repeat: int):
     """Time a lazy tile-kernel call. ``step(owned)`` runs one call to completion (``.sync()``)
     and returns the ownership it got back, which the next call takes: (owned, first ms, mean
-    steady ms)."""
+    steady ms). The warning that the cpu backend does not tune an ``ft.autotune`` kernel is
+    left out: the example's notes say which config ran (``config_note``)."""
     t0 = time.perf_counter()
-    owned = step(owned)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"autotuned kernel .* backend does not tune",
+                                PerformanceWarning)
+        owned = step(owned)
     first = (time.perf_counter() - t0) * 1e3
     if compiling_ahead():
         return owned, first, first  # `fearless compile`: one call compiles everything
@@ -96,3 +102,26 @@ def timed_op(step, owned, repeat: int):
     for _ in range(repeat):
         owned = step(owned)
     return owned, first, (time.perf_counter() - t0) * 1e3 / max(repeat, 1)
+
+
+def config_note(tuned, *args) -> str:
+    """Which config the ``ft.autotune`` kernel ``tuned`` ran for the call arguments ``args``
+    (its Out first), in a few words for a Result's notes."""
+    if compiling_ahead():
+        return f"each of its {len(tuned.configs)} configs compiled"
+    cfg, backend = tuned.config_for(*args), fl.current_backend()
+    if backend != "cuda":
+        return f"not tuned (the {backend} backend): the first config, {describe(cfg, args[0])}"
+    from fearless.runtime.device import cuda_arch
+    return f"tuned: {describe(cfg, args[0], cfg.hints.get(cuda_arch(), {}))}"
+
+
+def describe(cfg, out, hints: dict | None = None) -> str:
+    """An ``ft.Config`` in a few words (``tile 128x256, persistent, num_cta_in_cga=2``); an
+    extent None shows as what it covers of ``out``: the axis, rounded up to a power of two.
+    ``hints``: the config's hints for the GPU it ran on."""
+    tile = "x".join(str(1 << (e - 1).bit_length() if t is None else t)
+                    for t, e in zip(cfg.tile, out.shape))
+    words = [f"tile {tile}"] + (["persistent"] if cfg.schedule is not None else [])
+    words += [f"{name}={value}" for name, value in sorted({**cfg.consts, **(hints or {})}.items())]
+    return ", ".join(words)

@@ -116,6 +116,13 @@ class Tuned:
                 pass   # refused for these arguments (a requires= on a scalar): choose again
         return self._run(self._choose(key, label, bound, fits, unfit), bound)
 
+    def _chosen(self, bound: dict):
+        """The config this process's calls with the key of ``bound`` run first (tuned,
+        read from a stored ranking, or the first accepted one where nothing tunes), or None
+        before the first call with that key. Runs nothing."""
+        ranking = self._winners.get(self._key(bound)[0])
+        return self.configs[ranking[0]] if ranking else None
+
     def _tune_now(self, bound: dict) -> Report:
         """``tune()``: tune for the key of ``bound`` now, store the ranking, return the report.
         Raises AutotuneError where tuning cannot run."""

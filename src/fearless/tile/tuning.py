@@ -32,7 +32,8 @@ exactly): survivors that disagree are an ``AutotuneError`` naming both, never a 
 The rest are timed (a CUDA graph of one run, replayed between CUDA events) and only the winner
 runs on the real arguments, once; its lazy operation is returned. All candidates failing is an
 ``AutotuneError`` listing each with why; ``tuned.report`` (a ``Report``) holds the last
-tuning's candidates, its key and its cost in seconds, and ``fl.stats()`` records each tuning.
+tuning's candidates, its key and its cost in seconds, ``fl.stats()`` records each tuning, and
+``tuned.config_for(*args)`` names the config that calls with such arguments run.
 
 Time: ``max_seconds`` (and ``FEARLESS_AUTOTUNE_SECONDS``; the smaller applies) bounds one tuning,
 compiles included: once it is spent, the configs not yet measured are skipped (``skipped`` in
@@ -174,6 +175,14 @@ class Autotuned(driver.Tuned):
         """The lazy operation of the winning config on these arguments (see the module
         docstring); the Out arguments are Tensors, which it partitions."""
         return self._winner(self._bind(args, kwargs))
+
+    @user_facing
+    def config_for(self, *args, **kwargs) -> Config | None:
+        """The ``Config`` that calls with arguments like these (the same key) run: the one
+        tuned, read from a stored ranking, or, where nothing tunes (the cpu backend), the
+        first that accepts them; None before such a call in this process. Tunes and runs
+        nothing. Raises what binding a call's arguments raises."""
+        return self._chosen(self._bind(args, kwargs))
 
     @user_facing
     def tune(self, *args, **kwargs) -> Report:

@@ -1,0 +1,141 @@
+"""The search spaces the tile examples tune over (``matmul_tuned``, ``softmax_tuned``,
+``layernorm_tuned``): every config runs on the cpu backend and matches an independent float64
+NumPy reference at the examples' cpu sizes, which no tile divides (edge tiles are clipped); a
+tuning over each whole list drops none of them; and an example's notes name the config it ran.
+
+The cpu sizes and dtypes are the examples' own, so under ``FEARLESS_CROSS_COMPILE`` these
+specialisations are the ones ``test_examples`` compiles for the GPUs (``.ci/run``)."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import numpy as np
+import pytest
+
+import fearless as fl
+from fearless import tile as ft
+from fearless.dtypes import bf16, f16, f32
+from fearless.errors import PerformanceWarning
+from examples import tile_gemm, tile_layernorm, tile_softmax
+
+BASE = importlib.import_module("fearless.kernel.base")
+GEMM = tile_gemm.matmul_tuned.configs
+ROWWISE = tile_softmax.softmax_tuned.configs
+
+
+def _gemm_case(dtype, seed=3):
+    """Small integers: f32 sums are exact, so the one rounding to ``dtype`` is NumPy's too."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-2, 3, (200, 100)).astype(np.float32)
+    b = rng.integers(-2, 3, (100, 136)).astype(np.float32)
+    want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32).astype(dtype.numpy)
+    return (fl.full((200, 136), np.nan, dtype), fl.asarray(a.astype(dtype.numpy)),
+            fl.asarray(b.astype(dtype.numpy))), want
+
+
+def _softmax_case(seed=4):
+    x = np.random.default_rng(seed).standard_normal((96, 1000), np.float32) * 4
+    return (fl.full((96, 1000), np.nan, f32), fl.asarray(x)), tile_softmax.reference(x)
+
+
+def _layernorm_case(seed=5):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((64, 700), np.float32) * 3 + 1
+    w, b = rng.standard_normal(700, np.float32), rng.standard_normal(700, np.float32)
+    args = (fl.full((64, 700), np.nan, f32), fl.asarray(x), fl.asarray(w), fl.asarray(b), 1e-5)
+    return args, tile_layernorm.reference(x, w, b, 1e-5)
+
+
+def _only(config, kernel):
+    """``kernel`` tuned over ``config`` alone: the cpu backend runs it (and says it does not
+    tune)."""
+    return ft.autotune([config])(kernel)
+
+
+def test_the_spaces_are_the_documented_ones():
+    assert [(c.tile, c.schedule, c.hints) for c in GEMM] == [
+        (tile, schedule, {"sm_90": {"num_cta_in_cga": 2}} if 256 in tile else {})
+        for tile in ((128, 128), (128, 256), (256, 128))
+        for schedule in (ft.persistent(), None)]
+    assert all(c.consts == {} for c in GEMM)      # matmul's own bk=64
+    assert ROWWISE == ft.configs.rowwise(occupancy=(3, 2, 4))
+    assert tile_layernorm.layernorm_tuned.configs == ROWWISE
+
+
+@pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("n", range(len(GEMM)))
+def test_each_gemm_config_computes_the_product(n, dtype):
+    args, want = _gemm_case(dtype)
+    with pytest.warns(PerformanceWarning, match="the cpu backend does not tune"):
+        c, _, _ = _only(GEMM[n], tile_gemm.matmul)(*args).sync()
+    assert c.tile_shape == GEMM[n].tile and c.schedule == GEMM[n].schedule
+    np.testing.assert_array_equal(c.unpartition().numpy(), want)
+
+
+@pytest.mark.parametrize("n", range(len(ROWWISE)))
+def test_each_rowwise_config_computes_softmax_and_layer_norm(n):
+    for kernel, (args, want), rtol, atol in (
+            (tile_softmax.softmax, _softmax_case(), 2e-6, 1e-9),
+            (tile_layernorm.layernorm, _layernorm_case(), 1e-5, 1e-5)):
+        with pytest.warns(PerformanceWarning, match="the cpu backend does not tune"):
+            out = _only(ROWWISE[n], kernel)(*args).sync()[0]
+        assert out.tile_shape == (1, 1024)
+        np.testing.assert_allclose(out.unpartition().numpy(), want, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("example, case", [
+    (tile_gemm.matmul_tuned, lambda: _gemm_case(f16, seed=7)),
+    (tile_softmax.softmax_tuned, lambda: _softmax_case(seed=8)),
+    (tile_layernorm.layernorm_tuned, lambda: _layernorm_case(seed=9))],
+    ids=["gemm", "softmax", "layernorm"])
+def test_a_tuning_over_each_space_keeps_every_config(tune, example, case):
+    """Every config writes its whole output and agrees with the others (the tuner drops a
+    config that leaves an element unwritten and refuses configs that disagree); the stand-in
+    timer makes the last config the fastest."""
+    fake, timed = tune
+    count = len(example.configs)
+    fake.times = [float(count - k) for k in range(count)]
+    tuned = ft.autotune(example.configs)(example.kernel)   # the example's list, no ranking yet
+    args, want = case()
+    assert tuned.config_for(*args) is None                  # nothing chosen before a call
+    out = tuned(*args).sync()[0]
+    assert [c.dropped for c in tuned.report] == [None] * count and len(timed) == count
+    assert tuned.report.winner == count - 1
+    out = out.unpartition()
+    assert tuned.config_for(out, *args[1:]) == example.configs[-1]
+    got = out.numpy()
+    if example is tile_gemm.matmul_tuned:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=2e-6 if example is
+                                   tile_softmax.softmax_tuned else 1e-5, atol=1e-5)
+
+
+def test_the_notes_say_the_cpu_backend_ran_the_first_config():
+    gemm = tile_gemm.run(repeat=1)
+    assert gemm.notes[-1] == ("not tuned (the cpu backend): the first config, tile 128x128, "
+                              "persistent")
+    assert tile_softmax.run(repeat=1).notes == [
+        "not tuned (the cpu backend): the first config, tile 1x1024"]
+    assert tile_layernorm.run(repeat=1).notes == [
+        "not tuned (the cpu backend): the first config, tile 1x1024"]
+    pinned = tile_gemm.run(tile=(64, 128), bk=32, repeat=1)
+    assert pinned.notes[-1] == "tile 64x128, bk 32 (pinned)" and pinned.error_ratio <= 1
+    assert tile_softmax.run(rows=2, repeat=1).notes == ["tile 2x1024 (pinned)"]
+
+
+@pytest.mark.gpu
+def test_the_gemm_example_tunes_on_the_gpu(backend, tmp_path, monkeypatch):
+    """Unverified until run on the H200: the first call of a new shape times all six configs
+    (none dropped: the large tiles carry their cluster hint) and the notes name the winner."""
+    monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(BASE.CONFIG,
+                                                            cache_dir=tmp_path / "cache"))
+    tuned = ft.autotune(GEMM)(tile_gemm.matmul)
+    monkeypatch.setattr(tile_gemm, "matmul_tuned", tuned)
+    result = tile_gemm.run(shape=(1024, 1024, 1024), repeat=2)
+    assert all(c.seconds is not None for c in tuned.report), str(tuned.report)
+    best = GEMM[tuned.report.winner]
+    words = f"tile {best.tile[0]}x{best.tile[1]}" + (", persistent" if best.schedule else "")
+    assert result.notes[-1] in (f"tuned: {words}", f"tuned: {words}, num_cta_in_cga=2")
+    assert 0 <= result.error_ratio <= 1
