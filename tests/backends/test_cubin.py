@@ -42,3 +42,22 @@ def test_a_gemm_tile_that_spills_is_named_at_compile(tile, spills, monkeypatch, 
     assert bool(named) is spills
     if spills:
         assert "num_cta_in_cga" in named[0] and "(128, 256)" in named[0]
+
+
+def test_spill_advice_names_the_cluster_hint_only_for_a_large_mma_tile_on_sm_90():
+    from types import SimpleNamespace
+    from fearless.compiler import pipeline
+    from fearless.ir.opdef import Op
+
+    def state(arch, ops):
+        fn = SimpleNamespace(walk=lambda: [SimpleNamespace(name=n) for n in ops])
+        return SimpleNamespace(arch=arch, out=SimpleNamespace(fn=fn))
+
+    gemm = state("sm_90", [Op.TILE_MMA])
+    assert "num_cta_in_cga" in pipeline._spill_advice(gemm, [(128, 256)])
+    assert "num_cta_in_cga" in pipeline._spill_advice(state("sm_100", [Op.TILE_MMA]),
+                                                      [(256, 128)])
+    for s, tiles in ((gemm, [(128, 128)]), (state("sm_80", [Op.TILE_MMA]), [(128, 256)]),
+                     (state("sm_90", []), [(1, 8192)])):
+        advice = pipeline._spill_advice(s, tiles)
+        assert "num_cta_in_cga" not in advice and "occupancy" in advice
