@@ -116,7 +116,6 @@ def rope(q, k, cos, sin, positions, interleaved: bool = False):
     fn = "rope"
     qt, kt = c.tensor(fn, "q", q), c.tensor(fn, "k", k)
     ct, st, pt = _checked(fn, qt, kt, cos, sin, positions)
-    d = qt.shape[2]
     qout, kout = c.output(q, qt.shape, qt.dtype), c.output(q, kt.shape, qt.dtype)
     qtile, ktile = token_tiles(qt.shape, kt.shape)
     qp, kp = qout.partition(qtile), kout.partition(ktile)
