@@ -659,7 +659,7 @@ def specialisations(shape: Shape) -> list[tuple]:
     if shape.kind == "llm":
         p = linear_module.plan(m, n, k, dt, linear_module._H200_SMS)
         consts = {"bk": p.bk, "form": linear_module._FORMS[p.form], "exact": False,
-                  "has_bias": False, "latency": p.latency, "split": p.splits > 1, "glu": 0}
+                  "has_bias": False, "latency": p.latency, "split": p.splits > 1, "glu": False}
         x, w = gpu_view(dt, (m, k)), gpu_view(dt, (n, k))
         if p.splits == 1:
             out.append((f"{DECODE} {dt.name}", linear_module._linear_tiles,

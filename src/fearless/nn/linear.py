@@ -51,18 +51,16 @@ def _linear_tiles(y: ft.Out, x: ft.In, w: ft.In, bias: ft.In, up: ft.In,
                   bk: ft.Const[int] = 64, form: ft.Const[int] = 0,
                   exact: ft.Const[bool] = False, has_bias: ft.Const[bool] = False,
                   latency: ft.Const[int] = 0, split: ft.Const[bool] = False,
-                  glu: ft.Const[int] = 0):
+                  glu: ft.Const[bool] = False):
     """y (T, N) tile (bm, bn), or f32 partial sums (S, T, N) tile (1, bm, bn) where split s
     covers K chunks [s * per, s * per + per): both through one body, so both schedules round
     alike. Chunks past K read zeros (the last split's tail). ``form`` 0: mma of x by w.T;
     1: mma of w by x.T (the (bn, bm) accumulator puts N on the tensor cores' M side, for
     small T); 2: products and ft.sum on the CUDA cores. ``exact``: f32 inputs split into a
     TF32 high part (Veltkamp: c = v * 8193; hi = c - (c - v) keeps 11 significand bits) and
-    the rest, three mma (hi.hi + hi.lo + lo.hi) instead of one TF32 mma. ``glu`` > 0: x is
-    the gate and each x tile is ``swiglu(x, up)`` (up like x), silu_mul's value, computed on
-    the tile's first ``glu`` rows only (a power of two dividing bm, at least T: the decode
-    tile has 16 rows for T = 1, and silu on all of them cost more than the silu_mul kernel
-    saved), the rest zero like the padding past T and past K (silu(0) * 0 = 0)."""
+    the rest, three mma (hi.hi + hi.lo + lo.hi) instead of one TF32 mma. ``glu``: x is the
+    gate and each x tile is ``swiglu(x, up)`` (up like x), silu_mul's value; the padding past
+    T and past K stays zero (silu(0) * 0 = 0)."""
     bm, bn = y.tile_shape[-2], y.tile_shape[-1]
     if split:
         s, i, j = y.tile_index
@@ -79,16 +77,9 @@ def _linear_tiles(y: ft.Out, x: ft.In, w: ft.In, bias: ft.In, up: ft.In,
     else:
         acc = ft.zeros((bm, bn, bk), f32)
     for k in range(first, first + per):
-        if glu == bm:
-            a = swiglu(ft.load(x, (i, k), (bm, bk)), ft.load(up, (i, k), (bm, bk)))
-        elif glu > 0:
-            g = swiglu(ft.load(x, (i * (bm // glu), k), (glu, bk)),
-                       ft.load(up, (i * (bm // glu), k), (glu, bk)))
-            a = ft.where(ft.arange(bm).reshape((bm, 1)) < glu,
-                         ft.broadcast(g.reshape((1, glu, bk)), (bm // glu, glu, bk))
-                         .reshape((bm, bk)), 0.0)
-        else:
-            a = ft.load(x, (i, k), (bm, bk))
+        a = ft.load(x, (i, k), (bm, bk))
+        if glu:
+            a = swiglu(a, ft.load(up, (i, k), (bm, bk)))
         if latency > 0:
             b = ft.load(w, (j, k), (bn, bk), latency=latency)
         else:
@@ -298,7 +289,7 @@ def _launch(out: c.Output, p: Plan, sms: int, xt, wt, bt, up=None):
     consts = (p.bk, _FORMS[p.form], xt.dtype is f32 and p.form != "sum")
     if t == 0 or n == 0:
         return out.result()
-    glu, up = (0, xt) if up is None else (min(c.pow2(t), p.bm), up)
+    glu, up = up is not None, xt if up is None else up
     if p.splits == 1:
         has_bias = bt is not None
         y, *_ = c.run(_linear_tiles(out.partition((p.bm, p.bn)), xt, wt, bt if has_bias else wt,
