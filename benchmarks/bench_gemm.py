@@ -659,15 +659,15 @@ def specialisations(shape: Shape) -> list[tuple]:
     if shape.kind == "llm":
         p = linear_module.plan(m, n, k, dt, linear_module._H200_SMS)
         consts = {"bk": p.bk, "form": linear_module._FORMS[p.form], "exact": False,
-                  "has_bias": False, "latency": p.latency, "split": p.splits > 1, "glu": False}
+                  "has_bias": False, "latency": p.latency, "split": p.splits > 1}
         x, w = gpu_view(dt, (m, k)), gpu_view(dt, (n, k))
         if p.splits == 1:
             out.append((f"{DECODE} {dt.name}", linear_module._linear_tiles,
-                        (gpu_view(dt, (m, n), (p.bm, p.bn)), x, w, w, x), consts))
+                        (gpu_view(dt, (m, n), (p.bm, p.bn)), x, w, w), consts))
         else:
             rm, rn = linear_module._reduce_tile(m, n, p.splits, linear_module._H200_SMS)
             out += [(f"{DECODE} split {dt.name}", linear_module._linear_tiles,
-                     (gpu_view(f32, (p.splits, m, n), (1, p.bm, p.bn)), x, w, w, x), consts),
+                     (gpu_view(f32, (p.splits, m, n), (1, p.bm, p.bn)), x, w, w), consts),
                     (f"{DECODE} reduce {dt.name}", linear_module._linear_reduce,
                      (gpu_view(dt, (m, n), (rm, rn)), gpu_view(f32, (p.splits, m, n)), w),
                      {"splits": p.splits, "has_bias": False})]

@@ -9,7 +9,6 @@ token-major (T = batch * seq rows):
                                    (prefill) or decode attention over the cache
     h = h + linear(attn, Wo);  x = rms_norm(h)        (one fused rms_norm(.., residual=h))
     gate | up = linear(x, Wgate_up);  h = h + linear(silu_mul(gate, up), Wdown)
-                                      (one nn.silu_mul_linear: one kernel at decode)
     logits = linear(rms_norm(h), lm_head)             (lm_head is embed_tokens when tied)
 
 The residual add of each block is fused into the next norm (``rms_norm(x, w, eps, residual)``
@@ -262,7 +261,7 @@ class CausalLM:
         x, residual = nn.rms_norm(o, layer.post_norm, eps, residual=residual)
         gate, up = _project(x, layer.gate_up, layer.gate_up_bias,
                             (c.intermediate_size, c.intermediate_size))
-        m = nn.silu_mul_linear(gate, up, layer.down, layer.bdown)  # decode: one kernel
+        m = nn.linear(nn.silu_mul(gate, up), layer.down, layer.bdown)
         w = self.layers[n + 1].input_norm if n + 1 < len(self.layers) else self.norm
         return nn.rms_norm(m, w, eps, residual=residual)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-import fearless as fl
 from fearless import f32
 from fearless import tile as ft
 from fearless.errors import ArgumentTypeError
@@ -18,20 +17,11 @@ BLOCK_ELEMENTS = 4096
 MAX_WIDTH = 1024
 
 
-@fl.func
-def swiglu(gate, up):
-    """``silu(gate) * up`` of two tiles of one dtype, rounded where HF rounds: silu in f32
-    (torch's kernel), rounded to the dtype, then the product rounded once. The one definition
-    of silu_mul's steps: nn.silu_mul_linear's decode kernel computes its input through it, so
-    both round alike. Zeros give zero (a tile's padding stays padding)."""
-    g = gate.astype(f32)
-    s = (g / (1.0 + ft.exp(-g))).astype(up.dtype)
-    return s * up
-
-
 @ft.kernel
 def silu_mul_tiles(out: ft.Out[T], gate: ft.In[T], up: ft.In[T]):
-    out.store(swiglu(ft.load_like(gate, out), ft.load_like(up, out)))
+    g = ft.load_like(gate, out).astype(f32)
+    s = (g / (1.0 + ft.exp(-g))).astype(out.dtype)     # F.silu: f32 math, rounded
+    out.store(s * ft.load_like(up, out))                # rounded once
 
 
 @ft.kernel

@@ -22,10 +22,6 @@ takes torch's ``matmul`` then ``add_`` route, which rounds twice; Llama and Qwen
 Where HF can differ by more than that rounding: torch lets cuBLAS reduce split-K partial sums
 in f16/bf16 by default (``torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction``);
 fearless's partial sums are always f32.
-
-``silu_mul_linear(gate, up, w, bias)`` is ``linear(silu_mul(gate, up), w, bias)``, a decoder
-layer's down projection: at T <= 16 the decode kernel computes its x tile through silu_mul's own
-steps (act.swiglu) instead of loading it, one launch fewer and the same bits.
 """
 from __future__ import annotations
 
@@ -36,7 +32,6 @@ from fearless import dtypes
 from fearless import tile as ft
 from fearless.dtypes import f32
 from fearless.nn import _common as c
-from fearless.nn.act import silu_mul, swiglu
 from fearless.runtime import device
 from fearless.tracebacks import user_facing
 
@@ -47,20 +42,17 @@ _H200_SMS = 132            # the cpu backend plans as for the test GPU, so CI ru
 
 
 @ft.kernel
-def _linear_tiles(y: ft.Out, x: ft.In, w: ft.In, bias: ft.In, up: ft.In,
-                  bk: ft.Const[int] = 64, form: ft.Const[int] = 0,
-                  exact: ft.Const[bool] = False, has_bias: ft.Const[bool] = False,
-                  latency: ft.Const[int] = 0, split: ft.Const[bool] = False,
-                  glu: ft.Const[bool] = False):
+def _linear_tiles(y: ft.Out, x: ft.In, w: ft.In, bias: ft.In, bk: ft.Const[int] = 64,
+                  form: ft.Const[int] = 0, exact: ft.Const[bool] = False,
+                  has_bias: ft.Const[bool] = False, latency: ft.Const[int] = 0,
+                  split: ft.Const[bool] = False):
     """y (T, N) tile (bm, bn), or f32 partial sums (S, T, N) tile (1, bm, bn) where split s
     covers K chunks [s * per, s * per + per): both through one body, so both schedules round
     alike. Chunks past K read zeros (the last split's tail). ``form`` 0: mma of x by w.T;
     1: mma of w by x.T (the (bn, bm) accumulator puts N on the tensor cores' M side, for
     small T); 2: products and ft.sum on the CUDA cores. ``exact``: f32 inputs split into a
     TF32 high part (Veltkamp: c = v * 8193; hi = c - (c - v) keeps 11 significand bits) and
-    the rest, three mma (hi.hi + hi.lo + lo.hi) instead of one TF32 mma. ``glu``: x is the
-    gate and each x tile is ``swiglu(x, up)`` (up like x), silu_mul's value; the padding past
-    T and past K stays zero (silu(0) * 0 = 0)."""
+    the rest, three mma (hi.hi + hi.lo + lo.hi) instead of one TF32 mma."""
     bm, bn = y.tile_shape[-2], y.tile_shape[-1]
     if split:
         s, i, j = y.tile_index
@@ -78,8 +70,6 @@ def _linear_tiles(y: ft.Out, x: ft.In, w: ft.In, bias: ft.In, up: ft.In,
         acc = ft.zeros((bm, bn, bk), f32)
     for k in range(first, first + per):
         a = ft.load(x, (i, k), (bm, bk))
-        if glu:
-            a = swiglu(a, ft.load(up, (i, k), (bm, bk)))
         if latency > 0:
             b = ft.load(w, (j, k), (bn, bk), latency=latency)
         else:
@@ -192,28 +182,23 @@ def _reduce_tile(t: int, n: int, splits: int, sms: int) -> tuple[int, int]:
     return rm, _pow2_at_most(min(budget, max(16, n * rm // (max(t, 1) * sms))))
 
 
-def _arguments(x, w, bias, fn: str = "linear", xname: str = "x"):
-    """x, w, bias as fearless Tensors, checked (ArgumentTypeError, ContractError naming ``fn``
-    and the parameter; x is called ``xname`` there)."""
-    xt, wt = c.tensor(fn, xname, x), c.tensor(fn, "w", w)
-    c.check_rank(fn, xname, xt, 2, "(T, K): flatten the tokens first")
+def _arguments(x, w, bias):
+    """x, w, bias as fearless Tensors, checked (ArgumentTypeError, ContractError)."""
+    fn = "linear"
+    xt, wt = c.tensor(fn, "x", x), c.tensor(fn, "w", w)
+    c.check_rank(fn, "x", xt, 2, "(T, K): flatten the tokens first")
     c.check_rank(fn, "w", wt, 2, "(N, K)")
-    c.check_dtype(fn, xname, xt, c.FLOATS)
-    c.check_same_dtype(fn, "w", wt, xname, xt)
+    c.check_dtype(fn, "x", xt, c.FLOATS)
+    c.check_same_dtype(fn, "w", wt, "x", xt)
     c.check_shape(fn, "w", wt, (None, xt.shape[1]),
-                  f"{xname}'s (T, K) in torch.nn.Linear's layout (N, K)")
+                  "x's (T, K) in torch.nn.Linear's layout (N, K)")
     if bias is None:
         return xt, wt, None
     bt = c.tensor(fn, "bias", bias)
     c.check_rank(fn, "bias", bt, 1, "(N,)")
-    c.check_same_dtype(fn, "bias", bt, xname, xt)
+    c.check_same_dtype(fn, "bias", bt, "x", xt)
     c.check_shape(fn, "bias", bt, (wt.shape[0],), "w's (N, K)")
     return xt, wt, bt
-
-
-def _sms() -> int:
-    """The SMs plans are made for: the GPU's, or the test GPU's on the cpu backend."""
-    return device.multiprocessor_count() if device.current_backend() == "cuda" else _H200_SMS
 
 
 @user_facing
@@ -242,66 +227,25 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
     """
     xt, wt, bt = _arguments(x, w, bias)
     (t, k), n = xt.shape, wt.shape[0]
-    sms = _sms()
+    sms = device.multiprocessor_count() if device.current_backend() == "cuda" else _H200_SMS
     p = _tuned(plan(t, n, k, xt.dtype, sms), t, variant, tile, bk, splits, latency)
-    return _launch(c.output(x, (t, n), xt.dtype), p, sms, xt, wt, bt)
-
-
-@user_facing
-def silu_mul_linear(gate, up, w, bias=None):
-    """``linear(silu_mul(gate, up), w, bias)``, the down projection of Llama's and Qwen3's MLP
-    (HF: ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``), bit for bit the two calls' result.
-
-    gate, up (T, I), one dtype (f16, bf16 or f32), strided views too (as the column halves of
-    a fused gate | up projection's output); w (N, I) in torch.nn.Linear's layout, bias (N,) or
-    None, both gate's dtype -> y (T, N) in that dtype, a torch tensor when gate is one, else a
-    fearless Tensor. Rounding: silu_mul's steps, then linear's (both docstrings; linear's
-    error bound holds for the rounded silu_mul values).
-
-    T <= 16 (decode): one kernel (plus linear's reducing kernel where ``plan`` splits K) that
-    computes each (16, bk) tile of silu_mul's output in registers before the mma: one launch
-    and one (T, I) round trip through memory fewer than the two calls. T > 16 (prefill):
-    silu_mul's kernel, then linear's GEMM (the GEMM's blocks would each recompute their rows'
-    silu; the intermediate is small beside the weights).
-
-    Raises ArgumentTypeError (a rank other than 2, an unsupported or mismatched dtype),
-    ContractError (up's shape not gate's, w's I or bias's N not matching) before anything runs,
-    naming ``silu_mul_linear`` and the parameter.
-    """
-    fn = "silu_mul_linear"
-    gt, wt, bt = _arguments(gate, w, bias, fn, "gate")
-    ut = c.tensor(fn, "up", up)
-    c.check_same_dtype(fn, "up", ut, "gate", gt)
-    c.check_shape(fn, "up", ut, gt.shape, "gate's (T, I)")
-    (t, k), n = gt.shape, wt.shape[0]
-    if t > DECODE_MAX_T:
-        return linear(silu_mul(gate, up), w, bias)
-    sms = _sms()
-    return _launch(c.output(gate, (t, n), gt.dtype), plan(t, n, k, gt.dtype, sms), sms, gt, wt,
-                   bt, ut)
-
-
-def _launch(out: c.Output, p: Plan, sms: int, xt, wt, bt, up=None):
-    """Run plan ``p`` of x (T, K) by w (N, K) plus bias (or None) into ``out`` (T, N); with
-    ``up`` (T, K), x is the gate and the input silu_mul(x, up). Returns ``out``'s result."""
-    t, n = xt.shape[0], wt.shape[0]
     # Consts passed by position: a call without keywords takes the kernel's cached fast path
     consts = (p.bk, _FORMS[p.form], xt.dtype is f32 and p.form != "sum")
+    out = c.output(x, (t, n), xt.dtype)
     if t == 0 or n == 0:
         return out.result()
-    glu, up = up is not None, xt if up is None else up
     if p.splits == 1:
         has_bias = bt is not None
-        y, *_ = c.run(_linear_tiles(out.partition((p.bm, p.bn)), xt, wt, bt if has_bias else wt,
-                                    up, *consts, has_bias, p.latency, False, glu))
+        y, *_ = c.run(_linear_tiles(out.partition((p.bm, p.bn)), xt, wt,
+                                    bt if has_bias else wt, *consts, has_bias, p.latency, False))
         return out.result(y)
     rm, rn = _reduce_tile(t, n, p.splits, sms)
     reduce = lambda r: _linear_reduce(  # noqa: E731 - the second kernel of one operation
         out.partition((rm, rn)), r[0].unpartition(), wt if bt is None else bt,
         p.splits, bt is not None)
     part = c.output(xt, (p.splits, t, n), f32).tensor
-    y, *_ = c.run(_linear_tiles(c.partition(part, (1, p.bm, p.bn)), xt, wt, wt, up, *consts,
-                                False, p.latency, True, glu).then(reduce))
+    y, *_ = c.run(_linear_tiles(c.partition(part, (1, p.bm, p.bn)), xt, wt, wt, *consts, False,
+                                p.latency, True).then(reduce))
     return out.result(y)
 
 
