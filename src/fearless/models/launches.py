@@ -28,8 +28,8 @@ def counting() -> Iterator[list]:
     saved = (pack.launch, dispatch.launch_cpu, tile_launch.launch_cpu)
     cuda_launch, simt_cpu, tile_cpu = saved
 
-    def on_cuda(*args, **kwargs):
-        names.append(kwargs.get("kernel", args[-1] if len(args) >= 7 else "?"))
+    def on_cuda(*args, **kwargs):   # the name is the 7th argument; a tile launch adds pdl
+        names.append(kwargs.get("kernel", args[6] if len(args) >= 7 else "?"))
         return cuda_launch(*args, **kwargs)
 
     def on_simt_cpu(kernel, *args, **kwargs):
