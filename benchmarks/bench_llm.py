@@ -6,7 +6,7 @@ fearless model reads the very same weight tensors in place, no copy):
                    intermediate 6144, vocab 151936, tied embeddings
     llama3.1-8b    Llama-3.1-8B's shape: hidden 4096, 32 layers, 32 q / 8 kv heads of 128,
                    intermediate 14336, vocab 128256, llama3 RoPE scaling
-Parts (``--parts``, comma-separated; default all):
+Parts (``--parts``, comma-separated; default all but profile):
     limit      copy bandwidth (``dst.copy_(src)`` over 2 GiB; 2 bytes moved per byte copied) and
                the weight-streaming limit of batch-1 decode: copy bandwidth / weight bytes
     prefill    fearless prefill tokens/s, 1 x 2048 and 8 x 512 (into a KV cache, last-position
@@ -32,6 +32,8 @@ Parts (``--parts``, comma-separated; default all):
                an uncaptured caller pays)
     launches   kernel launches of one decode step at batch 1 (total, per layer, outside the
                layers), fused and with q/k/v and gate/up apart (fearless.models.launches)
+    profile    (not in the default) device time per kernel of the captured decode step,
+               batch 1 and 16, from torch.profiler (llm_profile.py; run with FEARLESS_PDL=0)
 Every tokens/s is wall clock around the work, synchronised (host cost included, as a server
 sees it), best of ``--reps`` after a warm-up that compiles and captures; so are the kernels
 part's graph replays.
@@ -39,7 +41,7 @@ part's graph replays.
 Run from the repository root on the GPU machine (about 5-7 minutes with every part; the first
 run also compiles fearless's kernels, which the disk cache keeps):
     PYTHONPATH=src:benchmarks python3 benchmarks/bench_llm.py [--models qwen3-1.7b,llama3.1-8b]
-        [--parts limit,prefill,decode,kernels,launches,hf,compile] [--reps 3] [--compile-batches 1,16]
+        [--parts limit,prefill,decode,kernels,launches,hf,compile,profile] [--reps 3] [--compile-batches 1,16]
 Output: the log as it goes, a table last; ``$OUT`` (default ./bench_out) gets bench_llm.json
 and bench_llm.log. ``--dry-run`` (no GPU, no torch) runs the fearless parts once on the CPU
 backend with a 2-layer model of each shape family.
@@ -58,6 +60,7 @@ import fearless as fl
 from fearless import nn
 from fearless.models import CausalLM, launches
 from fearless.models.config import parse_config
+from llm_profile import decode_profile
 from run_log import RunLog
 
 SHAPES = {
@@ -402,7 +405,9 @@ def run_gpu(args, rep) -> None:
                                                   fearless_model(SHAPES[name], tensors, False))),
                  ("hf", lambda: hf_parts(rep, name, torch, hf, args.reps, rng)),
                  ("compile", lambda: hf_compiled(rep, name, torch, hf, args.compile_batches,
-                                                 rng))]
+                                                 rng)),
+                 ("profile", lambda: decode_profile(rep, name, model, torch, rng,
+                                                    DECODE_BATCHES, CONTEXT, NEW))]
         for part, fn in parts:
             if part in args.parts:
                 try:
