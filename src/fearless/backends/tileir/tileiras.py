@@ -35,7 +35,8 @@ from fearless.errors import BackendError, CompileError
 
 SCRUBBED = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")
 TIMEOUT_S = 300
-FIX = "pip install 'fearless[tile]' (nvidia-cuda-tileiras, nvidia-nvvm, nvidia-cuda-nvcc >= 13.4)"
+FIX = ("pip install 'fearless[tile]' (nvidia-cuda-tileiras, nvidia-nvvm, nvidia-cuda-nvcc "
+       ">= 13.5; 13.4 works, with persistent loops at half speed)")
 _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
 
 
