@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fearless import cli
-from fearless.bench import parse_sizes
+from fearless.targets import parse_sizes
 from fearless.targets import UsageError, evaluate
 
 ROOT = Path(__file__).resolve().parent.parent

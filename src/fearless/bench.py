@@ -37,7 +37,7 @@ import numpy as np
 
 from fearless.observe import percentile
 from fearless.targets import (UsageError, check_names, evaluate, find_kernels, param_types,
-                              parse_block, parse_consts, parse_signature)
+                              parse_block, parse_consts, parse_signature, parse_sizes)
 
 
 def run(target: str, signature: str, sizes: list[str], consts: str = "", launch: str | None = None,
@@ -75,19 +75,6 @@ def run(target: str, signature: str, sizes: list[str], consts: str = "", launch:
               "ratio": None if len(results) < 2 else results[1]["p50_s"] / results[0]["p50_s"]}
     print(json.dumps(report, indent=2) if as_json else table(report))
     return 0
-
-
-def parse_sizes(items: list[str]) -> dict:
-    """``["m=4096,n=2**10", "k=m//2"]`` -> {"m": 4096, "n": 1024, "k": 2048}: each value an
-    expression of the names before it. Raises UsageError."""
-    bound: dict = {}
-    for text in items:
-        for item in filter(None, (s.strip() for s in text.split(","))):
-            name, eq, expr = (s.strip() for s in item.partition("="))
-            if not eq or not name.isidentifier() or not expr:
-                raise UsageError(f"--size {item!r}: expected name=value, e.g. n=4096")
-            bound[name] = evaluate(expr, bound, f"--size {name}=")
-    return bound
 
 
 def _one(target: str):

@@ -23,9 +23,10 @@
         time one kernel: the first call (its compile) apart, warm-up, then P50/P99/min over
         the runs (CUDA events, L2 flushed between runs), GB/s and TFLOP/s from --bytes and
         --flops (fearless/bench.py; `fearless bench --help`)
-    fearless tune TARGET --shape a=4096x4096,... [--signature a=f16,...] [--scalar n=3]
+    fearless tune TARGET --signature "a=f16[m,k],..." --size m=4096,k=4096 [--scalar n=3]
         tune an ft.autotune kernel ahead of time on this machine (its GPU) for arguments of
-        those shapes and store the ranking where its calls find it (fearless/tune.py)
+        those shapes (written as for bench) and store the ranking where its calls find it
+        (fearless/tune.py)
     fearless stats SCRIPT [--format table|json|prometheus] [--profile] [-- ARGS]
         run the script with fl.stats counting (and with --profile, timing each launch: P50
         and P99 per kernel), then print what its kernels did
@@ -86,9 +87,11 @@ def main(argv=None) -> int:
     tune = sub.add_parser("tune", help="tune an ft.autotune kernel ahead of time on this "
                                         "machine's GPU, into the cache its calls read")
     tune.add_argument("target")
-    tune.add_argument("--shape", required=True, help="name=4096x4096,... for every tensor "
-                                                     "parameter")
-    tune.add_argument("--signature", default="", help="name=dtype,... for generic params")
+    tune.add_argument("--signature", default="", help="name=[dtype][extents],... as for bench: "
+                      "a shape for every tensor parameter, a dtype for generic ones")
+    tune.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                      help="values of the names the shapes use (repeatable)")
+    tune.add_argument("--shape", default="", help="name=4096x4096,...: shapes, the older form")
     tune.add_argument("--scalar", default="", help="name=value,... for every scalar parameter")
     st = sub.add_parser("stats", help="run a script with fl.stats counting and print them")
     st.add_argument("script")
@@ -141,7 +144,7 @@ def main(argv=None) -> int:
                              args.compare, args.json)
         if args.command == "tune":
             from fearless import tune
-            return tune.run(args.target, args.signature, args.shape, args.scalar)
+            return tune.run(args.target, args.signature, args.shape, args.scalar, args.size)
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
         if args.command == "export":

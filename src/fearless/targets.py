@@ -190,6 +190,19 @@ def parse_shapes(text: str) -> dict:
     return out
 
 
+def parse_sizes(items: list[str]) -> dict:
+    """``["m=4096,n=2**10", "k=m//2"]`` -> {"m": 4096, "n": 1024, "k": 2048}: each value an
+    expression of the names before it. Raises UsageError."""
+    bound: dict = {}
+    for text in items:
+        for item in filter(None, (s.strip() for s in text.split(","))):
+            name, eq, expr = (s.strip() for s in item.partition("="))
+            if not eq or not name.isidentifier() or not expr:
+                raise UsageError(f"--size {item!r}: expected name=value, e.g. n=4096")
+            bound[name] = evaluate(expr, bound, f"--size {name}=")
+    return bound
+
+
 def parse_block(text: str | None) -> tuple | None:
     """``256`` or ``32x8`` (x first) -> a tuple of positive extents; None stays None."""
     if text is None:

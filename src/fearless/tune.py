@@ -1,24 +1,36 @@
-"""``fearless tune TARGET --shape a=4096x4096,... [--signature a=f16,...] [--scalar n=3]``:
+"""``fearless tune TARGET --signature "a=f16[m,k],..." [--size m=4096,...] [--scalar n=3]``:
 tune ``ft.autotune`` kernels ahead of time, on the machine (its GPU) that will run them.
 
 Each kernel is tuned (``tuning.Autotuned.tune``) for arguments the command line describes:
-contiguous tensors of the ``--shape`` given (In tensors of a float dtype random normal,
-integer and bool ones zero; Outs and Atomics zero) and the ``--scalar`` values. The ranking
-goes where the kernel's calls look for it (``FEARLESS_CACHE_DIR/autotune/``), and its report is
-printed. Every tensor parameter needs a ``--shape`` and every scalar one a ``--scalar``;
-``--signature`` names the dtype of a generic parameter as ``fearless inspect``'s does.
+contiguous tensors of the shapes given (In tensors of a float dtype random normal, integer and
+bool ones zero; Outs and Atomics zero) and the ``--scalar`` values. The ranking goes where the
+kernel's calls look for it (``FEARLESS_CACHE_DIR/autotune/``), and its report is printed.
+Shapes are written as ``fearless bench`` writes them: a bracketed shape in ``--signature``
+(``a=f16[m,k]``) whose extents are expressions of the ``--size`` names, or plain extents
+(``a=f16[4096,4096]``); ``--shape a=4096x4096`` is the older form of the same. Every tensor
+parameter needs a shape and every scalar one a ``--scalar``; the dtype in ``--signature`` is
+needed for a generic parameter only, as in ``fearless inspect``.
 """
 from __future__ import annotations
 
-from fearless.targets import UsageError, check_names, find_kernels, parse_consts, \
-    parse_shapes, parse_signature
+from fearless.targets import UsageError, check_names, evaluate, find_kernels, parse_consts, \
+    parse_shapes, parse_signature, parse_sizes
 
 
-def run(target: str, signature: str, shape: str, scalar: str) -> int:
+def run(target: str, signature: str, shape: str, scalar: str, sizes: list[str] = ()) -> int:
     """Tune each ft.autotune kernel of ``target``. Raises UsageError for the command line,
     AutotuneError where this machine does not tune (the cpu backend)."""
-    sig, shapes, scalars = parse_signature(signature), parse_shapes(shape), \
+    exprs: dict = {}
+    sig, shapes, scalars = parse_signature(signature, exprs), parse_shapes(shape), \
         parse_consts(scalar, "--scalar")
+    bound = parse_sizes(list(sizes))
+    for name, extents in exprs.items():
+        if name in shapes:
+            raise UsageError(f"'{name}' has a shape in --signature and in --shape: give one")
+        values = tuple(evaluate(e, bound, f"--signature {name}: the extent") for e in extents)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+            raise UsageError(f"--signature {name}: the shape {values} is not positive integers")
+        shapes[name] = values
     tuned = find_kernels(target, autotuned=True)
     for option, given in (("--signature", sig), ("--shape", shapes), ("--scalar", scalars)):
         check_names(tuned, given, option, False)
@@ -42,12 +54,12 @@ def _arguments(tuned, sig: dict, shapes: dict, scalars: dict) -> dict:
                 raise UsageError(f"give --scalar {p.name}=VALUE for kernel '{tuned.name}'")
             continue
         if p.name not in shapes:
-            raise UsageError(f"give --shape {p.name}=EXTENTS (such as 4096x4096) for kernel "
-                             f"'{tuned.name}'")
+            raise UsageError(f"give the shape of '{p.name}' for kernel '{tuned.name}': "
+                             f"--signature {p.name}=[...] (such as {p.name}=[4096,4096])")
         dt, ndim, _ = sig.get(p.name, (None, None, None))
         rank = len(shapes[p.name])
         if ndim is not None and ndim != rank:
-            raise UsageError(f"--signature gives '{p.name}' rank {ndim}, --shape rank {rank}")
+            raise UsageError(f"--signature gives '{p.name}' rank {ndim}, its shape rank {rank}")
         given[p.name] = (dt, rank, (1,) * rank if p.kind is P.OUT else None)
     try:
         infos = P.signature_infos(tuned.runtime, given)

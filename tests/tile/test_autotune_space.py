@@ -284,11 +284,14 @@ def script(tmp_path) -> str:
     sys.modules.pop("tuned_kernels", None)
 
 
-def test_fearless_tune_stores_the_ranking_its_calls_read(tune, script, capsys):
+@pytest.mark.parametrize("shapes", [
+    ["--signature", "o=f16[2*n],x=f16[2*n]", "--size", "n=32"],  # as fearless bench writes them
+    ["--shape", "o=64,x=64", "--signature", "o=f16,x=f16"],       # the older form
+], ids=["signature", "shape"])
+def test_fearless_tune_stores_the_ranking_its_calls_read(tune, script, capsys, shapes):
     fake, timed = tune
     fake.times = [2.0, 1.0]
-    assert main(["tune", f"{script}:scaled", "--shape", "o=64,x=64", "--signature",
-                 "o=f16,x=f16", "--scalar", "factor=2.5"]) == 0
+    assert main(["tune", f"{script}:scaled", *shapes, "--scalar", "factor=2.5"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("kernel 'scaled': tuned x=f16(64,) in ")
     assert "* config 1 Config(tile=32): 1000000.0 us" in out.splitlines()
@@ -307,7 +310,14 @@ def test_fearless_tune_stores_the_ranking_its_calls_read(tune, script, capsys):
      "default space)"),
     (["{s}:scaled", "--shape", "o=64,x=64"], "give --scalar factor=VALUE for kernel 'scaled'"),
     (["{s}:scaled", "--shape", "o=64", "--scalar", "factor=1"],
-     "give --shape x=EXTENTS (such as 4096x4096) for kernel 'scaled'"),
+     "give the shape of 'x' for kernel 'scaled': --signature x=[...] (such as x=[4096,4096])"),
+    (["{s}:scaled", "--signature", "o=[n],x=[n]", "--size", "n=0", "--scalar", "factor=1"],
+     "--signature o: the shape (0,) is not positive integers"),
+    (["{s}:scaled", "--signature", "o=[n],x=[m]", "--size", "n=64", "--scalar", "factor=1"],
+     "--signature x: the extent 'm': 'm' is not bound; give --size m=... (bound: n)"),
+    (["{s}:scaled", "--signature", "o=f16[64],x=f16[64]", "--shape", "x=64",
+      "--scalar", "factor=1"],
+     "'x' has a shape in --signature and in --shape: give one"),
     (["{s}:scaled", "--shape", "o=64,x=6x"],
      "--shape 'x=6x': expected name=extents joined by x, such as a=4096x4096"),
     (["{s}:scaled", "--shape", "o=64,q=64"],
@@ -316,7 +326,7 @@ def test_fearless_tune_stores_the_ranking_its_calls_read(tune, script, capsys):
      "--scalar 'factor=big': 'big' is not a number"),
     (["{s}:scaled", "--shape", "o=64,x=64", "--scalar", "factor=1", "--signature",
       "o=f32,x=f32:2"],
-     "--signature gives 'x' rank 2, --shape rank 1"),
+     "--signature gives 'x' rank 2, its shape rank 1"),
     (["{s}:scaled", "--shape", "o=64,x=64", "--scalar", "factor=1"],
      "parameter 'o' is generic; give --signature o=f32"),
 ])
