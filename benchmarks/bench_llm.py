@@ -190,7 +190,10 @@ def fearless_decode(rep, name, model, reps, rng, hf_tokens=None, limit=None):
             theirs = hf_tokens(prompt[:1], NEW + 1)
             same = next((i for i, (x, y) in enumerate(zip(tokens[0], theirs)) if x != y),
                         len(theirs))
-            note += f"{'; ' if note else ''}{same}/{NEW + 1} tokens = transformers'"
+            # random weights give near-tied logits, so greedy paths part early; the logits
+            # themselves are checked against transformers by tests/models (gpu)
+            note += (f"{'; ' if note else ''}the first {same} of {NEW + 1} greedy tokens match "
+                     f"transformers' (random weights: near ties)")
         rep.row(name, f"fearless decode batch {b}", best, "tokens/s", note)
     model.free_caches()
 
