@@ -22,6 +22,7 @@ from fearless.runtime.tensor import Tensor, _alloc, as_tensor, asarray, empty, f
 
 FLOATS = (dtypes.f16, dtypes.bf16, dtypes.f32)   # the activation and weight dtypes of fearless.nn
 INDEX = (dtypes.i32, dtypes.i64)
+TEST_GPU_SMS = 132   # the H200's SMs: the cpu backend plans grids as for it, so CI runs its plans
 
 _TORCH_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
                 "i32": "int32", "i64": "int64", "u8": "uint8", "bool": "bool"}
@@ -112,6 +113,12 @@ def check_contiguous(fn: str, name: str, t: Tensor) -> None:
     if not t.is_contiguous():
         raise ArgumentTypeError(f"expected a contiguous tensor, got strides {t.strides}",
                                 kernel=fn, param=name, help="pass a contiguous copy")
+
+
+def planning_sms() -> int:
+    """The SM count grids are sized for: the device's on cuda, ``TEST_GPU_SMS`` on the cpu
+    backend."""
+    return device.multiprocessor_count() if device.current_backend() == "cuda" else TEST_GPU_SMS
 
 
 def pow2(n: int) -> int:

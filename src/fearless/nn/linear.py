@@ -32,13 +32,12 @@ from fearless import dtypes
 from fearless import tile as ft
 from fearless.dtypes import f32
 from fearless.nn import _common as c
-from fearless.runtime import device
 from fearless.tracebacks import user_facing
 
 DECODE_MAX_T = 16          # tokens up to which the decode schedule runs
 _FORMS = {"mma": 0, "mma_t": 1, "sum": 2}
 _PREFILL_TILES = ((128, 128), (128, 64), (64, 128), (64, 64))   # largest first
-_H200_SMS = 132            # the cpu backend plans as for the test GPU, so CI runs those plans
+_H200_SMS = c.TEST_GPU_SMS
 
 
 @ft.kernel
@@ -227,7 +226,7 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
     """
     xt, wt, bt = _arguments(x, w, bias)
     (t, k), n = xt.shape, wt.shape[0]
-    sms = device.multiprocessor_count() if device.current_backend() == "cuda" else _H200_SMS
+    sms = c.planning_sms()
     p = _tuned(plan(t, n, k, xt.dtype, sms), t, variant, tile, bk, splits, latency)
     # Consts passed by position: a call without keywords takes the kernel's cached fast path
     consts = (p.bk, _FORMS[p.form], xt.dtype is f32 and p.form != "sum")

@@ -14,7 +14,6 @@ from fearless import dtypes, f32
 from fearless import tile as ft
 from fearless.errors import ContractError
 from fearless.nn import _common as c
-from fearless.runtime import device
 from fearless.runtime.tensor import asarray
 from fearless.tracebacks import user_facing
 
@@ -81,12 +80,10 @@ def token_tiles(q_shape: tuple, k_shape: tuple, sms: int | None = None) -> tuple
     (a decode step), its heads in 4 or 2 groups, q's and k's alike, so that both partitions
     have the same grid. On the H200 one block per token took 6 us for Qwen3-1.7B's decode
     step (16 + 8 heads: a chain of dependent gathers that one block runs alone).
-    ``sms`` defaults to the device's SM count (the H200's 132 on the cpu backend, which
-    plans as the test GPU does)."""
+    ``sms`` defaults to ``_common.planning_sms()``."""
     t, hq, d = q_shape
     hkv = k_shape[1]
-    if sms is None:
-        sms = device.multiprocessor_count() if device.current_backend() == "cuda" else 132
+    sms = c.planning_sms() if sms is None else sms
     qp, kp, dp = c.pow2(hq), c.pow2(hkv), c.pow2(d)
     groups = 1
     if 4 * t <= sms:
