@@ -53,7 +53,6 @@ import os
 import statistics
 import sys
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,7 +70,8 @@ from examples.tile_gemm import matmul
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmark modules
 from bench_linear import fearless_runner, linear, linear_module  # noqa: E402
-from bench_tile import Clock, Owned, bench_copy, cga_matmul, environment, rel_err  # noqa: E402
+from bench_tile import (Clock, Owned, bench_copy, cga_matmul, environment, lowered,  # noqa: E402
+                        rel_err)
 from run_log import RunLog  # noqa: E402
 from tile_peers import cutile_matmul, triton  # noqa: E402
 if triton is not None:
@@ -677,21 +677,13 @@ def specialisations(shape: Shape) -> list[tuple]:
 def dry_lower(rep: Report, shapes: list[Shape]) -> list[tuple[str, bool]]:
     """Lower each GPU specialisation the shapes would time to Tile IR bytecode (sm_90), once
     per distinct one, so that a lowering error shows here rather than on the GPU."""
-    seen, checks = {}, []
+    seen = {}
     for shape in shapes:
         for name, kern, types, consts in specialisations(shape):
             seen.setdefault((kern, types, tuple(sorted(consts.items()))),
                             (f"{name} (first: {shape.label})", kern, types, consts))
     rep.log(f"\n  lowering {len(seen)} GPU specialisations to Tile IR bytecode (sm_90):")
-    for name, kern, types, consts in seen.values():
-        try:
-            ok = bool(kern.inspect("tileir", types, consts, arch="sm_90"))
-        except Exception:  # noqa: BLE001
-            rep.log(traceback.format_exc())
-            ok = False
-        checks.append((f"lower {name}", ok))
-        rep.log(f"  {'ok ' if ok else 'BAD'} lower {name}")
-    return checks
+    return lowered(rep, seen.values())
 
 
 # -- main ----------------------------------------------------------------------------------------

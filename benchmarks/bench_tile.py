@@ -686,14 +686,22 @@ def dry_lower(rep: Report, checks: list) -> None:
               for tile in ADD_TILES]
     cases.append(("scale", scale, (view(f16, 2, CHAIN_TILE), view(f16, 2), view(f16, 1)), {}))
     rep.log("\n  lowering the GPU specialisations to Tile IR bytecode (sm_90):")
+    checks += lowered(rep, cases)
+
+
+def lowered(rep, cases) -> list[tuple[str, bool]]:
+    """Lower each ``(name, kernel, types, consts)`` of ``cases`` to Tile IR bytecode for sm_90
+    (no tileiras, no GPU): a ``("lower NAME", ok)`` check each, a failure's traceback logged."""
+    checks = []
     for name, kern, types, consts in cases:
         try:
             ok = bool(kern.inspect("tileir", types, consts, arch="sm_90"))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the check fails, the dry run goes on
             rep.log(traceback.format_exc())
             ok = False
         checks.append((f"lower {name}", ok))
         rep.log(f"  {'ok ' if ok else 'BAD'} lower {name}")
+    return checks
 
 
 # -- main ----------------------------------------------------------------------------------------
