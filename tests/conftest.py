@@ -72,3 +72,14 @@ def tune(monkeypatch, tmp_path):
     fake.times = []
     monkeypatch.setattr(timing, "replay_seconds", fake)
     return fake, timed
+
+
+@pytest.fixture
+def stats_on():
+    """fl.stats on, from zero; off and reset again afterwards."""
+    import fearless as fl
+    fl.stats.reset()
+    fl.stats.enable()
+    yield fl.stats
+    fl.stats.disable()
+    fl.stats.reset()

@@ -51,15 +51,11 @@ def copy(x: fl.Slice[f32], out: fl.DisjointSlice[f32]):
 
 
 @pytest.fixture
-def counting(monkeypatch, tmp_path):
+def counting(monkeypatch, tmp_path, stats_on):
     """fl.stats on, from zero, with a fresh disk cache; off again afterwards."""
     monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(BASE.CONFIG,
                                                            cache_dir=tmp_path / "cache"))
-    fl.stats.reset()
-    fl.stats.enable()
-    yield fl.stats
-    fl.stats.disable()
-    fl.stats.reset()
+    return stats_on
 
 
 MODULES = (pack, dispatch, tile_launch, memory)

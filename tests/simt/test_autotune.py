@@ -196,23 +196,17 @@ def test_an_atomic_argument_is_updated_once(tune):
         tuned(hist, fl.asarray(x))
 
 
-def test_the_caller_sees_one_launch_and_the_stats_record_the_tuning(tune):
+def test_the_caller_sees_one_launch_and_the_stats_record_the_tuning(tune, stats_on):
     fake, _ = tune
     fake.times = [1.0]
-    fl.stats.reset()
-    fl.stats.enable()
-    try:
-        tuned = fl.autotune([fl.Config(block=32, skip=1), fl.Config(block=32, skip=0)])(
-            copy_some)
-        tuned(fl.empty(64, f32), _host(np.arange(64)))
-        k = fl.stats()["kernels"]["copy_some"]
-        assert k["launches"] == 1 and k["refused"] == {}   # the trials were quiet
-        (record,) = k["autotune"]
-        assert record["winner"] == "config 1 Config(block=32, skip=0)"
-        assert record["tried"] == 2 and record["dropped"] == 1
-    finally:
-        fl.stats.disable()
-        fl.stats.reset()
+    tuned = fl.autotune([fl.Config(block=32, skip=1), fl.Config(block=32, skip=0)])(
+        copy_some)
+    tuned(fl.empty(64, f32), _host(np.arange(64)))
+    k = fl.stats()["kernels"]["copy_some"]
+    assert k["launches"] == 1 and k["refused"] == {}   # the trials were quiet
+    (record,) = k["autotune"]
+    assert record["winner"] == "config 1 Config(block=32, skip=0)"
+    assert record["tried"] == 2 and record["dropped"] == 1
 
 
 def test_configs_computing_other_values_are_an_error_not_a_choice(tune):

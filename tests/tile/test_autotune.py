@@ -320,20 +320,14 @@ def test_tuning_with_the_real_timer(monkeypatch, tmp_path):
     assert all(c.seconds is not None and c.seconds > 0 for c in tuned.report)
 
 
-def test_fl_stats_counts_the_real_call_only(tune):
+def test_fl_stats_counts_the_real_call_only(tune, stats_on):
     fake, _ = tune
     fake.times = [1.0]
-    fl.stats.reset()
-    fl.stats.enable()
-    try:
-        tuned = ft.autotune([ft.Config(tile=16, skip=1), ft.Config(tile=16)])(copy_some)
-        tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
-        k = fl.stats()["kernels"]["copy_some"]
-        assert k["launches"] == 1 and k["refused"] == {}   # the trials were quiet
-        assert fl.stats()["graphs"]["replays"] == 0
-    finally:
-        fl.stats.disable()
-        fl.stats.reset()
+    tuned = ft.autotune([ft.Config(tile=16, skip=1), ft.Config(tile=16)])(copy_some)
+    tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
+    k = fl.stats()["kernels"]["copy_some"]
+    assert k["launches"] == 1 and k["refused"] == {}   # the trials were quiet
+    assert fl.stats()["graphs"]["replays"] == 0
 
 
 def test_reads_of_the_own_tile_through_load_like_count_as_reads(tune):

@@ -130,27 +130,21 @@ def test_progress_lines_on_request_the_summary_alone_off_a_terminal(tune, monkey
 
 # -- fl.stats ---------------------------------------------------------------------------------
 
-def test_fl_stats_records_each_tuning(tune):
+def test_fl_stats_records_each_tuning(tune, stats_on):
     fake, _ = tune
     fake.times = [1.0]
-    fl.stats.reset()
-    fl.stats.enable()
-    try:
-        tuned = ft.autotune(FOUR[:3], max_seconds=1e-3)(copy_some)
-        for _ in range(2):      # the second call uses the ranking: no new record
-            tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
-        records = fl.stats()["kernels"]["copy_some"]["autotune"]
-        assert records == [{"key": "o=f32(64,), x=f32(64,)", "winner": "config 1 Config(tile=16)",
-                            "seconds": tuned.report.seconds, "tried": 2, "dropped": 1,
-                            "skipped": 1}]
-        assert 'fearless_autotunes_total{kernel="copy_some"} 1' in fl.stats.prometheus()
-        from fearless.cli import stats_table
-        assert re.search(r"^tuned copy_some for o=f32\(64,\), x=f32\(64,\): config 1 "
-                         r"Config\(tile=16\) in \d+\.\d s \(2 tried, 1 dropped, 1 skipped\)$",
-                         stats_table(fl.stats()), re.M)
-    finally:
-        fl.stats.disable()
-        fl.stats.reset()
+    tuned = ft.autotune(FOUR[:3], max_seconds=1e-3)(copy_some)
+    for _ in range(2):      # the second call uses the ranking: no new record
+        tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
+    records = fl.stats()["kernels"]["copy_some"]["autotune"]
+    assert records == [{"key": "o=f32(64,), x=f32(64,)", "winner": "config 1 Config(tile=16)",
+                        "seconds": tuned.report.seconds, "tried": 2, "dropped": 1,
+                        "skipped": 1}]
+    assert 'fearless_autotunes_total{kernel="copy_some"} 1' in fl.stats.prometheus()
+    from fearless.cli import stats_table
+    assert re.search(r"^tuned copy_some for o=f32\(64,\), x=f32\(64,\): config 1 "
+                     r"Config\(tile=16\) in \d+\.\d s \(2 tried, 1 dropped, 1 skipped\)$",
+                     stats_table(fl.stats()), re.M)
 
 
 # -- the default search spaces ------------------------------------------------------------------
