@@ -43,7 +43,6 @@ from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.tracebacks import user_facing, user_stacklevel
 
 
-
 # the first tileiras whose persistent loops keep warp specialisation (benchmarks/RESULTS.md,
 # session 8: tileiras 13.4.92 drops it, and the persistent GEMM runs at half speed)
 PERSISTENT_RELEASE = (13, 5)
