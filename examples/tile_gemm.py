@@ -30,8 +30,8 @@ def matmul(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
 # The tuner times these per shape and dtype at the first call of each (a few seconds; the
 # ranking persists in the disk cache). First, and what runs where nothing tunes (the cpu
 # backend, FEARLESS_AUTOTUNE=0): the persistent 128x128 tile, 95-98% of cuBLAS at 2048-8192^3
-# on the H200 with tileiras 13.5 (L2 flushed). 128x256 and 256x128 spill registers unless a cluster of two CTAs
-# shares the tile (sm_90 and newer; benchmarks/RESULTS.md).
+# on the H200 with tileiras 13.5 (L2 flushed). 128x256 and 256x128 spill registers unless a
+# cluster of two CTAs shares the tile (sm_90 and newer; benchmarks/RESULTS.md).
 CGA2 = {"sm_90": {"num_cta_in_cga": 2}}
 matmul_tuned = ft.autotune(configs=[
     ft.Config(tile=tile, schedule=schedule, hints=CGA2 if 256 in tile else None)
