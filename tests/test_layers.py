@@ -107,15 +107,7 @@ def test_readme_test_command_is_what_ci_runs():
 
 
 # The runtime launches what the compiler hands it (compiler/info.py, compiler/abi.py) and never
-# reads the IR or a GPU backend. The cpu backend is the exception: the runtime runs its
-# interpreter, the cpu "device", through these entry points only.
-RUNTIME_EXCEPTIONS = {
-    ("fearless.runtime.dispatch", "fearless.backends.cpu.simt"),
-    ("fearless.runtime.dispatch", "fearless.backends.cpu.block"),
-    ("fearless.runtime.tile_launch", "fearless.backends.cpu.tile"),
-}
-
-
+# reads the IR or a backend; the cpu backend's interpreters reach it from the kernel layer.
 def test_the_runtime_imports_neither_the_ir_nor_the_backends():
     bad = []
     for name, path in modules():
@@ -123,7 +115,6 @@ def test_the_runtime_imports_neither_the_ir_nor_the_backends():
             continue
         for target in imports(path, name):
             module = _existing(target)
-            if module.startswith(("fearless.ir", "fearless.backends")) and \
-                    (name, module) not in RUNTIME_EXCEPTIONS:
+            if module.startswith(("fearless.ir", "fearless.backends")):
                 bad.append(f"{name} imports {target}")
     assert not bad, "\n".join(bad)

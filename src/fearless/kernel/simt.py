@@ -407,8 +407,10 @@ class Kernel(BaseKernel):
         if ahead.compiling_ahead():
             return lambda stream: None  # `fearless compile`: no run
         sites = entry.compiled.info.bounds_sites
+        from fearless.backends.cpu.simt import interpret   # imported when first needed
         return lambda stream: dispatch.launch_cpu(self.name, entry.compiled.fn, launch, values,
-                                                  tensors, sites, stream, base.CONFIG.racecheck)
+                                                  tensors, sites, stream, base.CONFIG.racecheck,
+                                                  interpret=interpret)
 
     def _scalars(self, entry: _Entry, args) -> list:
         """Scalar arguments as NumPy scalars of their parameter's dtype (None for arrays), for

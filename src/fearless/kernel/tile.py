@@ -321,6 +321,8 @@ class TileKernel(BaseKernel):
             entry = self._entry(types, names, constants, backend)
             fn, loaded, params = entry.compiled.fn, entry.loaded, entry.compiled.info.params
             written = [p.written for p in params]
+            if loaded is None:   # the cpu backend's interpreter, imported when first needed
+                from fearless.backends.cpu.tile import run as interpret
 
             def enqueue(stream):
                 check_order(stream, self.name, names, tensors, written)
@@ -328,7 +330,7 @@ class TileKernel(BaseKernel):
                     follow(stream, theirs)
                 if loaded is None:
                     tile_launch.launch_cpu(fn, grid, params, tensors, scalars,
-                                           base.CONFIG.racecheck)
+                                           base.CONFIG.racecheck, interpret=interpret)
                 else:
                     tile_launch.launch_cuda(loaded, grid, tensors, scalars, stream)
             if loaded is not None:

@@ -138,28 +138,25 @@ def physical_grid(grid: tuple, coarsen: int, axis: int) -> tuple:
 
 
 def launch_cpu(kernel: str, fn, launch, values, tensors, sites, stream: Stream,
-               racecheck: bool):
+               racecheck: bool, *, interpret):
     """Interpret the kernel now; a bounds error is raised at the next synchronisation, a race
     (with ``racecheck``: the kernel layer passes FEARLESS_RACECHECK's) when the launch ends, a
-    barrier error as it happens."""
-    from fearless.backends.cpu.simt import run
-
+    barrier error as it happens. ``interpret``: the cpu backend's interpreter, which the kernel
+    layer hands over (``backends.cpu.simt.interpret``: the runtime imports no backend)."""
     observer, mark = OBSERVER, None
     if observer is not None:
         observer.launch(kernel)
         mark = observer.start(None)
     args = [t._raw_view() if t is not None else v for v, t in zip(values, tensors)]
     events = []
-    races = None
+    race = None
     if 0 not in launch.grid:
-        races = run(fn, launch.grid, launch.block, args, lambda *event: events.append(event),
-                    launch.shared, racecheck)
+        race = interpret(fn, launch.grid, launch.block, args,
+                         lambda *event: events.append(event), launch.shared, racecheck)
     if mark is not None:
         observer.stop(kernel, None, mark)
-    if races is not None and races.race is not None:
-        from fearless.backends.cpu.block import launch_lanes
-        lanes = launch_lanes(1, launch.grid, launch.block, 0, 1)
-        text, span = races.describe(lanes.thread_name)
+    if race is not None:
+        text, span = race
         raise RaceError(text, kernel=kernel, span=span,
                         help="separate the accesses with fl.sync_threads(), give each "
                              "thread its own element, or use an atomic method")

@@ -76,13 +76,12 @@ def launch_cuda(loaded: LoadedTile, grid: tuple, tensors: list, scalars: list,
 
 
 def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list,
-               racecheck: bool = False) -> None:
+               racecheck: bool = False, *, interpret) -> None:
     """Interpret the tile kernel now, one tile block after another; ``params``: the kernel's
     ParamInfo (its In tensors are handed over read-only). With ``racecheck`` (the kernel layer
     passes FEARLESS_RACECHECK's) a scatter that writes one element twice raises RaceError
-    when the launch ends."""
-    from fearless.backends.cpu.tile import run
-
+    when the launch ends. ``interpret``: the cpu backend's tile interpreter, which the kernel
+    layer hands over (``backends.cpu.tile.run``: the runtime imports no backend)."""
     observer, mark = OBSERVER, None
     if observer is not None:
         observer.launch(getattr(fn, "name", "?"))
@@ -98,6 +97,6 @@ def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list,
             view.flags.writeable = False
         args.append(view)
     if 0 not in grid:
-        run(fn, grid, args, racecheck)
+        interpret(fn, grid, args, racecheck)
     if mark is not None:
         observer.stop(getattr(fn, "name", "?"), None, mark)

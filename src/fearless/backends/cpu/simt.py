@@ -350,5 +350,16 @@ def run(fn: Function, grid: tuple, block: tuple, args: list, on_bounds_error: Ca
     return races
 
 
+def interpret(fn: Function, grid: tuple, block: tuple, args: list, on_bounds_error: Callable,
+              dynamic_shared: int = 0, racecheck: bool = False):
+    """``run``, the race it found (if any) described for the launch's error: ``(text, span)``
+    with threads named by their block and thread index, or None. What the runtime's cpu
+    launch calls (the kernel layer hands it over: the runtime imports no backend)."""
+    races = run(fn, grid, block, args, on_bounds_error, dynamic_shared, racecheck)
+    if races is None or races.race is None:
+        return None
+    return races.describe(launch_lanes(1, grid, block, 0, 1).thread_name)
+
+
 # tile ops belong to tile kernels, which run on the cpu tile interpreter and the Tile IR backend
 UNSUPPORTED = {name: "tile kernels only" for name in only("tile")}
