@@ -11,6 +11,11 @@ Sections:
    heads (32 q / 8 kv, D 128): GB/s of K and V read and % of the copy bandwidth
    (``dst.copy_(src)`` over 1 GiB, 2 bytes moved per byte copied, measured in the same run).
    Successive calls read distinct caches (at least 256 MB in turn), so L2 does not hold them.
+3. example (not in the default): ``examples/tile_attention.py``'s ``attention_tuned``, a
+   user's flash attention tuned by ``ft.autotune``, against SDPA on the same (heads, S, D)
+   data: f16 and bf16, 64 heads (the issue's 4 x 16), D 128, S 1024 and 4096, causal and not;
+   each config's TFLOP/s as the tuner timed it, the tuning's cost in seconds, the winner's
+   time as in section 1.
 
 Timing as ``bench_tile.py`` (its Clock): CUDA events on the legacy default stream, the GPU held
 by ``torch.cuda._sleep`` while the host enqueues a ``.then()`` chain of calls, the median of
@@ -24,7 +29,8 @@ sweep several in one run; each runs every case):
     --decode bn=64,waves=2,occ=none,klat=none   (DecodeTuning)
 A ``d=64`` or ``d=128`` item applies a configuration to that head dim only.
 Run from the repository root on the GPU machine:
-    PYTHONPATH=src:. python3 benchmarks/bench_attention.py [--sections prefill,decode] [--quick]
+    PYTHONPATH=src:. python3 benchmarks/bench_attention.py [--sections prefill,decode,example]
+        [--quick]
         [--prefill ...]... [--decode ...]...
 Output: the log as it goes, a table of ratios last; ``$OUT`` (default ./bench_out) gets
 bench_attention.json and .log. ``--dry-run`` (no GPU) runs each configuration once at tiny sizes
@@ -140,6 +146,70 @@ def gpu_prefill(rep, clock, torch, cfg, quick):
             rep.fail(case)
 
 
+EXAMPLE_CASES = [(dt, s, causal) for dt in ("float16", "bfloat16") for s in (1024, 4096)
+                 for causal in (False, True)]
+EXAMPLE_HEADS, EXAMPLE_D = 64, 128   # the issue's shape: 4 x 16 heads, D 128
+
+
+def gpu_example(rep, clock, torch, quick):
+    """``examples/tile_attention.py``'s ``attention_tuned`` (a user's flash attention tuned by
+    ft.autotune) against SDPA on the same (heads, S, D) data: per case the tuning (each
+    config's time as the tuner measured it, and the tuning's wall-clock cost in seconds), then
+    the winner timed as the prefill rows are, beside SDPA."""
+    from bench_tile import allow_depth, chain, time_peer
+    import torch.nn.functional as F
+    from examples import tile_attention as E
+    for dt, s, causal in EXAMPLE_CASES:
+        if quick and (dt, s) != ("float16", 4096):
+            continue
+        case = f"example {dt} {EXAMPLE_HEADS}h S{s} D{EXAMPLE_D} {'causal' if causal else 'full'}"
+        try:
+            g = torch.Generator(device="cuda").manual_seed(5)
+            q, k, v = (torch.randn((EXAMPLE_HEADS, s, EXAMPLE_D), generator=g, device="cuda",
+                                   dtype=getattr(torch, dt)) for _ in range(3))
+            scale = EXAMPLE_D ** -0.5
+
+            def sdpa():
+                return F.scaled_dot_product_attention(q[None], k[None], v[None],
+                                                      is_causal=causal)[0]
+            fq, fk, fv = (fl.asarray(x) for x in (q, k, v))
+            out = torch.empty_like(q)
+            report = E.attention_tuned.tune(fl.asarray(out), fq, fk, fv, scale, causal)
+            flops = 4 * EXAMPLE_HEADS * s * s * EXAMPLE_D / (2 if causal else 1)
+            rep.log(f"  {case}: {report}")
+            for n, c in enumerate(report):
+                if c.seconds is not None:
+                    rep.log(f"    config {n}: {flops / c.seconds / 1e12:.0f} TF")
+            part = E.attention_tuned(fl.asarray(out), fq, fk, fv, scale, causal).sync()[0]
+            want = sdpa()
+            err = ((out.float() - want.float()).abs().max() / want.float().abs().max()).item()
+
+            def make(p_):   # what a user calls: the ranking is kept, the winner runs
+                return E.attention_tuned(p_.unpartition(), fq, fk, fv, scale, causal)
+            n = 20 if s >= 4096 else 100
+            allow_depth(n)
+
+            def run(k_, mark):
+                nonlocal part
+                op = chain(make, part, k_)
+                part = op.then(lambda r: (mark(), r)[1]).sync()[0]
+            ms, late = clock.device(run, n)
+            peer = time_peer(clock, sdpa)["kernel_ms"]
+            rep.rows.append({"case": f"{case} [tuned: config {report.winner}, "
+                                     f"{report.seconds:.1f} s to tune]", "ms": ms,
+                             "peer_ms": peer,
+                             "ratio": f"{peer / ms:.2f}x SDPA ({flops / ms / 1e9:.0f} TF vs "
+                                      f"{flops / peer / 1e9:.0f}){' host-bound' if late else ''}"
+                                      f"{'' if err < 0.02 else f' WRONG err {err:.3g}'}",
+                             "err": err, "tuning_s": report.seconds,
+                             "configs_tf": [None if c.seconds is None else
+                                            flops / c.seconds / 1e12 for c in report]})
+            rep.log(f"  {rep.rows[-1]['case']}: {ms:.4g} ms vs SDPA {peer:.4g} ms: "
+                    f"{rep.rows[-1]['ratio']} (max err vs SDPA {err:.3g} of max |out|)")
+        except Exception:  # noqa: BLE001 - a case's failure is logged, the run goes on
+            rep.fail(case)
+
+
 def copy_bandwidth(clock, torch) -> float:
     """Bytes per ms moved by ``dst.copy_(src)`` (2 per byte copied) over 1 GiB."""
     from bench_tile import time_peer
@@ -217,6 +287,8 @@ def gpu_run(rep, sections, quick, prefill_cfgs, decode_cfgs):
     if "prefill" in sections:
         for cfg in prefill_cfgs:
             gpu_prefill(rep, clock, torch, cfg, quick)
+    if "example" in sections:
+        gpu_example(rep, clock, torch, quick)
     if "decode" in sections:
         copy_bpms = copy_bandwidth(clock, torch)
         rep.data["copy_GBps"] = copy_bpms / 1e6
@@ -263,7 +335,8 @@ def dry_run(rep, prefill_cfgs, decode_cfgs) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sections", default="prefill,decode")
-    ap.add_argument("--quick", action="store_true", help="S 4096 16/16 heads; ctx 1024, 8192")
+    ap.add_argument("--quick", action="store_true",
+                    help="S 4096 16/16 heads (example: f16 S 4096); ctx 1024, 8192")
     ap.add_argument("--prefill", action="append", default=[], metavar="CFG",
                     help="bm=,bn=,occ=,klat=,vlat=,ftz=[,d=64|128] (repeat to sweep)")
     ap.add_argument("--decode", action="append", default=[], metavar="CFG",

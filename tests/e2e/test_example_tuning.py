@@ -1,5 +1,5 @@
 """The search spaces the tile examples tune over (``matmul_tuned``, ``softmax_tuned``,
-``layernorm_tuned``): every config runs on the cpu backend and matches an independent float64
+``layernorm_tuned``, ``attention_tuned``): every config runs on the cpu backend and matches an independent float64
 NumPy reference at the examples' cpu sizes, which no tile divides (edge tiles are clipped); a
 tuning over each whole list drops none of them; and an example's notes name the config it ran.
 
@@ -17,11 +17,12 @@ import fearless as fl
 from fearless import tile as ft
 from fearless.dtypes import bf16, f16, f32
 from fearless.errors import PerformanceWarning
-from examples import tile_gemm, tile_layernorm, tile_softmax
+from examples import tile_attention, tile_gemm, tile_layernorm, tile_softmax
 
 BASE = importlib.import_module("fearless.kernel.base")
 GEMM = tile_gemm.matmul_tuned.configs
 ROWWISE = tile_softmax.softmax_tuned.configs
+ATTENTION = tile_attention.attention_tuned.configs
 
 
 def _gemm_case(dtype, seed=3):
@@ -47,6 +48,19 @@ def _layernorm_case(seed=5):
     return args, tile_layernorm.reference(x, w, b, 1e-5)
 
 
+def _attention_case(causal: bool, seed=6):
+    """The example's cpu shape (heads 3, S 200, D 128), f16: no tile of 64 or 128 rows divides
+    S (the last query tile and the last key block are clipped and masked)."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal((3, 200, 128), np.float32).astype(np.float16)
+               for _ in range(3))
+    scale = 128 ** -0.5
+    args = (fl.full((3, 200, 128), np.nan, f16), fl.asarray(q), fl.asarray(k), fl.asarray(v),
+            scale, causal)
+    bound = tile_attention.error_bound(q, k, v, scale, 2.0 ** -11)
+    return args, (tile_attention.reference(q, k, v, scale, causal), bound)
+
+
 def _only(config, kernel):
     """``kernel`` tuned over ``config`` alone: the cpu backend runs it (and says it does not
     tune)."""
@@ -61,6 +75,22 @@ def test_the_spaces_are_the_documented_ones():
     assert all(c.consts == {} for c in GEMM)      # matmul's own bk=64
     assert ROWWISE == ft.configs.rowwise(occupancy=(3, 2, 4))
     assert tile_layernorm.layernorm_tuned.configs == ROWWISE
+    assert [(c.tile, c.consts, c.hints) for c in ATTENTION] == [
+        ((1, 128, None), {"bn": 64}, tile_attention.OCC2), ((1, 128, None), {"bn": 64}, {}),
+        ((1, 128, None), {"bn": 128}, {}), ((1, 64, None), {"bn": 64}, tile_attention.OCC2),
+        ((1, 64, None), {"bn": 128}, {})]
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("n", range(len(ATTENTION)))
+def test_each_attention_config_computes_attention(n, causal):
+    """``causal``, which no config sets, is the caller's: an argument of the tuned call."""
+    args, (want, bound) = _attention_case(causal)
+    with pytest.warns(PerformanceWarning, match="the cpu backend does not tune"):
+        out = _only(ATTENTION[n], tile_attention.attention)(*args).sync()[0]
+    assert out.tile_shape == (1, ATTENTION[n].tile[1], 128)
+    got = out.unpartition().numpy().astype(np.float64)
+    assert np.all(np.abs(got - want) <= bound + 2.0 ** -11 * np.abs(want))
 
 
 @pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
@@ -87,8 +117,9 @@ def test_each_rowwise_config_computes_softmax_and_layer_norm(n):
 @pytest.mark.parametrize("example, case", [
     (tile_gemm.matmul_tuned, lambda: _gemm_case(f16, seed=7)),
     (tile_softmax.softmax_tuned, lambda: _softmax_case(seed=8)),
-    (tile_layernorm.layernorm_tuned, lambda: _layernorm_case(seed=9))],
-    ids=["gemm", "softmax", "layernorm"])
+    (tile_layernorm.layernorm_tuned, lambda: _layernorm_case(seed=9)),
+    (tile_attention.attention_tuned, lambda: _attention_case(True, seed=10))],
+    ids=["gemm", "softmax", "layernorm", "attention"])
 def test_a_tuning_over_each_space_keeps_every_config(tune, example, case):
     """Every config writes its whole output and agrees with the others (the tuner drops a
     config that leaves an element unwritten and refuses configs that disagree); the stand-in
@@ -107,6 +138,10 @@ def test_a_tuning_over_each_space_keeps_every_config(tune, example, case):
     got = out.numpy()
     if example is tile_gemm.matmul_tuned:
         np.testing.assert_array_equal(got, want)
+    elif example is tile_attention.attention_tuned:
+        want, bound = want
+        got = got.astype(np.float64)
+        assert np.all(np.abs(got - want) <= bound + 2.0 ** -11 * np.abs(want))
     else:
         np.testing.assert_allclose(got, want, rtol=2e-6 if example is
                                    tile_softmax.softmax_tuned else 1e-5, atol=1e-5)
@@ -120,6 +155,8 @@ def test_the_notes_say_the_cpu_backend_ran_the_first_config():
         "not tuned (the cpu backend): the first config, tile 1x1024"]
     assert tile_layernorm.run(repeat=1).notes == [
         "not tuned (the cpu backend): the first config, tile 1x1024"]
+    assert tile_attention.run(repeat=1).notes[-1] == (
+        "not tuned (the cpu backend): the first config, tile 1x128x128, bn=64")
     pinned = tile_gemm.run(tile=(64, 128), bk=32, repeat=1)
     assert pinned.notes[-1] == "tile 64x128, bk 32 (pinned)" and pinned.error_ratio <= 1
     assert tile_softmax.run(rows=2, repeat=1).notes == ["tile 2x1024 (pinned)"]

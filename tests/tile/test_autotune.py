@@ -228,6 +228,26 @@ def test_a_new_key_tunes_once_more(tune):
     assert len(timed) == 4
 
 
+def test_a_const_no_config_sets_is_the_callers_and_keys_the_tuning(tune):
+    """copy_some's ``off`` is the caller's (no config sets it): passed by keyword or position,
+    its default otherwise, and each value tunes once; ``skip``, which the configs set, is not
+    an argument."""
+    fake, timed = tune
+    fake.times = [1.0, 2.0] * 3
+    tuned = ft.autotune([ft.Config(tile=16, skip=0), ft.Config(tile=32, skip=0)])(copy_some)
+    x = _host(np.arange(64))
+    for call in (lambda o: tuned(o, x, off=3), lambda o: tuned(o, x, 3),
+                 lambda o: tuned(o, x, off=5), lambda o: tuned(o, x)):
+        o, _ = call(fl.empty(64, f32)).sync()
+        assert o.tile_shape == (16,)
+    assert len(timed) == 6    # off 3 (twice: one tuning), off 5, off 0 (the default)
+    np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(64))
+    got, _ = tuned(fl.empty(64, f32), x, off=5).sync()
+    np.testing.assert_array_equal(got.unpartition().numpy(), np.arange(64) + 5)
+    with pytest.raises(ArgumentTypeError, match="unexpected or repeated argument 'skip'"):
+        tuned(fl.empty(64, f32), x, skip=1)
+
+
 def test_fearless_autotune_0_runs_the_first_config(tune, monkeypatch):
     fake, timed = tune
     monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(BASE.CONFIG, autotune=False))
@@ -281,7 +301,7 @@ def test_bad_configs_and_keys_are_refused_before_anything_runs():
     with pytest.raises(AutotuneError, match="the key names 'q', which is not a runtime"):
         ft.autotune([ft.Config(tile=16)], key="q")(copy_some)     # one name, as a string
     with pytest.raises(AutotuneError, match="the key names 'skip', which is not a runtime"):
-        ft.autotune([ft.Config(tile=16)], key=("x", "skip"))(copy_some)   # an ft.Const
+        ft.autotune([ft.Config(tile=16, skip=0)], key=("x", "skip"))(copy_some)   # configs'
     for bad in (0, -1.0, float("nan"), float("inf"), True, "10"):
         with pytest.raises(AutotuneError, match=r"max_seconds is .*; expected a number of "
                                                 r"seconds > 0"):

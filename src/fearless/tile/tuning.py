@@ -14,7 +14,9 @@ extent ``None`` covers the Out's whole axis, rounded up to a power of two), valu
 ``ft.Const`` parameters and tileiras entry hints per arch (``occupancy``, ``num_cta_in_cga``,
 ...). Without ``configs=`` the default space of ``fearless.tile.configs`` is used (``gemm()`` for a
 kernel calling ``ft.mma``, else ``rowwise()``). A config whose tile has another rank than a
-call's Out is left out of that call (``tuned.report`` says why; none fitting is an error). The
+call's Out is left out of that call (``tuned.report`` says why; none fitting is an error). An
+``ft.Const`` that no config sets is the caller's (``causal=True``, say): a call passes it like
+any argument (or leaves its default), and its value is part of the key. The
 key, by default the tensor parameters' shapes, dtypes, strides and 16-byte alignment class (and
 named scalars' values), with the device, its SM count and the compiler, selects a cached
 winner; a new key tunes once.
@@ -122,13 +124,18 @@ class Autotuned(driver.Tuned):
         if not isinstance(kernel, TileKernel):
             raise AutotuneError("ft.autotune decorates a tile kernel (@ft.kernel)")
         self.kernel, self.params = kernel, kernel.params
-        self.runtime = [p for p in self.params if p.kind is not P.CONST]
-        self.outs = [p.name for p in self.params if p.kind is P.OUT]
-        self.written = [p.name for p in self.params if p.kind in (P.OUT, P.ATOMIC)]
-        self._variants: dict = {}
         if configs is None:
             from fearless.tile.configs import default
             configs = default(kernel)
+        # the ft.Const parameters no config sets are the caller's (causal=True, say): call
+        # arguments like the tensors, part of the key
+        self.set = {name for cfg in (configs if isinstance(configs, (list, tuple)) else ())
+                    for name in getattr(cfg, "consts", ())}
+        self.runtime = [p for p in self.params if p.kind is not P.CONST or p.name not in self.set]
+        self.tensors = [p for p in self.runtime if p.kind is not P.CONST]
+        self.outs = [p.name for p in self.params if p.kind is P.OUT]
+        self.written = [p.name for p in self.params if p.kind in (P.OUT, P.ATOMIC)]
+        self._variants: dict = {}
         super().__init__(configs, key, rtol, reps, compare, max_seconds)
 
     def _checked_configs(self, configs: list) -> list:
@@ -143,7 +150,7 @@ class Autotuned(driver.Tuned):
                                     f"parameter", kernel=self.name,
                                     help=f"its constants: {', '.join(sorted(consts)) or 'none'}")
             unset = [c for c, p in consts.items() if p.default is P.NO_DEFAULT
-                     and c not in cfg.consts]
+                     and c in self.set and c not in cfg.consts]
             if unset:
                 raise AutotuneError(f"config {n} leaves the ft.Const '{unset[0]}' without a "
                                     f"value (it has no default)", kernel=self.name)
@@ -254,6 +261,8 @@ class Autotuned(driver.Tuned):
                 if p.kind is P.CONST:
                     if p.name in cfg.consts:
                         args[p.name] = cfg.consts[p.name]
+                    elif p.name not in self.set:
+                        args[p.name] = bound[p.name]
                     continue
                 v = (twins or {}).get(p.name, bound[p.name])
                 if p.kind is P.OUT:
@@ -270,7 +279,7 @@ class Autotuned(driver.Tuned):
     def _enqueue(self, n: int, bound: dict, twins: dict) -> None:
         """Enqueue config n on the twins (no wait) and take the twins back."""
         result = self._run(n, bound, twins).enqueue()
-        for p, v in zip(self.runtime, result):
+        for p, v in zip(self.tensors, result):
             if p.name in twins:
                 twins[p.name] = v.unpartition() if p.kind is P.OUT else v
 
@@ -281,7 +290,7 @@ class Autotuned(driver.Tuned):
         Out when it does not compile (its trial fails anyway)."""
         from fearless.compiler import compile_tile
         cfg, signature = self.configs[n], {}
-        for p in self.runtime:
+        for p in self.tensors:
             if p.kind is P.SCALAR:
                 continue
             v = bound[p.name]
@@ -292,8 +301,8 @@ class Autotuned(driver.Tuned):
         try:
             infos = P.signature_infos(kernel.runtime_params, signature)
             types = P.specialise(kernel.name, kernel.runtime_params, infos)
-            consts = {p.name: cfg.consts.get(p.name, p.default) for p in self.params
-                      if p.kind is P.CONST}
+            consts = {p.name: cfg.consts.get(p.name, bound.get(p.name, p.default))
+                      for p in self.params if p.kind is P.CONST}
             fn = compile_tile(kernel.captured, kernel._ir_params(types), consts, None,
                               "passes").fn
         except InternalError:
