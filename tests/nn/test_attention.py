@@ -152,6 +152,22 @@ def test_decode_matches_float64(small_tiles, dtype, hq, hkv):
     assert (got[3] == 0).all()
 
 
+def test_decode_occupancy_follows_the_sequence_heads(monkeypatch):
+    """``DecodeTuning.occupancy`` below ``many`` sequence-heads (batch x kv heads), else
+    ``many_occupancy``: the hint the split kernel is built with."""
+    built = []
+    real = A._decode_kernels
+    monkeypatch.setattr(A, "_decode_kernels", lambda occ, kl, vl: built.append(occ) or
+                        real(occ, kl, vl))
+    monkeypatch.setitem(A.DECODE, 64, A.DecodeTuning(bn=16, many=8))
+    kc = rand((4, 40, 2, 64), f16, 19)
+    for b in (2, 3, 4):   # 4, 6, 8 sequence-heads
+        got = decode_attention(rand((b, 4, 64), f16, 20), kc[:b], kc[:b],
+                               np.full(b, 40, np.int32)).numpy()
+        assert np.isfinite(got).all()
+    assert built == [None, None, 2]
+
+
 def test_decode_chunks_cover_the_cache(monkeypatch, small_tiles):
     # many splits (one block of 16 rows each) against one: the same values within the bound
     monkeypatch.setattr(A.fl, "multiprocessor_count", lambda: 64)
@@ -256,15 +272,16 @@ def test_gpu_prefill_torch(dtype, d, causal):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("hq, hkv, d", [(16, 8, 128), (32, 8, 128), (28, 4, 64)])
-def test_gpu_decode_torch(hq, hkv, d):
+@pytest.mark.parametrize("b, hq, hkv, d", [(3, 16, 8, 128), (3, 32, 8, 128), (3, 28, 4, 64),
+                                           (16, 16, 8, 128)])   # 128 sequence-heads: many
+def test_gpu_decode_torch(b, hq, hkv, d):
     torch = _torch()
-    b, ctx = 3, 3000
+    ctx = 3000
     g = torch.Generator(device="cuda").manual_seed(31)
     q = torch.randn((b, hq, d), generator=g, device="cuda", dtype=torch.bfloat16)
     kc = torch.randn((b, ctx, hkv, d), generator=g, device="cuda", dtype=torch.bfloat16)
     vc = torch.randn((b, ctx, hkv, d), generator=g, device="cuda", dtype=torch.bfloat16)
-    lengths = torch.tensor([1, 2049, 3000], device="cuda", dtype=torch.int32)
+    lengths = torch.tensor(([1, 2049, 3000] * 6)[:b], device="cuda", dtype=torch.int32)
     _poison_pool(torch, b * hq * d * 2)
     got = decode_attention(q, kc, vc, lengths)
     assert isinstance(got, torch.Tensor) and got.shape == (b, hq, d)

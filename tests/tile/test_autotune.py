@@ -248,6 +248,65 @@ def test_a_const_no_config_sets_is_the_callers_and_keys_the_tuning(tune):
         tuned(fl.empty(64, f32), x, skip=1)
 
 
+@ft.kernel
+def copy_first(o: ft.Out[f32], x: ft.In[f32], tiles: ft.Const[int] = 0):
+    """tiles > 0: only the first ``tiles`` tiles of o are written (a config that covers some
+    shapes and not others)."""
+    if tiles == 0 or o.tile_index[0] < tiles:
+        o.store(ft.load_like(x, o))
+
+
+def _bucket(t) -> int:
+    return 1 << (t.shape[0] - 1).bit_length()
+
+
+def test_a_key_function_tunes_once_per_bucket(tune):
+    """key={"o": bucket of the length, "x": bucket}: 60 and 64 elements share the bucket 64
+    (one tuning), 100 is in 128 (a second); the report shows the bucket. (An entry None would
+    key x by its exact shape.)"""
+    fake, timed = tune
+    fake.times = [2.0, 1.0] * 2
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=32)],
+                        key={"o": _bucket, "x": _bucket})(copy_some)
+    for n in (60, 64, 60, 100):
+        o, _ = tuned(fl.full(n, np.nan, f32), _host(np.arange(n))).sync()
+        np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(n))
+        assert o.tile_shape == (32,)
+    assert len(timed) == 4 and "o~128" in tuned.report.key
+    assert tuned.config_for(fl.empty(100, f32), _host(np.arange(100))) == tuned.configs[1]
+
+
+def test_a_bucket_winner_that_misses_part_of_another_shape_does_not_run_it(tune):
+    """Config 0 writes only the first 4 tiles of 16: all of 64 elements, not all of 80. Tuned
+    at 64 it wins (faster); at 80, a new shape in the same bucket, it is checked on twins, left
+    out, and config 1 (every tile) runs: no element is left unwritten, and no new tuning."""
+    fake, timed = tune
+    fake.times = [1.0, 2.0]
+    tuned = ft.autotune([ft.Config(tile=16, tiles=4), ft.Config(tile=16, tiles=0)],
+                        key={"o": lambda o: "one bucket"})(copy_first)
+    o, _ = tuned(fl.full(64, np.nan, f32), _host(np.arange(64))).sync()
+    assert tuned.report.winner == 0 and len(timed) == 2
+    for _ in range(2):
+        o, _ = tuned(fl.full(80, np.nan, f32), _host(np.arange(80))).sync()
+        np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(80))
+    assert len(timed) == 2
+    assert tuned.config_for(fl.empty(80, f32), _host(np.arange(80))) == tuned.configs[1]
+    o, _ = tuned(fl.full(64, np.nan, f32), _host(np.arange(64))).sync()   # 64: still config 0
+    np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(64))
+
+
+def test_bad_key_functions_are_refused(tune):
+    with pytest.raises(AutotuneError, match="the key maps 'o' to a int; expected a function"):
+        ft.autotune([ft.Config(tile=16)], key={"o": 3})(copy_some)
+    with pytest.raises(AutotuneError, match="the key names 'n', which is not a runtime"):
+        ft.autotune([ft.Config(tile=16)], key={"n": len})(copy_some)
+    tuned = ft.autotune([ft.Config(tile=16)], key={"o": lambda o: 1 // 0})(copy_some)
+    out = fl.full(64, np.nan, f32)
+    with pytest.raises(AutotuneError, match="the key function of 'o' raised ZeroDivisionError"):
+        tuned(out, _host(np.arange(64)))
+    assert out.numpy().shape == (64,)   # not moved: nothing ran
+
+
 def test_fearless_autotune_0_runs_the_first_config(tune, monkeypatch):
     fake, timed = tune
     monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(BASE.CONFIG, autotune=False))

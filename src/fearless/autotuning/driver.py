@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import threading
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -75,8 +76,10 @@ class Tuned:
             raise AutotuneError("the config list is empty", kernel=self.name,
                                 help=f"give {self.API}.autotune(configs=[{config}(...), ...])")
         self.configs = self._checked_configs(configs)
+        self.key_fns: dict = {}   # key parameter -> function of its argument (buckets)
         self.key = self._checked_key(key)
         self._winners: dict = {}
+        self._covering: dict = {}   # exact key -> the config checked to cover it (key_fns)
         self._lock = threading.Lock()
         self._warned: set = set()
         self.report: Report | None = None   # the last tuning, None before one
@@ -86,6 +89,13 @@ class Tuned:
         if key is None:
             return tuple(p.name for p in self.runtime if p.kind is not P.SCALAR)
         key = (key,) if isinstance(key, str) else key
+        if isinstance(key, Mapping):
+            for name, fn in key.items():
+                if fn is not None and not callable(fn):
+                    raise AutotuneError(f"the key maps {name!r} to a {type(fn).__name__}; "
+                                        f"expected a function of that argument, or None",
+                                        kernel=self.name)
+            self.key_fns = {name: fn for name, fn in key.items() if fn is not None}
         if not hasattr(key, "__iter__"):
             raise AutotuneError(f"the key is a {type(key).__name__}; expected parameter names",
                                 kernel=self.name, help=f"the parameters are {', '.join(names)}")
@@ -106,6 +116,9 @@ class Tuned:
         fits, unfit = self._fits(bound)
         key, label = self._key(bound)
         ranking = self._winners.get(key)
+        if ranking is not None and self.key_fns:   # a bucket: the config checked for this shape
+            ranking = [self._covering[k] for k in (self._key(bound, exact=True)[0],)
+                       if k in self._covering] or None
         if ranking is not None:   # a key seen before: its best config, whose own checks run
             try:
                 with STATS.quiet():   # a refusal here is not the caller's: it chooses again
@@ -121,6 +134,8 @@ class Tuned:
         read from a stored ranking, or the first accepted one where nothing tunes), or None
         before the first call with that key. Runs nothing."""
         ranking = self._winners.get(self._key(bound)[0])
+        if ranking and self.key_fns:   # the config checked for this shape, if one was
+            ranking = [self._covering.get(self._key(bound, exact=True)[0], ranking[0])]
         return self.configs[ranking[0]] if ranking else None
 
     def _tune_now(self, bound: dict) -> Report:
@@ -192,7 +207,7 @@ class Tuned:
             for ranking in (self._winners.get(key), Store(self).get(key)):
                 ranked = [n for n in ranking or () if n in fits]
                 for n in ranked:
-                    if self._refusal(n, bound) is None:
+                    if self._refusal(n, bound) is None and self._covers(n, bound):
                         self._winners[key] = [n] + [m for m in ranking if m != n]
                         return n
             why = self._cannot_tune()
@@ -209,6 +224,22 @@ class Tuned:
                 return accepted[0]
             return self._tune_key(key, label, bound, fits, unfit)[0]
 
+    def _covers(self, n: int, bound: dict) -> bool:
+        """Whether config n may serve these exact arguments under a ranking tuned on others
+        of their bucket (a key with functions): it writes every element of each Out, checked
+        once per exact key on twins as a tuning checks it. True without key functions, and
+        where nothing may run now (inside fl.capture(); a backend that does not tune)."""
+        if not self.key_fns or self._cannot_tune() is not None:
+            return True
+        exact = self._key(bound, exact=True)[0]
+        if self._covering.get(exact) == n:
+            return True
+        with STATS.quiet():
+            if not tuner.covers(self, n, bound):
+                return False
+        self._covering[exact] = n
+        return True
+
     def _tune_key(self, key: str, label: str, bound: dict, fits: list, unfit: dict) -> list:
         """Tune now (the lock held): the ranking, also remembered, stored and recorded."""
         budget = [b for b in (self.max_seconds, base.CONFIG.autotune_seconds) if b is not None]
@@ -216,6 +247,8 @@ class Tuned:
             ranking = tuner.tune(self, bound, fits, unfit, label,
                                  min(budget) if budget else None)
         self._winners[key] = ranking
+        if self.key_fns:   # the tuning checked the winner's coverage on these arguments
+            self._covering[self._key(bound, exact=True)[0]] = ranking[0]
         Store(self).put(key, ranking)
         if STATS.on:
             r, best = self.report, ranking[0]
@@ -240,11 +273,23 @@ class Tuned:
                           stacklevel=user_stacklevel())
             self._warned.add(why)
 
-    def _key(self, bound: dict) -> tuple[str, str]:
-        """The key of these arguments, and its readable part (``a=f16(4096, 4096)``)."""
+    def _key(self, bound: dict, exact: bool = False) -> tuple[str, str]:
+        """The key of these arguments, and its readable part (``a=f16(4096, 4096)``); a key
+        parameter with a function contributes its value (``s~2048``), unless ``exact``."""
         parts, shown = [], []
         for name in self.key:
             v = bound[name]
+            fn = None if exact else self.key_fns.get(name)
+            if fn is not None:
+                try:
+                    value = fn(v)
+                except Exception as exc:  # noqa: BLE001 - the user's function, named
+                    raise AutotuneError(f"the key function of '{name}' raised "
+                                        f"{type(exc).__name__}: {exc}", kernel=self.name,
+                                        param=name) from None
+                parts.append((name, "by function", repr(value)))
+                shown.append(f"{name}~{value!r}")
+                continue
             if isinstance(v, (bool, int, float)) or np.isscalar(v):
                 parts.append((name, type(v).__name__, repr(v)))
                 shown.append(f"{name}={v!r}")

@@ -134,6 +134,17 @@ def _measure(tuned, n: int, bound: dict, results: dict, timed: dict) -> Candidat
     return Candidate(cfg, seconds=seconds)
 
 
+def covers(tuned, n: int, bound: dict) -> bool:
+    """Whether config n runs on twins of ``bound`` and writes every element of each Out it
+    must cover (``_trial``'s check), running nothing on the real arguments."""
+    try:
+        return not isinstance(_trial(tuned, n, bound, tuned._outs_read(bound, n)), str)
+    except InternalError:
+        raise
+    except FearlessError:
+        return False
+
+
 def _line(exc: Exception) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 

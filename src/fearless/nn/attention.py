@@ -48,15 +48,22 @@ class DecodeTuning:
     """The split-K decode kernel: ``bn`` cache rows per step, ``waves`` tile blocks per SM the
     splits aim at (the split count is fixed by max_ctx and the SM count, never by the current
     lengths, so a captured graph serves every length), ``occupancy`` and ``latency`` as for
-    prefill. One wave: measured on the H200 (bf16, Hkv 8, D 128, 1100 of 1280 rows, in a
-    captured graph, 2026-12-02), batch 1 took 9.9 us with 1 wave, 12.8 with 2 and 13.1 with 8;
-    batch 16 38.4, 42.5 and 56.3 us (each block's fixed cost outweighs the shorter chunks)."""
+    prefill; ``occupancy`` applies below ``many`` sequence-heads (batch x kv heads), and
+    ``many_occupancy`` from there on. One wave: measured on the H200 (bf16, Hkv 8, D 128, 1100
+    of 1280 rows, in a captured graph, 2026-12-02), batch 1 took 9.9 us with 1 wave, 12.8 with
+    2 and 13.1 with 8; batch 16 38.4, 42.5 and 56.3 us (each block's fixed cost outweighs the
+    shorter chunks). Occupancy 2 (benchmarks/bench_attention.py, full caches, 2026-12-02):
+    batch 16 (128 sequence-heads) took 24.7 us instead of 32.9 at context 1024 and 130 instead
+    of 141 at 8192 (64% and 97% of copy bandwidth instead of 48% and 89%); batch 1 (8) 9.0 and
+    18.1 us instead of 8.6 and 16.8."""
 
     bn: int = 64
     waves: int = 1
     occupancy: int | None = None
     k_latency: int | None = None
     v_latency: int | None = None
+    many: int = 64
+    many_occupancy: int | None = 2
 
 
 # keyed by head dim; benchmarks and tuning sweeps replace entries
@@ -339,7 +346,8 @@ def decode_attention_op(out, q, k_cache, v_cache, lengths, scale: float | None =
     chunk = decode_chunk(bsz, hkv, max_ctx, tune.bn, tune.waves)
     splits = -(-max_ctx // chunk)
     gp = max(c.pow2(hq // hkv), 16)   # mma rows: at least 16 (tensor core tiles)
-    split, merge = _decode_kernels(tune.occupancy, tune.k_latency, tune.v_latency)
+    occupancy = tune.occupancy if bsz * hkv < tune.many else tune.many_occupancy
+    split, merge = _decode_kernels(occupancy, tune.k_latency, tune.v_latency)
     po = fl.empty((bsz * hkv, splits, gp * d), f32).partition((1, 1, gp * d))
     pl = fl.empty((bsz * hkv, splits, gp), f32).partition((1, 1, gp))
     first = split(po, pl, q, k_cache, v_cache, lengths, qk_scale, chunk=chunk, bn=tune.bn)

@@ -19,7 +19,12 @@ call's Out is left out of that call (``tuned.report`` says why; none fitting is 
 any argument (or leaves its default), and its value is part of the key. The
 key, by default the tensor parameters' shapes, dtypes, strides and 16-byte alignment class (and
 named scalars' values), with the device, its SM count and the compiler, selects a cached
-winner; a new key tunes once.
+winner; a new key tunes once. ``key`` may map names to functions of the argument
+(``key={"q": lambda q: (q.dtype, q.shape[-1], pow2(q.shape[1])), "k": None}``; None: the
+argument's usual entry): calls whose values agree share one tuning (a bucket of sequence
+lengths tunes once, not per length). The coverage check below then runs once per exact
+argument layout too: the ranking's first config that writes every element of the Outs for it
+runs (on twins, before the real call; none: the bucket tunes again).
 
 Safety by construction: tuning never runs a candidate on the caller's buffers. The real call's
 own checks run first (a call every config refuses is refused before any tuning). Every Out
@@ -104,7 +109,8 @@ def autotune(configs=None, key=None, rtol: float | None = None, reps: int = 5,
              compare: bool = True, max_seconds: float | None = None):
     """Decorator over a tile kernel (``@ft.kernel``): see the module docstring. ``configs``:
     ``ft.Config`` list (default ``ft.configs.default(kernel)``); ``key``: names of runtime
-    parameters (default the tensor ones); ``rtol``: the comparison's tolerance (default 1e-2
+    parameters (default the tensor ones), or a dict from names to functions of the argument
+    (or None) whose values key the tuning instead; ``rtol``: the comparison's tolerance (default 1e-2
     for 16-bit float outputs, 1e-5 for wider floats); ``reps``: timed replays per candidate;
     ``compare=False`` skips the comparison (outputs that may differ between runs: float
     atomics, atomic old values); ``max_seconds``: a bound on one tuning's wall-clock seconds.
