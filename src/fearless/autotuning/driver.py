@@ -92,9 +92,12 @@ class Tuned:
         if isinstance(key, Mapping):
             for name, fn in key.items():
                 if fn is not None and not callable(fn):
-                    raise AutotuneError(f"the key maps {name!r} to a {type(fn).__name__}; "
-                                        f"expected a function of that argument, or None",
-                                        kernel=self.name)
+                    raise AutotuneError(f"the key maps {name!r} to {fn!r} "
+                                        f"({type(fn).__name__}), not a function",
+                                        kernel=self.name,
+                                        help=f"map it to a function of the argument "
+                                             f"(key={{{name!r}: lambda a: a.shape[0]}}) or "
+                                             f"to None for its shape, dtype and strides")
             self.key_fns = {name: fn for name, fn in key.items() if fn is not None}
         if not hasattr(key, "__iter__"):
             raise AutotuneError(f"the key is a {type(key).__name__}; expected parameter names",

@@ -44,6 +44,11 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'fearless.tile' has no attribute {name!r}")
 
 
+def __dir__() -> list:
+    # the names __getattr__ imports on first use, for dir() and tab completion
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = ["kernel", "TileKernel", "autotune", "Config", "configs", "persistent", "In", "Out",
            "Atomic", "Const", "load", "load_like", "gather",
            "scatter", "zeros", "full", "arange", "cdiv", "mma", "broadcast", "reshape", "permute",

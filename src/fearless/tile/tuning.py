@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 
 from fearless.autotuning import driver
 from fearless.autotuning.tuner import Candidate, Report
-from fearless.errors import AutotuneError, FearlessError, InternalError
+from fearless.errors import ArgumentTypeError, AutotuneError, FearlessError, InternalError
 from fearless.ir.opdef import Op
 from fearless.kernel import params as P
 from fearless.kernel.tile import TileKernel
@@ -176,6 +176,13 @@ class Autotuned(driver.Tuned):
                     raise AutotuneError(f"config {n}'s tile {tile!r} for '{name}' is not one "
                                         f"extent (an int > 0, or None for the whole axis) per "
                                         f"axis", kernel=self.name, param=name)
+                odd = [t for t in ((tile,) if isinstance(tile, int) else tile)
+                       if t is not None and t & (t - 1)]
+                if odd:
+                    raise AutotuneError(f"config {n}'s tile {tile!r} for '{name}' has the "
+                                        f"extent {odd[0]}, not a power of two", kernel=self.name,
+                                        param=name, help="tile extents are powers of two; None "
+                                                         "covers the whole axis")
             missing = [name for name in self.outs if name not in tiles]
             if missing:
                 raise AutotuneError(f"config {n} gives no tile for the Out '{missing[0]}'",
@@ -207,6 +214,13 @@ class Autotuned(driver.Tuned):
         return self._tune_now(self._bind(args, kwargs))
 
     def _bind(self, args, kwargs) -> dict:
+        for name in sorted(self.set & set(kwargs)):
+            setters = [n for n, cfg in enumerate(self.configs) if name in cfg.consts]
+            raise ArgumentTypeError(
+                f"'{name}' is set by the configs ({', '.join(f'config {n}' for n in setters)}),"
+                f" not by the call", kernel=self.name, param=name,
+                help="drop it from the call, or from every config to make it the caller's "
+                     "(an ft.Const no config sets is an argument of the call)")
         values = P.bind(self.name, self.runtime, args, kwargs)
         bound = {p.name: v for p, v in zip(self.runtime, values)}
         for name in self.outs:
