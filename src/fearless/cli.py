@@ -24,6 +24,7 @@
         the runs (CUDA events, L2 flushed between runs), GB/s and TFLOP/s from --bytes and
         --flops (fearless/bench.py; `fearless bench --help`)
     fearless tune TARGET --signature "a=f16[m,k],..." --size m=4096,k=4096 [--scalar n=3]
+        [--const causal=1]
         tune an ft.autotune kernel ahead of time on this machine (its GPU) for arguments of
         those shapes (written as for bench) and store the ranking where its calls find it
         (fearless/tune.py)
@@ -93,6 +94,8 @@ def main(argv=None) -> int:
                       help="values of the names the shapes use (repeatable)")
     tune.add_argument("--shape", default="", help="name=4096x4096,...: shapes, the older form")
     tune.add_argument("--scalar", default="", help="name=value,... for every scalar parameter")
+    tune.add_argument("--const", default="", help="name=value,... for ft.Const parameters that "
+                                                  "no config sets (default: their defaults)")
     st = sub.add_parser("stats", help="run a script with fl.stats counting and print them")
     st.add_argument("script")
     st.add_argument("--format", choices=("table", "json", "prometheus"), default="table")
@@ -144,7 +147,8 @@ def main(argv=None) -> int:
                              args.compare, args.json)
         if args.command == "tune":
             from fearless import tune
-            return tune.run(args.target, args.signature, args.shape, args.scalar, args.size)
+            return tune.run(args.target, args.signature, args.shape, args.scalar, args.size,
+                            args.const)
         if args.command == "compile":
             return compile_ahead(args.scripts, args.arch or ["sm_90"])
         if args.command == "export":

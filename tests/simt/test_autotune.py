@@ -111,6 +111,21 @@ def test_the_fastest_block_wins_and_its_ranking_is_reused(tune):
     np.testing.assert_array_equal(bigger.numpy(), np.full(4096, 64))
 
 
+def test_a_key_function_buckets_launch_sizes_too(tune):
+    """key={"out": bucket, "x": bucket}: 60 and 64 elements (launch sizes 60 and 64) share one
+    tuning; each size's launch is checked for coverage once."""
+    fake, timed = tune
+    fake.times = [2.0, 1.0]
+    bucket = lambda t: 1 << (len(t) - 1).bit_length()   # noqa: E731
+    tuned = fl.autotune([fl.Config(block=32), fl.Config(block=64)],
+                        key={"out": bucket, "x": bucket})(copy_some)
+    for n in (64, 60, 60):
+        out = fl.full(n, np.nan, np.float32)
+        tuned(out, _host(np.arange(n)), 0)
+        np.testing.assert_array_equal(out.numpy(), np.arange(n))
+    assert len(timed) == 2 and "size" not in tuned.report.key
+
+
 def test_an_in_place_kernel_scales_its_data_exactly_once(tune):
     fake, timed = tune
     fake.times = [2.0, 1.0]

@@ -300,6 +300,105 @@ def test_a_bucket_winner_that_misses_part_of_another_shape_does_not_run_it(tune)
     np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(64))
 
 
+def _fast_first_bucket(fake):
+    """copy_first tuned in one bucket at 64 elements: config 0 (4 tiles of 16, faster) wins,
+    config 1 writes every tile."""
+    fake.times = [1.0, 2.0]
+    tuned = ft.autotune([ft.Config(tile=16, tiles=4), ft.Config(tile=16, tiles=0)],
+                        key={"o": lambda o: "one bucket"})(copy_first)
+    tuned(fl.full(64, np.nan, f32), _host(np.arange(64))).sync()
+    assert tuned.report.winner == 0
+    return tuned
+
+
+def test_one_shapes_miss_leaves_the_buckets_ranking_alone(tune):
+    """80 elements run config 1 (config 0 misses a tile there); 48 still run config 0, the
+    bucket's winner, which covers them; config_for names nothing before a shape's first call."""
+    fake, timed = tune
+    tuned = _fast_first_bucket(fake)
+    assert tuned.config_for(fl.empty(80, f32), _host(np.arange(80))) is None
+    tuned(fl.full(80, np.nan, f32), _host(np.arange(80))).sync()
+    o, _ = tuned(fl.full(48, np.nan, f32), _host(np.arange(48))).sync()
+    np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(48))
+    assert tuned.config_for(fl.empty(48, f32), _host(np.arange(48))) == tuned.configs[0]
+    assert tuned.config_for(fl.empty(80, f32), _host(np.arange(80))) == tuned.configs[1]
+    assert len(timed) == 2
+
+
+def test_each_shapes_coverage_is_checked_once(tune, monkeypatch):
+    fake, timed = tune
+    tuner = importlib.import_module("fearless.autotuning.tuner")
+    checked, real = [], tuner.covers
+    monkeypatch.setattr(tuner, "covers", lambda t, n, b: checked.append(n) or real(t, n, b))
+    tuned = _fast_first_bucket(fake)
+    for _ in range(3):
+        tuned(fl.full(80, np.nan, f32), _host(np.arange(80))).sync()
+    assert checked == [0, 1]
+
+
+def test_with_tuning_off_a_bucket_never_runs_a_config_known_to_miss(tune, monkeypatch):
+    """Both configs miss part of 96 elements (6 tiles of 16): an AutotuneError naming them,
+    the output given back unwritten, every call; with tuning on, the bucket tunes again and
+    every config fails."""
+    fake, timed = tune
+    fake.times = [1.0, 2.0]
+    tuned = ft.autotune([ft.Config(tile=16, tiles=4), ft.Config(tile=16, tiles=5)],
+                        key={"o": lambda o: "one bucket"})(copy_first)
+    tuned(fl.full(64, np.nan, f32), _host(np.arange(64))).sync()
+    monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(BASE.CONFIG, autotune=False))
+    for _ in range(2):
+        out = fl.full(96, np.nan, f32)
+        with pytest.raises(AutotuneError, match=r"no config writes every element of the "
+                                                r"outputs for these arguments \(configs 0, 1 "
+                                                r"were checked"):
+            tuned(out, _host(np.arange(96)))
+        assert np.isnan(out.numpy()).all()
+    monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(BASE.CONFIG, autotune=True))
+    with pytest.raises(AutotuneError, match="every config failed"):
+        tuned(fl.full(96, np.nan, f32), _host(np.arange(96)))
+
+
+def test_inside_a_capture_an_unchecked_shape_runs_with_a_warning(tune):
+    fake, timed = tune
+    tuned = _fast_first_bucket(fake)
+    with pytest.warns(PerformanceWarning, match="config 0, this bucket's choice, runs on "
+                                                "argument shapes it was not checked to cover"):
+        with fl.capture() as graph:
+            tuned(fl.full(48, np.nan, f32), _host(np.arange(48))).enqueue()
+    graph.sync()
+    graph.release()
+
+
+def test_tuning_again_makes_every_shape_choose_again(tune):
+    """A new ranking (``tune()``) drops the choices made under the old one."""
+    fake, timed = tune
+    tuned = _fast_first_bucket(fake)
+    tuned(fl.full(48, np.nan, f32), _host(np.arange(48))).sync()
+    assert tuned.config_for(fl.empty(48, f32), _host(np.arange(48))) == tuned.configs[0]
+    fake.times = [2.0, 1.0]
+    assert tuned.tune(fl.empty(64, f32), _host(np.arange(64))).winner == 1
+    assert tuned.config_for(fl.empty(48, f32), _host(np.arange(48))) is None
+    o, _ = tuned(fl.full(48, np.nan, f32), _host(np.arange(48))).sync()
+    assert tuned.config_for(fl.empty(48, f32), _host(np.arange(48))) == tuned.configs[1]
+    np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(48))
+
+
+def test_configs_may_come_from_a_generator(tune):
+    fake, timed = tune
+    fake.times = [2.0, 1.0]
+    tuned = ft.autotune(ft.Config(tile=t, skip=0) for t in (16, 32))(copy_some)
+    o, _ = tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
+    assert o.tile_shape == (32,) and len(tuned.configs) == 2
+
+
+def test_a_callers_const_of_the_wrong_type_is_refused_as_a_plain_call_refuses_it(tune):
+    tuned = ft.autotune([ft.Config(tile=16, skip=0)])(copy_some)
+    for bad in (None, [1, 2], 1.5, True):
+        with pytest.raises(ArgumentTypeError, match=r"parameter 'off': expects a compile-time "
+                                                    r"int, got"):
+            tuned(fl.empty(64, f32), _host(np.arange(64)), off=bad)
+
+
 def test_bad_key_functions_are_refused(tune):
     with pytest.raises(AutotuneError, match=r"the key maps 'o' to 3 \(int\), not a function"):
         ft.autotune([ft.Config(tile=16)], key={"o": 3})(copy_some)

@@ -267,6 +267,13 @@ def scaled(o: ft.Out, x: ft.In, factor: fl.f32):
 @ft.kernel
 def plain(o: ft.Out[fl.f32], x: ft.In[fl.f32]):
     o.store(ft.load_like(x, o))
+
+
+@ft.autotune([ft.Config(tile=16, step=1), ft.Config(tile=32, step=1)])
+@ft.kernel
+def shifted(o: ft.Out[fl.f32], x: ft.In[fl.f32], step: ft.Const[int] = 1,
+            add: ft.Const[bool] = False, off: ft.Const[int] = 0):
+    o.store(ft.load_like(x, o) + (off if add else 0) * step)
 '''
 
 
@@ -297,10 +304,29 @@ def test_fearless_tune_stores_the_ranking_its_calls_read(tune, script, capsys, s
     np.testing.assert_array_equal(o.unpartition().numpy(), x * np.float16(2.5))
 
 
+def test_fearless_tune_takes_the_callers_constants(tune, script, capsys):
+    """``--const`` gives the ft.Consts no config sets (a bool as 0 or 1); the call with those
+    values finds the ranking; a constant the configs set is refused."""
+    fake, timed = tune
+    fake.times = [2.0, 1.0]
+    assert main(["tune", f"{script}:shifted", "--shape", "o=64,x=64",
+                 "--const", "add=1,off=3"]) == 0
+    assert "tuned o=f32(64,), x=f32(64,), add=True, off=3 in " in capsys.readouterr().out
+    shifted = sys.modules["tuned_kernels"].shifted
+    fresh = ft.autotune(shifted.configs)(shifted.kernel)    # reads the disk
+    x = np.arange(64, dtype=np.float32)
+    o, _ = fresh(fl.empty(64, f32), fl.asarray(x), add=True, off=3).sync()
+    assert len(timed) == 2 and o.tile_shape == (32,)
+    np.testing.assert_array_equal(o.unpartition().numpy(), x + 3)
+    assert main(["tune", f"{script}:shifted", "--shape", "o=64,x=64", "--const", "step=2"]) == 2
+    assert capsys.readouterr().err == ("error: --const step: the configs of 'shifted' set it; "
+                                       "give only the constants no config sets (add, off)\n")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["{s}:plain", "--shape", "o=64,x=64"],
      "'plain' in {s} is a TileKernel, not an ft.autotune kernel; its ft.autotune kernels: "
-     "scaled; wrap it in @ft.autotune(configs=[ft.Config(...), ...]) (or with no configs, the "
+     "scaled, shifted; wrap it in @ft.autotune(configs=[ft.Config(...), ...]) (or with no configs, the "
      "default space)"),
     (["{s}:scaled", "--shape", "o=64,x=64"], "give --scalar factor=VALUE for kernel 'scaled'"),
     (["{s}:scaled", "--shape", "o=64", "--scalar", "factor=1"],

@@ -79,7 +79,10 @@ class Tuned:
         self.key_fns: dict = {}   # key parameter -> function of its argument (buckets)
         self.key = self._checked_key(key)
         self._winners: dict = {}
-        self._covering: dict = {}   # exact key -> the config checked to cover it (key_fns)
+        # key functions (buckets): (bucket key, exact key) -> the config chosen for those
+        # arguments, and (bucket key, exact key, config) -> whether it writes all of the Outs
+        self._covering: dict = {}
+        self._coverage: dict = {}
         self._lock = threading.Lock()
         self._warned: set = set()
         self.report: Report | None = None   # the last tuning, None before one
@@ -119,9 +122,9 @@ class Tuned:
         fits, unfit = self._fits(bound)
         key, label = self._key(bound)
         ranking = self._winners.get(key)
-        if ranking is not None and self.key_fns:   # a bucket: the config checked for this shape
-            ranking = [self._covering[k] for k in (self._key(bound, exact=True)[0],)
-                       if k in self._covering] or None
+        if ranking is not None and self.key_fns:   # a bucket: the config chosen for this shape
+            n = self._covering.get((key, self._exact(bound)))
+            ranking = None if n is None else [n]
         if ranking is not None:   # a key seen before: its best config, whose own checks run
             try:
                 with STATS.quiet():   # a refusal here is not the caller's: it chooses again
@@ -136,9 +139,11 @@ class Tuned:
         """The config this process's calls with the key of ``bound`` run first (tuned,
         read from a stored ranking, or the first accepted one where nothing tunes), or None
         before the first call with that key. Runs nothing."""
-        ranking = self._winners.get(self._key(bound)[0])
-        if ranking and self.key_fns:   # the config checked for this shape, if one was
-            ranking = [self._covering.get(self._key(bound, exact=True)[0], ranking[0])]
+        key = self._key(bound)[0]
+        if self.key_fns:   # a bucket: the config chosen for this shape, once one was
+            n = self._covering.get((key, self._exact(bound)))
+            return None if n is None else self.configs[n]
+        ranking = self._winners.get(key)
         return self.configs[ranking[0]] if ranking else None
 
     def _tune_now(self, bound: dict) -> Report:
@@ -210,38 +215,71 @@ class Tuned:
             for ranking in (self._winners.get(key), Store(self).get(key)):
                 ranked = [n for n in ranking or () if n in fits]
                 for n in ranked:
-                    if self._refusal(n, bound) is None and self._covers(n, bound):
-                        self._winners[key] = [n] + [m for m in ranking if m != n]
+                    if self._refusal(n, bound) is None and self._covers(key, n, bound):
+                        if self.key_fns:   # the bucket's ranking stays; this shape's choice
+                            self._winners.setdefault(key, list(ranking))
+                            self._covering[(key, self._exact(bound))] = n
+                        else:
+                            self._winners[key] = [n] + [m for m in ranking if m != n]
                         return n
             why = self._cannot_tune()
             if why is not None or not base.CONFIG.autotune:
                 # the cpu backend compiling for GPUs too compiles every config, on twins
                 every = why not in (None, CAPTURING) and bool(
                     ahead.archs(base.CONFIG) or ahead.compiling_ahead())
-                accepted = self._accepted(bound, fits, first_only=not every)
+                accepted = self._accepted(bound, self._not_missing(key, bound, fits),
+                                          first_only=not every)
                 if every:
                     self._compile_every_config(bound, accepted)
                 if why is not None:
                     self._first(why)
+                if self.key_fns:
+                    n = next((n for n in accepted if self._covers(key, n, bound)), None)
+                    if n is None:
+                        self._not_missing(key, bound, [])   # raises, naming each
+                    self._covering[(key, self._exact(bound))] = n
+                    return n
                 self._winners[key] = accepted   # in config order: not stored on disk
                 return accepted[0]
             return self._tune_key(key, label, bound, fits, unfit)[0]
 
-    def _covers(self, n: int, bound: dict) -> bool:
-        """Whether config n may serve these exact arguments under a ranking tuned on others
-        of their bucket (a key with functions): it writes every element of each Out, checked
-        once per exact key on twins as a tuning checks it. True without key functions, and
-        where nothing may run now (inside fl.capture(); a backend that does not tune)."""
-        if not self.key_fns or self._cannot_tune() is not None:
+    def _covers(self, key: str, n: int, bound: dict) -> bool:
+        """Whether config n may serve these exact arguments under the bucket ``key`` (a key
+        with functions): it writes every element of each Out, checked once per exact layout
+        (``_exact``) on twins as a tuning checks it, and remembered either way. True without
+        key functions, and where nothing may run now (the cpu backend; inside fl.capture(),
+        with a warning that the config runs unchecked)."""
+        if not self.key_fns:
             return True
-        exact = self._key(bound, exact=True)[0]
-        if self._covering.get(exact) == n:
+        exact = self._exact(bound)
+        known = self._coverage.get((key, exact, n))
+        if known is not None:
+            return known
+        why = self._cannot_tune()
+        if why is not None:
+            if why == CAPTURING:
+                self._first(f"{why}: config {n}, this bucket's choice, runs on argument shapes "
+                            f"it was not checked to cover (call it once outside first)",
+                            runs="runs unchecked")
             return True
         with STATS.quiet():
-            if not tuner.covers(self, n, bound):
-                return False
-        self._covering[exact] = n
-        return True
+            known = self._coverage[(key, exact, n)] = tuner.covers(self, n, bound)
+        return known
+
+    def _not_missing(self, key: str, bound: dict, order: list) -> list:
+        """``order`` without the configs known to leave part of an Out unwritten for these
+        exact arguments (bucket keys); none left (of a non-empty order, or given none) raises
+        AutotuneError naming the configs that miss."""
+        missing = [n for n in range(len(self.configs))
+                   if self._coverage.get((key, self._exact(bound), n)) is False]
+        left = [n for n in order if n not in missing]
+        if not left:
+            raise AutotuneError(
+                f"no config writes every element of the outputs for these arguments (configs "
+                f"{', '.join(map(str, missing))} were checked and leave some unwritten)",
+                kernel=self.name, help="a config must cover every shape of its key's bucket; "
+                                       "fix the kernel, or key these shapes apart")
+        return left
 
     def _tune_key(self, key: str, label: str, bound: dict, fits: list, unfit: dict) -> list:
         """Tune now (the lock held): the ranking, also remembered, stored and recorded."""
@@ -250,8 +288,14 @@ class Tuned:
             ranking = tuner.tune(self, bound, fits, unfit, label,
                                  min(budget) if budget else None)
         self._winners[key] = ranking
-        if self.key_fns:   # the tuning checked the winner's coverage on these arguments
-            self._covering[self._key(bound, exact=True)[0]] = ranking[0]
+        if self.key_fns:   # a new ranking: each shape of the bucket chooses again
+            for k in [k for k in self._covering if k[0] == key]:
+                del self._covering[k]
+            for k in [k for k in self._coverage if k[0] == key]:
+                del self._coverage[k]
+            exact = self._exact(bound)   # the tuning checked every ranked config here
+            self._covering[(key, exact)] = ranking[0]
+            self._coverage.update({(key, exact, n): True for n in ranking})
         Store(self).put(key, ranking)
         if STATS.on:
             r, best = self.report, ranking[0]
@@ -269,20 +313,29 @@ class Tuned:
             return f"the {backend} backend does not tune"
         return None
 
-    def _first(self, why: str) -> None:
+    def _first(self, why: str, runs: str = "it runs the first config that accepts the "
+                                             "arguments") -> None:
         if why not in self._warned:
-            warnings.warn(f"autotuned kernel '{self.name}': {why}; it runs the first config "
-                          f"that accepts the arguments", PerformanceWarning,
+            warnings.warn(f"autotuned kernel '{self.name}': {why}; {runs}", PerformanceWarning,
                           stacklevel=user_stacklevel())
             self._warned.add(why)
 
-    def _key(self, bound: dict, exact: bool = False) -> tuple[str, str]:
+    def _exact(self, bound: dict) -> str:
+        """The exact layout of these arguments under a bucket: every non-scalar runtime
+        parameter's shape, dtype, strides and alignment (or value: a caller's ft.Const), the
+        key's scalars, and what the track adds (a SIMT launch size)."""
+        names = [p.name for p in self.runtime if p.kind is not P.SCALAR]
+        return self._key(bound, names + [n for n in self.key if n not in names])[0]
+
+    def _key(self, bound: dict, exact: list | None = None) -> tuple[str, str]:
         """The key of these arguments, and its readable part (``a=f16(4096, 4096)``); a key
-        parameter with a function contributes its value (``s~2048``), unless ``exact``."""
+        parameter with a function contributes its value (``s~2048``). ``exact``: the names
+        to describe instead, none through its function (``_exact``)."""
         parts, shown = [], []
-        for name in self.key:
+        consts = {p.name for p in self.runtime if p.kind is P.CONST}
+        for name in self.key if exact is None else exact:
             v = bound[name]
-            fn = None if exact else self.key_fns.get(name)
+            fn = None if exact is not None else self.key_fns.get(name)
             if fn is not None:
                 try:
                     value = fn(v)
@@ -293,7 +346,7 @@ class Tuned:
                 parts.append((name, "by function", repr(value)))
                 shown.append(f"{name}~{value!r}")
                 continue
-            if isinstance(v, (bool, int, float)) or np.isscalar(v):
+            if name in consts or isinstance(v, (bool, int, float)) or np.isscalar(v):
                 parts.append((name, type(v).__name__, repr(v)))
                 shown.append(f"{name}={v!r}")
                 continue
@@ -302,7 +355,8 @@ class Tuned:
             parts.append((name, t.shape, t.dtype.name, t.strides, min(ptr & -ptr, 16) if ptr
                           else 16))
             shown.append(f"{name}={t.dtype.name}{t.shape}")
-        extra = self._key_extra(bound)
+        # a bucket leaves the track's extra (an exact SIMT launch size) to the exact key
+        extra = self._key_extra(bound) if exact is not None or not self.key_fns else None
         if extra is not None:
             parts.append(extra)
             shown.append(f"{extra[0]}={extra[1]!r}")

@@ -20,11 +20,16 @@ any argument (or leaves its default), and its value is part of the key. The
 key, by default the tensor parameters' shapes, dtypes, strides and 16-byte alignment class (and
 named scalars' values), with the device, its SM count and the compiler, selects a cached
 winner; a new key tunes once. ``key`` may map names to functions of the argument
-(``key={"q": lambda q: (q.dtype, q.shape[-1], pow2(q.shape[1])), "k": None}``; None: the
-argument's usual entry): calls whose values agree share one tuning (a bucket of sequence
-lengths tunes once, not per length). The coverage check below then runs once per exact
-argument layout too: the ranking's first config that writes every element of the Outs for it
-runs (on twins, before the real call; none: the bucket tunes again).
+(``key={"q": lambda q: (q.dtype, q.shape[-1], (q.shape[1] - 1).bit_length()), "causal":
+None}``; None: the argument's usual entry; names left out are not keyed): calls whose values
+agree share one tuning (a bucket of sequence lengths tunes once, not per length). The values
+must have a repr that is the same in every process (numbers, strings, dtypes, tuples of
+them), or the disk ranking is not found again. The coverage check below then runs once per
+exact layout of all the tensor arguments (and caller constants): the ranking's first config
+that writes every element of the Outs for it runs, checked on twins before the real call
+(none: the bucket tunes again; with tuning off, an AutotuneError naming the configs that
+miss; inside ``fl.capture()``, where nothing may run, the bucket's choice runs unchecked, with
+a ``PerformanceWarning``).
 
 Safety by construction: tuning never runs a candidate on the caller's buffers. The real call's
 own checks run first (a call every config refuses is refused before any tuning). Every Out
@@ -133,9 +138,11 @@ class Autotuned(driver.Tuned):
         if configs is None:
             from fearless.tile.configs import default
             configs = default(kernel)
+        if hasattr(configs, "__iter__") and not isinstance(configs, (str, bytes, dict, Config)):
+            configs = list(configs)   # a generator is read once (the driver checks the rest)
         # the ft.Const parameters no config sets are the caller's (causal=True, say): call
         # arguments like the tensors, part of the key
-        self.set = {name for cfg in (configs if isinstance(configs, (list, tuple)) else ())
+        self.set = {name for cfg in (configs if isinstance(configs, list) else ())
                     for name in getattr(cfg, "consts", ())}
         self.runtime = [p for p in self.params if p.kind is not P.CONST or p.name not in self.set]
         self.tensors = [p for p in self.runtime if p.kind is not P.CONST]
@@ -223,6 +230,9 @@ class Autotuned(driver.Tuned):
                      "(an ft.Const no config sets is an argument of the call)")
         values = P.bind(self.name, self.runtime, args, kwargs)
         bound = {p.name: v for p, v in zip(self.runtime, values)}
+        for p in self.runtime:
+            if p.kind is P.CONST:   # checked before the key reads it, as a plain call checks
+                bound[p.name] = P.const_value(self.name, p, bound[p.name])
         for name in self.outs:
             if not isinstance(bound[name], Tensor):
                 raise AutotuneError(f"'{name}' takes a fearless Tensor here (the chosen config "
