@@ -68,7 +68,8 @@ class DecodeTuning:
 
 # keyed by head dim; benchmarks and tuning sweeps replace entries
 PREFILL: dict[int, PrefillTuning] = {64: PrefillTuning(), 128: PrefillTuning(ftz=False)}
-DECODE: dict[int, DecodeTuning] = {64: DecodeTuning(), 128: DecodeTuning()}
+# occupancy 2 from many sequence-heads measured with D 128 only (DecodeTuning)
+DECODE: dict[int, DecodeTuning] = {64: DecodeTuning(many_occupancy=None), 128: DecodeTuning()}
 
 
 def _hints(occupancy: int | None) -> dict:
