@@ -166,7 +166,6 @@ def test_decode_occupancy_follows_the_sequence_heads(monkeypatch):
                                np.full(b, 40, np.int32)).numpy()
         assert np.isfinite(got).all()
     assert built == [None, None, 2]
-    assert A.DECODE[128].many_occupancy == 2 and A.DECODE[64].many_occupancy is None
 
 
 def test_decode_chunks_cover_the_cache(monkeypatch, small_tiles):
