@@ -94,8 +94,24 @@ class Report(RunLog):
 
 # -- GPU -------------------------------------------------------------------------------------------
 
-def gpu_prefill(rep, clock, torch, cfg, quick):
+def against_sdpa(clock, make, part, s: int, sdpa, flops: float) -> tuple:
+    """(ms, SDPA's ms, the ratio's words): ``make(partition)``'s device time in a chain, as
+    ``bench_tile`` times kernels, and SDPA's (``time_peer``)."""
     from bench_tile import allow_depth, chain, time_peer
+    n = 20 if s >= 4096 else 100
+    allow_depth(n)
+
+    def run(k_, mark):
+        nonlocal part
+        op = chain(make, part, k_)
+        part = op.then(lambda r: (mark(), r)[1]).sync()[0]
+    ms, late = clock.device(run, n)
+    peer = time_peer(clock, sdpa)["kernel_ms"]
+    return ms, peer, (f"{peer / ms:.2f}x SDPA ({flops / ms / 1e9:.0f} TF vs "
+                      f"{flops / peer / 1e9:.0f}){' host-bound' if late else ''}")
+
+
+def gpu_prefill(rep, clock, torch, cfg, quick):
     import torch.nn.functional as F
     for dt, (hq, hkv), s, d, causal in PREFILL_CASES:
         if quick and (s, hq) != (4096, 16):
@@ -125,20 +141,10 @@ def gpu_prefill(rep, clock, torch, cfg, quick):
             def make(p):
                 return A.attention_op(p, fq, fk, fv, causal)
             part = make(part).sync()[0]           # compile outside the timing
-            n = 20 if s >= 4096 else 100
-            allow_depth(n)
-
-            def run(k_, mark):
-                nonlocal part
-                op = chain(make, part, k_)
-                part = op.then(lambda r: (mark(), r)[1]).sync()[0]
-            ms, late = clock.device(run, n)
-            peer = time_peer(clock, sdpa)["kernel_ms"]
             flops = 4 * BATCH * hq * s * s * d / (2 if causal else 1)
+            ms, peer, ratio = against_sdpa(clock, make, part, s, sdpa, flops)
             rep.rows.append({"case": f"{case} [{label(cfg[d])}]", "ms": ms, "peer_ms": peer,
-                             "ratio": f"{peer / ms:.2f}x SDPA ({flops / ms / 1e9:.0f} TF vs "
-                                      f"{flops / peer / 1e9:.0f}){' host-bound' if late else ''}"
-                                      f"{'' if err < 0.02 else f' WRONG err {err:.3g}'}",
+                             "ratio": ratio + ('' if err < 0.02 else f' WRONG err {err:.3g}'),
                              "err": err})
             rep.log(f"  {rep.rows[-1]['case']}: {ms:.4g} ms vs SDPA {peer:.4g} ms: "
                     f"{rep.rows[-1]['ratio']} (max err vs SDPA {err:.3g} of max |out|)")
@@ -156,7 +162,6 @@ def gpu_example(rep, clock, torch, quick):
     ft.autotune) against SDPA on the same (heads, S, D) data: per case the tuning (each
     config's time as the tuner measured it, and the tuning's wall-clock cost in seconds), then
     the winner timed as the prefill rows are, beside SDPA."""
-    from bench_tile import allow_depth, chain, time_peer
     import torch.nn.functional as F
     from examples import tile_attention as E
     for dt, s, causal in EXAMPLE_CASES:
@@ -186,21 +191,11 @@ def gpu_example(rep, clock, torch, quick):
 
             def make(p_):   # what a user calls: the ranking is kept, the winner runs
                 return E.attention_tuned(p_.unpartition(), fq, fk, fv, scale, causal)
-            n = 20 if s >= 4096 else 100
-            allow_depth(n)
-
-            def run(k_, mark):
-                nonlocal part
-                op = chain(make, part, k_)
-                part = op.then(lambda r: (mark(), r)[1]).sync()[0]
-            ms, late = clock.device(run, n)
-            peer = time_peer(clock, sdpa)["kernel_ms"]
+            ms, peer, ratio = against_sdpa(clock, make, part, s, sdpa, flops)
             rep.rows.append({"case": f"{case} [tuned: config {report.winner}, "
                                      f"{report.seconds:.1f} s to tune]", "ms": ms,
                              "peer_ms": peer,
-                             "ratio": f"{peer / ms:.2f}x SDPA ({flops / ms / 1e9:.0f} TF vs "
-                                      f"{flops / peer / 1e9:.0f}){' host-bound' if late else ''}"
-                                      f"{'' if err < 0.02 else f' WRONG err {err:.3g}'}",
+                             "ratio": ratio + ('' if err < 0.02 else f' WRONG err {err:.3g}'),
                              "err": err, "tuning_s": report.seconds,
                              "configs_tf": [None if c.seconds is None else
                                             flops / c.seconds / 1e12 for c in report]})
