@@ -121,13 +121,14 @@ def run(shape: tuple | None = None, dtype=f16, causal: bool = True,
 
     out, first, steady = timed_op(step, fl.full((heads, s, d), np.nan, dtype), repeat)
     unit = 2.0 ** -11 if dtype is f16 else 2.0 ** -8
-    name = f"tile_attention_{dtype.name}{'_causal' if causal else ''}"
+    name = "tile_attention"
     # `fearless compile` runs nothing: no reference to compute (at the GPU's sizes, it is slow)
     err = 0.0 if compiling_ahead() else check(
         name, out.numpy(), reference(qh, kh, vh, scale, causal), rtol=unit,
         atol=error_bound(qh, kh, vh, scale, unit))
     flops = 4 * heads * s * s * d // (2 if causal else 1)
-    result = Result(name, fl.current_backend(), f"{heads}x{s}x{d}", first, steady,
+    size = f"{heads}x{s}x{d} {dtype.name}{' causal' if causal else ''}"
+    result = Result(name, fl.current_backend(), size, first, steady,
                     2 * 4 * heads * s * d, err)
     result.notes.append(f"{flops / (steady * 1e9):.1f} TFLOP/s")
     result.notes.append(config_note(attention_tuned, out, q, k, v, scale, causal)
