@@ -2,10 +2,12 @@
 and the stored tensors, with biases too, and the kernel launches they save per decode step.
 
 Fused and unfused compute every output element as the same dot product of the same weight row
-with the same x, in the same K order (the tiny models' K fits one K step, so no split differs),
-rounded once: the logits must be bit-equal, not merely within the reference bound. The reference
-bound is checked too (tests/models/test_model.py's derivation), since no test with biases
-exists elsewhere.
+with the same x (the tiny models' K fits one K step, so no split differs), rounded once. In
+bf16 the logits must be bit-equal, not merely within the reference bound. In f32 the cpu
+backend's products go through NumPy's BLAS, whose order of summation follows the matrix's
+shape (OpenBLAS picks its kernel by shape and CPU: seen on one CI machine, not another), so
+there both are held to the reference bound only. The reference bound is checked too
+(tests/models/test_model.py's derivation), since no test with biases exists elsewhere.
 """
 from __future__ import annotations
 
@@ -58,11 +60,13 @@ def test_fused_logits_equal_unfused(biased, dtype):
     path, config, weights = biased
     fused, apart = load(path, dtype=dtype), load(path, dtype=dtype, fuse=False)
     ids = np.random.default_rng(9).integers(0, config["vocab_size"], SHAPE)
-    got = fused.forward(ids).numpy()
-    np.testing.assert_array_equal(got, apart.forward(ids).numpy())
+    got, other = fused.forward(ids).numpy(), apart.forward(ids).numpy()
+    if dtype is fl.bf16:
+        np.testing.assert_array_equal(got, other)
     exact, tol = bound(config, weights, ids, dtype)
-    err = np.abs(got.astype(np.float64) - exact).max()
-    assert err <= tol, f"max abs error {err:.3g} > bound {tol:.3g}"
+    for logits in (got, other):
+        err = np.abs(logits.astype(np.float64) - exact).max()
+        assert err <= tol, f"max abs error {err:.3g} > bound {tol:.3g}"
     # the decode path (KV cache from strided k, v views; captured step replayed)
     tokens = fused.generate(ids, 5)
     assert fused.timing["graph"]
