@@ -57,8 +57,9 @@ def _arguments(tuned, sig: dict, shapes: dict, scalars: dict, consts: dict) -> d
     callers = {p.name for p in tuned.runtime if p.kind is P.CONST}
     for name in consts:
         if name not in callers:
+            given = ", ".join(sorted(callers)) or "none"
             raise UsageError(f"--const {name}: the configs of '{tuned.name}' set it; give only "
-                             f"the constants no config sets ({', '.join(sorted(callers)) or 'none'})")
+                             f"the constants no config sets ({given})")
     given = {}
     for p in runtime:
         if p.kind is P.SCALAR:

@@ -1,7 +1,8 @@
 """The search spaces the tile examples tune over (``matmul_tuned``, ``softmax_tuned``,
-``layernorm_tuned``, ``attention_tuned``): every config runs on the cpu backend and matches an independent float64
-NumPy reference at the examples' cpu sizes, which no tile divides (edge tiles are clipped); a
-tuning over each whole list drops none of them; and an example's notes name the config it ran.
+``layernorm_tuned``, ``attention_tuned``): every config runs on the cpu backend and matches an
+independent float64 NumPy reference at the examples' cpu sizes, which no tile divides (edge
+tiles are clipped); a tuning over each whole list drops none of them; and an example's notes
+name the config it ran.
 
 The cpu sizes and dtypes are the examples' own, so under ``FEARLESS_CROSS_COMPILE`` these
 specialisations are the ones ``test_examples`` compiles for the GPUs (``.ci/run``)."""

@@ -326,7 +326,8 @@ def test_fearless_tune_takes_the_callers_constants(tune, script, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["{s}:plain", "--shape", "o=64,x=64"],
      "'plain' in {s} is a TileKernel, not an ft.autotune kernel; its ft.autotune kernels: "
-     "scaled, shifted; wrap it in @ft.autotune(configs=[ft.Config(...), ...]) (or with no configs, the "
+     "scaled, shifted; wrap it in @ft.autotune(configs=[ft.Config(...), ...]) (or with no "
+     "configs, the "
      "default space)"),
     (["{s}:scaled", "--shape", "o=64,x=64"], "give --scalar factor=VALUE for kernel 'scaled'"),
     (["{s}:scaled", "--shape", "o=64", "--scalar", "factor=1"],

@@ -78,6 +78,7 @@ class Tuned:
         self.configs = self._checked_configs(configs)
         self.key_fns: dict = {}   # key parameter -> function of its argument (buckets)
         self.key = self._checked_key(key)
+        self._consts = {p.name for p in self.runtime if p.kind is P.CONST}   # keyed by value
         self._winners: dict = {}
         # key functions (buckets): (bucket key, exact key) -> the config chosen for those
         # arguments, and (bucket key, exact key, config) -> whether it writes all of the Outs
@@ -270,8 +271,11 @@ class Tuned:
         """``order`` without the configs known to leave part of an Out unwritten for these
         exact arguments (bucket keys); none left (of a non-empty order, or given none) raises
         AutotuneError naming the configs that miss."""
+        if not self.key_fns:
+            return order
+        exact = self._exact(bound)
         missing = [n for n in range(len(self.configs))
-                   if self._coverage.get((key, self._exact(bound), n)) is False]
+                   if self._coverage.get((key, exact, n)) is False]
         left = [n for n in order if n not in missing]
         if not left:
             raise AutotuneError(
@@ -332,7 +336,6 @@ class Tuned:
         parameter with a function contributes its value (``s~2048``). ``exact``: the names
         to describe instead, none through its function (``_exact``)."""
         parts, shown = [], []
-        consts = {p.name for p in self.runtime if p.kind is P.CONST}
         for name in self.key if exact is None else exact:
             v = bound[name]
             fn = None if exact is not None else self.key_fns.get(name)
@@ -346,7 +349,7 @@ class Tuned:
                 parts.append((name, "by function", repr(value)))
                 shown.append(f"{name}~{value!r}")
                 continue
-            if name in consts or isinstance(v, (bool, int, float)) or np.isscalar(v):
+            if name in self._consts or isinstance(v, (bool, int, float)) or np.isscalar(v):
                 parts.append((name, type(v).__name__, repr(v)))
                 shown.append(f"{name}={v!r}")
                 continue

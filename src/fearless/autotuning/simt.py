@@ -81,10 +81,11 @@ def autotune(configs, key=None, size=None, rtol: float | None = None, reps: int 
              compare: bool = True, max_seconds: float | None = None):
     """Decorator over a SIMT kernel (``@fl.kernel``): see the module docstring. ``configs``:
     a list of ``fl.Config``; ``key``: names of the parameters the call passes (default the
-    non-scalar ones), or a dict from names to functions of the argument, as ``ft.autotune``'s; ``size``: a function of parameter names giving the launch size;
-    ``rtol``, ``reps``, ``compare``, ``max_seconds``: as ``ft.autotune``'s. Raises
-    AutotuneError for an empty or invalid config list (a value for something other than a
-    scalar parameter, a block the contract refuses), key, size or setting, naming it."""
+    non-scalar ones), or a dict from names to functions of the argument, as ``ft.autotune``'s;
+    ``size``: a function of parameter names giving the launch size; ``rtol``, ``reps``,
+    ``compare``, ``max_seconds``: as ``ft.autotune``'s. Raises AutotuneError for an empty or
+    invalid config list (a value for something other than a scalar parameter, a block the
+    contract refuses), key, size or setting, naming it."""
     def wrap(kernel):
         return Autotuned(kernel, configs, key, size, rtol, reps, compare, max_seconds)
     return wrap

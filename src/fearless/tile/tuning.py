@@ -114,12 +114,13 @@ def autotune(configs=None, key=None, rtol: float | None = None, reps: int = 5,
              compare: bool = True, max_seconds: float | None = None):
     """Decorator over a tile kernel (``@ft.kernel``): see the module docstring. ``configs``:
     ``ft.Config`` list (default ``ft.configs.default(kernel)``); ``key``: names of runtime
-    parameters (default the tensor ones), or a dict from names to functions of the argument
-    (or None) whose values key the tuning instead; ``rtol``: the comparison's tolerance (default 1e-2
-    for 16-bit float outputs, 1e-5 for wider floats); ``reps``: timed replays per candidate;
-    ``compare=False`` skips the comparison (outputs that may differ between runs: float
-    atomics, atomic old values); ``max_seconds``: a bound on one tuning's wall-clock seconds.
-    Raises AutotuneError for an empty or invalid config list, key or setting, naming it."""
+    parameters (default the tensor ones), or a dict from names to functions of the argument (or
+    None) whose values key the tuning instead; ``rtol``: the comparison's tolerance (default
+    1e-2 for 16-bit float outputs, 1e-5 for wider floats); ``reps``: timed replays per
+    candidate; ``compare=False`` skips the comparison (outputs that may differ between runs:
+    float atomics, atomic old values); ``max_seconds``: a bound on one tuning's wall-clock
+    seconds. Raises AutotuneError for an empty or invalid config list, key or setting, naming
+    it."""
     def wrap(kernel):
         return Autotuned(kernel, configs, key, rtol, reps, compare, max_seconds)
     return wrap
@@ -145,7 +146,6 @@ class Autotuned(driver.Tuned):
         self.set = {name for cfg in (configs if isinstance(configs, list) else ())
                     for name in getattr(cfg, "consts", ())}
         self.runtime = [p for p in self.params if p.kind is not P.CONST or p.name not in self.set]
-        self.tensors = [p for p in self.runtime if p.kind is not P.CONST]
         self.outs = [p.name for p in self.params if p.kind is P.OUT]
         self.written = [p.name for p in self.params if p.kind in (P.OUT, P.ATOMIC)]
         self._variants: dict = {}
@@ -309,7 +309,7 @@ class Autotuned(driver.Tuned):
     def _enqueue(self, n: int, bound: dict, twins: dict) -> None:
         """Enqueue config n on the twins (no wait) and take the twins back."""
         result = self._run(n, bound, twins).enqueue()
-        for p, v in zip(self.tensors, result):
+        for p, v in zip(self.kernel.runtime_params, result):
             if p.name in twins:
                 twins[p.name] = v.unpartition() if p.kind is P.OUT else v
 
@@ -320,7 +320,7 @@ class Autotuned(driver.Tuned):
         Out when it does not compile (its trial fails anyway)."""
         from fearless.compiler import compile_tile
         cfg, signature = self.configs[n], {}
-        for p in self.tensors:
+        for p in self.kernel.runtime_params:
             if p.kind is P.SCALAR:
                 continue
             v = bound[p.name]
