@@ -15,6 +15,7 @@ Doubled for second-order terms. Split-K decode adds one f32 merge: (splits + 4) 
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 
@@ -24,6 +25,7 @@ import pytest
 import fearless as fl
 from fearless import bf16, f16, f32
 from fearless.errors import ArgumentTypeError
+from fearless.kernel import base
 from fearless.nn import attention, decode_attention
 
 A = importlib.import_module("fearless.nn.attention")
@@ -126,6 +128,20 @@ def test_prefill_default_tiles_strided_views_and_scale():
     q, k, v = t[:, :, :hq], t[:, :, hq:hq + hkv], t[:, :, hq + hkv:]
     got = attention(q, k, v, causal=True, scale=0.3).numpy()
     check(got, qkv[:, :, :hq], qkv[:, :, hq:hq + hkv], qkv[:, :, hq + hkv:], bf16, True, 0.3)
+
+
+def test_prefill_through_the_tuner_once_per_bucket(tune, monkeypatch):
+    """FEARLESS_NN_AUTOTUNE=1: the prefill's tiles come from ft.autotune, once per bucket of
+    lengths (S 150 and 200 share one, 300 is the next), right every time."""
+    fake, timed = tune
+    monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, nn_autotune=True))
+    configs = A._prefill_tuned(64, A.PREFILL[64]).configs
+    fake.times = [float(len(configs) - n) for n in range(len(configs))] * 2
+    for s in (150, 200, 300):
+        q, k, v = (rand((1, s, h, 64), f16, s + h) for h in (4, 2, 2))
+        check(attention(q, k, v, causal=True).numpy(), q, k, v, f16, True)
+    assert len(timed) == 2 * len(configs)
+    assert configs[0].tile == (1, A.PREFILL[64].bm, 64) and configs[0].consts["bn"] == 64
 
 
 def test_prefill_output_is_fresh_and_poison_free(small_tiles):

@@ -201,6 +201,15 @@ def partition_as(fn: str, items) -> list:
     return [part for _, part in done]
 
 
+def reshaped_alone(fn: str, name: str, t: Tensor, shape: tuple) -> Tensor:
+    """``t`` (contiguous) seen in ``shape``, ``t`` itself moved so that the view is the only
+    live handle: what a callee that partitions it (an ``ft.autotune`` kernel) needs."""
+    check_contiguous(fn, name, t)
+    view = t.reshape(tuple(shape))
+    t._moved = f"moved into fearless.nn.{fn} (use the tensor it returned)"
+    return view
+
+
 @contextlib.contextmanager
 def moved_into(fn: str, items) -> Iterator[list]:
     """``partition_as(fn, items)`` for a ``with`` block that launches on the partitions: when

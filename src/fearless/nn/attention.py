@@ -21,6 +21,7 @@ import fearless as fl
 from fearless import f32
 from fearless import tile as ft
 from fearless.errors import ArgumentTypeError
+from fearless.kernel import base
 from fearless.nn import _common as c
 
 LOG2E = math.log2(math.e)
@@ -264,8 +265,44 @@ def attention(q, k, v, causal: bool = True, scale: float | None = None):
     first, (q, k, v) = q, _tensors("attention", "q k v", q, k, v)
     dt = _check_prefill(q, k, v)
     bsz, s, hq, d = q.shape
+    if base.CONFIG.nn_autotune:
+        return _attention_tuned(first, q, k, v, causal, scale, dt)
     return _launch("attention", first, (bsz, s, hq, d), (bsz, s, hq * d), dt, prefill_tile(d),
                    lambda part: attention_op(part, q, k, v, causal, scale))
+
+
+def _attention_tuned(first, q, k, v, causal: bool, scale: float | None, dt):
+    """``attention`` with its tiles chosen by ``_prefill_tuned`` (FEARLESS_NN_AUTOTUNE=1)."""
+    bsz, s, hq, d = q.shape
+    out = c.output(first, (bsz, s, hq, d), dt)
+    view = c.reshaped_alone("attention", "out", out.tensor, (bsz, s, hq * d))
+    qk_scale = (1.0 / math.sqrt(d) if scale is None else float(scale)) * LOG2E
+    part = c.run(_prefill_tuned(d, PREFILL[d])(view, q, k, v, qk_scale, int(bool(causal))))[0]
+    result = out.result(part)
+    return result if out.foreign is not None else result.reshape((bsz, s, hq, d))
+
+
+def _bucket(n: int) -> int:
+    """Lengths 2^(b-1) < n <= 2^b share bucket b (one tuning)."""
+    return max(0, n - 1).bit_length()
+
+
+@lru_cache(maxsize=None)
+def _prefill_tuned(d: int, tune: PrefillTuning):
+    """The prefill kernel of head dim ``d`` under ``ft.autotune``: ``tune`` (the measured
+    default) first, then 128 or 64 query rows by 64 or 128 keys, with and without occupancy 2
+    (the spaces examples/tile_attention.py measured on the H200). Keyed by dtype, heads, head
+    dim, the strides past the batch and the buckets of the lengths, and causality."""
+    kern = _prefill_kernel(None, tune.k_latency, tune.v_latency, tune.ftz)
+    tiles = dict.fromkeys([(tune.bm, tune.bn, tune.occupancy), (128, 64, 2), (128, 64, None),
+                           (128, 128, None), (64, 64, 2), (64, 128, None)])
+    configs = [ft.Config(tile=(1, bm, d), bn=bn, hints=_hints(occ)) for bm, bn, occ in tiles]
+    return ft.autotune(configs=configs, key={
+        "out": lambda o: (o.dtype.name, o.shape[2], _bucket(o.shape[0] * o.shape[1])),
+        "q": lambda q: (q.shape[2:], q.strides[1:]),
+        "k": lambda k: (k.shape[2:], k.strides[1:], _bucket(k.shape[1])),
+        "v": lambda v: v.strides[1:],
+        "causal": None})(kern)
 
 
 def prefill_tile(d: int) -> tuple:
