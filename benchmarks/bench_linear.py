@@ -20,7 +20,7 @@ the host had enqueued everything is counted as host-bound. Median over ``--iters
 
 Configurations: ``NAME[/key=value...]``: NAME is ``default`` (the plan ``linear`` chooses),
 ``mma``, ``mma_t`` or ``sum``; keys ``tile=BMxBN``, ``bk``, ``splits``, ``lat`` (tileiras's
-latency hint on w's loads), ``tail`` (K splits of the tiles past the last full wave). ``--decode`` configs run for T <= 16, ``--prefill`` for larger T.
+latency hint on w's loads). ``--decode`` configs run for T <= 16, ``--prefill`` for larger T.
 Before timing, every specialisation is compiled for the GPU's arch in ``--jobs`` processes at
 once (tileiras, no GPU needed) into the JIT disk cache, on stand-in tensors with the same layout
 facts (``_standin``).
@@ -86,7 +86,7 @@ def parse_config(spec: str) -> dict:
         key, _, value = item.partition("=")
         if key == "tile":
             kw["tile"] = tuple(int(v) for v in value.split("x"))
-        elif key in ("bk", "splits", "tail"):
+        elif key in ("bk", "splits"):
             kw[key] = int(value)
         elif key == "lat":
             kw["latency"] = int(value)
@@ -98,10 +98,9 @@ def parse_config(spec: str) -> dict:
 def explicit(t: int, n: int, k: int, kw: dict, sms: int) -> dict:
     """``kw`` with every plan field spelled out (what a stand-in compile must reproduce)."""
     p = linear_module._tuned(linear_module.plan(t, n, k, bf16, sms), t, kw.get("variant"),
-                             kw.get("tile"), kw.get("bk"), kw.get("splits"), kw.get("latency"),
-                             kw.get("tail"))
+                             kw.get("tile"), kw.get("bk"), kw.get("splits"), kw.get("latency"))
     return {"variant": p.form, "tile": (p.bm, p.bn), "bk": p.bk, "splits": p.splits,
-            "latency": p.latency, "tail": p.tail}
+            "latency": p.latency}
 
 
 # -- compiling ahead, in parallel ------------------------------------------------------------

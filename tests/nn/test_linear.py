@@ -17,7 +17,6 @@ from tests.nn._ref import call, cases, f64, host, rand, unit
 from tests.support import BACKENDS
 
 plan = importlib.import_module("fearless.nn.linear").plan  # the module, not nn's function
-_common = importlib.import_module("fearless.nn._common")
 K, N = 200, 136  # neither a multiple of any tile
 
 
@@ -74,24 +73,6 @@ def test_split_prefill_tile_and_latency_hint(backend):
     x, w, _ = inputs(f16, 40, seed=7)
     check(host(call(linear, x, w, tile=(32, 32), bk=16, splits=8, latency=3)), x, w, None, f16,
           8)
-
-
-@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-@pytest.mark.parametrize("dt,t,tail", cases([(1, 2)], [(3, 4), (16, 2)]))
-def test_tail_split(backend, dt, t, tail, monkeypatch):
-    """N 9000 in 16 x 64 tiles on a 132-SM plan: 141 tile columns, 132 one tile per block,
-    the last 9 split over K in ``tail`` parts and summed by a third kernel; a call whose tiles
-    fill whole waves (N 8448) takes the one-kernel path."""
-    monkeypatch.setattr(_common, "planning_sms", lambda: 132)
-    module = importlib.import_module("fearless.nn.linear")
-    split, real = [], module._tail_split
-    monkeypatch.setattr(module, "_tail_split", lambda *a: split.append(a[-2]) or real(*a))
-    x, w, b = inputs(dt, t, 600, 9000, seed=t)
-    check(host(call(linear, x, w, b, tail=tail)), x, w, b, dt, tail)
-    assert split and set(split) == {132}    # the tile column the tail starts at
-    x, w, b = inputs(dt, t, 600, 8448, seed=t)
-    check(host(call(linear, x, w, None, tail=tail)), x, w, None, dt)
-    assert set(split) == {132} and len(split) <= 2   # none for N 8448 (call may run twice)
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
@@ -152,11 +133,6 @@ def test_bad_input_is_refused_with_typed_errors():
         linear(x, w, variant="gemv")
     with pytest.raises(ValueError, match="splits = 3 is not a power of two"):
         linear(x, w, splits=3)
-    with pytest.raises(ValueError, match="tail = 3 is not a power of two"):
-        linear(x, w, tail=3)
-    with pytest.raises(ValueError, match=r"the tail split takes one row of tiles \(T <= bm = "
-                                         r"\d+\) and no other split, got T 200, splits 1"):
-        linear(np.zeros((200, 16), x.dtype), w, tail=2)
 
 
 @pytest.mark.gpu

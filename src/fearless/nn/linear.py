@@ -44,12 +44,10 @@ _H200_SMS = c.TEST_GPU_SMS
 def _linear_tiles(y: ft.Out, x: ft.In, w: ft.In, bias: ft.In, bk: ft.Const[int] = 64,
                   form: ft.Const[int] = 0, exact: ft.Const[bool] = False,
                   has_bias: ft.Const[bool] = False, latency: ft.Const[int] = 0,
-                  split: ft.Const[bool] = False, tail_from: ft.Const[int] = 0):
+                  split: ft.Const[bool] = False):
     """y (T, N) tile (bm, bn), or f32 partial sums (S, T, N) tile (1, bm, bn) where split s
     covers K chunks [s * per, s * per + per): both through one body, so both schedules round
-    alike. Chunks past K read zeros (the last split's tail). ``tail_from`` > 0 (the tail
-    split): y's blocks of tile columns from it on store nothing, and the partial sums' column
-    j is y's column j + tail_from. ``form`` 0: mma of x by w.T;
+    alike. Chunks past K read zeros (the last split's tail). ``form`` 0: mma of x by w.T;
     1: mma of w by x.T (the (bn, bm) accumulator puts N on the tensor cores' M side, for
     small T); 2: products and ft.sum on the CUDA cores. ``exact``: f32 inputs split into a
     TF32 high part (Veltkamp: c = v * 8193; hi = c - (c - v) keeps 11 significand bits) and
@@ -57,16 +55,12 @@ def _linear_tiles(y: ft.Out, x: ft.In, w: ft.In, bias: ft.In, bk: ft.Const[int] 
     bm, bn = y.tile_shape[-2], y.tile_shape[-1]
     if split:
         s, i, j = y.tile_index
-        j = j + tail_from
         per = ft.cdiv(ft.cdiv(x.shape[1], bk), y.shape[0])
         first = s * per
     else:
         i, j = y.tile_index
         per = ft.cdiv(x.shape[1], bk)
         first = 0
-        if tail_from > 0:
-            if j >= tail_from:
-                return
     if form == 0:
         acc = ft.zeros((bm, bn), f32)
     elif form == 1:
@@ -112,16 +106,12 @@ def _linear_tiles(y: ft.Out, x: ft.In, w: ft.In, bias: ft.In, bk: ft.Const[int] 
 
 @ft.kernel
 def _linear_reduce(y: ft.Out, part: ft.In, bias: ft.In, splits: ft.Const[int] = 2,
-                   has_bias: ft.Const[bool] = False, tail_from: ft.Const[int] = 0):
+                   has_bias: ft.Const[bool] = False):
     """y (T, N) tile (bm, bn) = the sum over the split axis of ``part`` (S, T, N) f32 (S <=
-    ``splits``, a power of two: rows past S read zeros), plus the bias, rounded once.
-    ``tail_from`` > 0: only y's tile columns from it on, ``part`` holding those columns."""
+    ``splits``, a power of two: rows past S read zeros), plus the bias, rounded once."""
     bm, bn = y.tile_shape
     i, j = y.tile_index
-    if tail_from > 0:
-        if j < tail_from:
-            return
-    tot = ft.sum(ft.load(part, (0, i, j - tail_from), (splits, bm, bn)), axis=0)
+    tot = ft.sum(ft.load(part, (0, i, j), (splits, bm, bn)), axis=0)
     if has_bias:
         tot = tot + ft.load(bias, (j,), (bn,)).astype(f32).reshape((1, bn))
     y.store(tot.astype(y.dtype))
@@ -131,10 +121,7 @@ def _linear_reduce(y: ft.Out, part: ft.In, bias: ft.In, splits: ft.Const[int] = 
 class Plan:
     """How one call runs: ``form`` ("mma", "mma_t", "sum"), the tile (bm, bn) of y, the K step
     bk, ``splits`` of K (1: no split, else a power of two and a second, reducing kernel),
-    ``latency`` (0: no hint; 1-10: tileiras's latency hint on the loads of w), ``tail``
-    (1: off; else a power of two: the tiles past the last full wave of blocks, one block per
-    SM, are split over K in that many parts, the full waves run one tile per block, and a
-    third kernel adds the tail's parts: for one row of tiles, T <= bm)."""
+    ``latency`` (0: no hint; 1-10: tileiras's latency hint on the loads of w)."""
 
     form: str
     bm: int
@@ -142,7 +129,6 @@ class Plan:
     bk: int
     splits: int = 1
     latency: int = 0
-    tail: int = 1
 
 
 def _pow2_at_most(n: int) -> int:
@@ -216,8 +202,7 @@ def _arguments(x, w, bias):
 
 @user_facing
 def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = None,
-           bk: int | None = None, splits: int | None = None, latency: int | None = None,
-           tail: int | None = None):
+           bk: int | None = None, splits: int | None = None, latency: int | None = None):
     """``y = x @ w.T + bias``: x (T, K), w (N, K) in torch.nn.Linear's (out, in) layout, bias
     (N,) or None -> y (T, N) in x's dtype (f16, bf16 or f32; w and bias the same dtype).
 
@@ -234,9 +219,7 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
     Tuning (keywords, for benchmarks; the defaults come from ``plan``): ``variant`` "mma",
     "mma_t" (w @ x.T on the tensor cores, then transposed: for T <= 16) or "sum" (CUDA-core
     products and a sum); ``tile`` (bm, bn) of y, powers of two; ``bk`` the K step; ``splits``
-    of K (a power of two; 1: one kernel); ``latency`` 1-10, tileiras's hint on w's loads;
-    ``tail`` K splits of the tiles past the last full wave (a power of two; 1: off; see
-    ``Plan``; not yet measured on a GPU).
+    of K (a power of two; 1: one kernel); ``latency`` 1-10, tileiras's hint on w's loads.
 
     Raises ArgumentTypeError (rank, dtype), ContractError (K or N mismatch) before anything
     runs; ValueError for a bad tuning keyword.
@@ -244,16 +227,12 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
     xt, wt, bt = _arguments(x, w, bias)
     (t, k), n = xt.shape, wt.shape[0]
     sms = c.planning_sms()
-    p = _tuned(plan(t, n, k, xt.dtype, sms), t, variant, tile, bk, splits, latency, tail)
+    p = _tuned(plan(t, n, k, xt.dtype, sms), t, variant, tile, bk, splits, latency)
     # Consts passed by position: a call without keywords takes the kernel's cached fast path
     consts = (p.bk, _FORMS[p.form], xt.dtype is f32 and p.form != "sum")
     out = c.output(x, (t, n), xt.dtype)
     if t == 0 or n == 0:
         return out.result()
-    nb = -(-n // p.bn)
-    full = nb // sms * sms if p.tail > 1 and p.splits == 1 else 0
-    if 0 < full < nb:
-        return out.result(_tail_split(out, xt, wt, bt, p, consts, full, n))
     if p.splits == 1:
         has_bias = bt is not None
         y, *_ = c.run(_linear_tiles(out.partition((p.bm, p.bn)), xt, wt,
@@ -269,27 +248,10 @@ def linear(x, w, bias=None, *, variant: str | None = None, tile: tuple | None = 
     return out.result(y)
 
 
-def _tail_split(out, xt, wt, bt, p: Plan, consts: tuple, full: int, n: int):
-    """The tail split (``Plan.tail``): y's tile columns [0, full) one tile per block, the
-    rest as ``p.tail`` K parts of f32 partial sums, then their sum: three kernels, one
-    operation. Returns y's partition."""
-    has_bias = bt is not None
-    t = xt.shape[0]
-    part = c.output(xt, (p.tail, t, n - full * p.bn), f32).tensor
-    tail = _linear_tiles(c.partition(part, (1, p.bm, p.bn)), xt, wt, wt, *consts, False,
-                         p.latency, True, full)
-    return c.run(tail.then(lambda r: _linear_tiles(
-        out.partition((p.bm, p.bn)), xt, wt, bt if has_bias else wt, *consts, has_bias,
-        p.latency, False, full).then(lambda m: _linear_reduce(
-            c.partition(m[0].unpartition(), (p.bm, p.bn)), r[0].unpartition(),
-            wt if bt is None else bt, p.tail, has_bias, full))))[0]
-
-
-def _tuned(p: Plan, t: int, variant, tile, bk, splits, latency, tail=None) -> Plan:
+def _tuned(p: Plan, t: int, variant, tile, bk, splits, latency) -> Plan:
     """``p`` with the caller's tuning keywords (ValueError for a bad one). "sum" keeps a
     (bm, bn, bk) f32 accumulator: its default tile is (pow2(t) <= 16, 32) by 8192 / (bm * 32)."""
-    if variant is None and tile is None and bk is None and splits is None and latency is None \
-            and tail is None:
+    if variant is None and tile is None and bk is None and splits is None and latency is None:
         return p  # plan's own choice
     if variant is not None:
         if variant not in _FORMS:
@@ -300,10 +262,10 @@ def _tuned(p: Plan, t: int, variant, tile, bk, splits, latency, tail=None) -> Pl
             p = replace(p, bm=bm, bn=32, bk=max(1, 8192 // (bm * 32)))
     if tile is not None:
         p = replace(p, bm=tile[0], bn=tile[1])
-    for name, v in (("bk", bk), ("splits", splits), ("latency", latency), ("tail", tail)):
+    for name, v in (("bk", bk), ("splits", splits), ("latency", latency)):
         if v is not None:
             p = replace(p, **{name: v})
-    for name in ("bm", "bn", "bk", "splits", "tail"):
+    for name in ("bm", "bn", "bk", "splits"):
         v = getattr(p, name)
         if v < 1 or v & (v - 1):
             raise ValueError(f"linear: {name} = {v} is not a power of two")
@@ -312,7 +274,4 @@ def _tuned(p: Plan, t: int, variant, tile, bk, splits, latency, tail=None) -> Pl
                          f"({p.bm}, {p.bn}) x {p.bk}")
     if not 0 <= p.latency <= 10:
         raise ValueError(f"linear: latency {p.latency} is not in 0..10")
-    if p.tail > 1 and (p.splits > 1 or t > p.bm):
-        raise ValueError(f"linear: the tail split takes one row of tiles (T <= bm = {p.bm}) "
-                         f"and no other split, got T {t}, splits {p.splits}")
     return p
