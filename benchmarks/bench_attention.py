@@ -11,7 +11,11 @@ Sections:
    heads (32 q / 8 kv, D 128): GB/s of K and V read and % of the copy bandwidth
    (``dst.copy_(src)`` over 1 GiB, 2 bytes moved per byte copied, measured in the same run).
    Successive calls read distinct caches (at least 256 MB in turn), so L2 does not hold them.
-3. example (not in the default): ``examples/tile_attention.py``'s ``attention_tuned``, a
+3. nn-tuned (not in the default): ``fearless.nn.attention``'s prefill as FEARLESS_NN_AUTOTUNE=1
+   runs it (``ft.autotune`` over its tiles, once per power-of-two bucket of lengths) on the
+   prefill section's cases: each config's TFLOP/s as the tuner timed it, the tuning's cost in
+   seconds (cubins compiled ahead or not: the log says), the winner timed as in section 1.
+4. example (not in the default): ``examples/tile_attention.py``'s ``attention_tuned``, a
    user's flash attention tuned by ``ft.autotune``, against SDPA on the same (heads, S, D)
    data: f16 and bf16, 64 heads (the issue's 4 x 16), D 128, S 1024 and 4096, causal and not;
    each config's TFLOP/s as the tuner timed it, the tuning's cost in seconds, the winner's
@@ -131,16 +135,15 @@ def gpu_prefill(rep, clock, torch, cfg, quick):
             def sdpa():
                 return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
                                                       enable_gqa=hq != hkv)
-            want = sdpa().transpose(1, 2)
-            got = A.attention(q, k, v, causal=causal)
-            err = ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
+            want = sdpa().transpose(1, 2).reshape(BATCH, s, hq * d)
             fq, fk, fv = (fl.asarray(x) for x in (q, k, v))
             out = torch.empty((BATCH, s, hq * d), device="cuda", dtype=tdt)
             part = fl.asarray(out).partition(A.prefill_tile(d))
 
-            def make(p):
+            def make(p):   # this configuration's tiles (nn.attention would tune them)
                 return A.attention_op(p, fq, fk, fv, causal)
             part = make(part).sync()[0]           # compile outside the timing
+            err = ((out.float() - want.float()).abs().max() / want.float().abs().max()).item()
             flops = 4 * BATCH * hq * s * s * d / (2 if causal else 1)
             ms, peer, ratio = against_sdpa(clock, make, part, s, sdpa, flops)
             rep.rows.append({"case": f"{case} [{label(cfg[d])}]", "ms": ms, "peer_ms": peer,
@@ -191,6 +194,55 @@ def gpu_example(rep, clock, torch, quick):
 
             def make(p_):   # what a user calls: the ranking is kept, the winner runs
                 return E.attention_tuned(p_.unpartition(), fq, fk, fv, scale, causal)
+            ms, peer, ratio = against_sdpa(clock, make, part, s, sdpa, flops)
+            rep.rows.append({"case": f"{case} [tuned: config {report.winner}, "
+                                     f"{report.seconds:.1f} s to tune]", "ms": ms,
+                             "peer_ms": peer,
+                             "ratio": ratio + ('' if err < 0.02 else f' WRONG err {err:.3g}'),
+                             "err": err, "tuning_s": report.seconds,
+                             "configs_tf": [None if c.seconds is None else
+                                            flops / c.seconds / 1e12 for c in report]})
+            rep.log(f"  {rep.rows[-1]['case']}: {ms:.4g} ms vs SDPA {peer:.4g} ms: "
+                    f"{rep.rows[-1]['ratio']} (max err vs SDPA {err:.3g} of max |out|)")
+        except Exception:  # noqa: BLE001 - a case's failure is logged, the run goes on
+            rep.fail(case)
+
+
+def gpu_nn_tuned(rep, clock, torch, quick):
+    """The prefill cases through ``nn.attention``'s tuned kernel (``_prefill_tuned``): per case
+    the tuning (each config's TFLOP/s, its cost in seconds), then the winner against SDPA."""
+    import torch.nn.functional as F
+    for dt, (hq, hkv), s, d, causal in PREFILL_CASES:
+        if quick and (s, hq) != (4096, 16):
+            continue
+        case = f"nn-tuned {dt} {hq}/{hkv}h S{s} D{d} {'causal' if causal else 'full'}"
+        try:
+            tdt = getattr(torch, dt)
+            g = torch.Generator(device="cuda").manual_seed(1)
+            qkv = torch.randn((BATCH * s, (hq + 2 * hkv) * d), generator=g, device="cuda",
+                              dtype=tdt).view(BATCH, s, hq + 2 * hkv, d)
+            q, k, v = qkv[:, :, :hq], qkv[:, :, hq:hq + hkv], qkv[:, :, hq + hkv:]
+            qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+
+            def sdpa():
+                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
+                                                      enable_gqa=hq != hkv)
+            fq, fk, fv = (fl.asarray(x) for x in (q, k, v))
+            out = torch.empty((BATCH, s, hq * d), device="cuda", dtype=tdt)
+            kern = A._prefill_tuned(d, A.PREFILL[d])
+            qk_scale = A.LOG2E / math.sqrt(d)
+            report = kern.tune(fl.asarray(out), fq, fk, fv, qk_scale, int(causal))
+            flops = 4 * BATCH * hq * s * s * d / (2 if causal else 1)
+            rep.log(f"  {case}: {report}")
+            for n, c in enumerate(report):
+                if c.seconds is not None:
+                    rep.log(f"    config {n}: {flops / c.seconds / 1e12:.0f} TF")
+            part = kern(fl.asarray(out), fq, fk, fv, qk_scale, int(causal)).sync()[0]
+            want = sdpa().transpose(1, 2).reshape(BATCH, s, hq * d)
+            err = ((out.float() - want.float()).abs().max() / want.float().abs().max()).item()
+
+            def make(p_):
+                return kern(p_.unpartition(), fq, fk, fv, qk_scale, int(causal))
             ms, peer, ratio = against_sdpa(clock, make, part, s, sdpa, flops)
             rep.rows.append({"case": f"{case} [tuned: config {report.winner}, "
                                      f"{report.seconds:.1f} s to tune]", "ms": ms,
@@ -282,6 +334,8 @@ def gpu_run(rep, sections, quick, prefill_cfgs, decode_cfgs):
     if "prefill" in sections:
         for cfg in prefill_cfgs:
             gpu_prefill(rep, clock, torch, cfg, quick)
+    if "nn-tuned" in sections:
+        gpu_nn_tuned(rep, clock, torch, quick)
     if "example" in sections:
         gpu_example(rep, clock, torch, quick)
     if "decode" in sections:

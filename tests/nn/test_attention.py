@@ -131,11 +131,15 @@ def test_prefill_default_tiles_strided_views_and_scale():
 
 
 def test_prefill_through_the_tuner_once_per_bucket(tune, monkeypatch):
-    """FEARLESS_NN_AUTOTUNE=1: the prefill's tiles come from ft.autotune, once per bucket of
-    lengths (S 150 and 200 share one, 300 is the next), right every time."""
+    """On the GPU (here the cpu backend made to tune): the prefill's tiles come from
+    ft.autotune, once per bucket of lengths (S 150 and 200 share one, 300 is the next), right
+    every time; the output's coverage is read from the kernel's IR, never run to check."""
     fake, timed = tune
     monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, nn_autotune=True))
-    configs = A._prefill_tuned(64, A.PREFILL[64]).configs
+    tuned = A._prefill_tuned(64, A.PREFILL[64])
+    configs = tuned.configs
+    monkeypatch.setattr(importlib.import_module("fearless.autotuning.tuner"), "covers",
+                        lambda *a: pytest.fail("a coverage run"))
     fake.times = [float(len(configs) - n) for n in range(len(configs))] * 2
     for s in (150, 200, 300):
         q, k, v = (rand((1, s, h, 64), f16, s + h) for h in (4, 2, 2))
@@ -271,8 +275,10 @@ def _poison_pool(torch, nbytes: int):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [True, False])
-def test_gpu_prefill_torch(dtype, d, causal):
+def test_gpu_prefill_torch(dtype, d, causal, monkeypatch):
+    """The measured tiles (``PREFILL``), as FEARLESS_NN_AUTOTUNE=0 runs them."""
     torch = _torch()
+    monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, nn_autotune=False))
     tdt = getattr(torch, dtype)
     b, s, hq, hkv = 2, 1000, 8, 2
     g = torch.Generator(device="cuda").manual_seed(30)
@@ -285,6 +291,24 @@ def test_gpu_prefill_torch(dtype, d, causal):
     fdt = {"float16": f16, "bfloat16": bf16}[dtype]
     host = [x.float().cpu().numpy() for x in (q, k, v)]
     check(got.float().cpu().numpy(), *host, fdt, causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [True, False])
+def test_gpu_prefill_tuned(monkeypatch, causal):
+    """The default on the GPU: the tuner's winner (its configs agreeing with each
+    other, each one's coverage checked) right against float64, at two lengths of one bucket."""
+    torch = _torch()
+    monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, nn_autotune=True))
+    hq, hkv, d = 8, 2, 128
+    for s in (700, 1000):
+        g = torch.Generator(device="cuda").manual_seed(32 + s)
+        q, k, v = (torch.randn((1, s, h, d), generator=g, device="cuda", dtype=torch.float16)
+                   for h in (hq, hkv, hkv))
+        _poison_pool(torch, s * hq * d * 2)
+        got = attention(q, k, v, causal=causal)
+        host = [x.float().cpu().numpy() for x in (q, k, v)]
+        check(got.float().cpu().numpy(), *host, f16, causal)
 
 
 @pytest.mark.gpu

@@ -333,7 +333,49 @@ def test_each_shapes_coverage_is_checked_once(tune, monkeypatch):
     tuned = _fast_first_bucket(fake)
     for _ in range(3):
         tuned(fl.full(80, np.nan, f32), _host(np.arange(80))).sync()
-    assert checked == [0, 1]
+    # config 1 (tiles=0: the condition folds away) stores o in the kernel's body: its IR
+    # proves it covers every shape, so only config 0 is run on twins to check
+    assert checked == [0]
+
+
+@ft.kernel
+def copy_or_leave(o: ft.Out[f32], x: ft.In[f32], leave: ft.Const[int] = 0):
+    if leave == 1 and o.tile_index[0] == 1:
+        return
+    for _ in range(leave):
+        if o.tile_index[0] == 2:
+            return
+    o.store(ft.load_like(x, o))
+
+
+@pytest.mark.parametrize("kernel, consts, proven", [
+    (copy_some, {}, True),                   # store in the body (skip == 0 folds away)
+    (copy_some, {"skip": 1}, False),         # store under a runtime condition
+    (copy_or_leave, {}, False),              # a loop holding a return (0 trips) is kept
+    (copy_or_leave, {"leave": 1}, False),    # a return before the store
+    (copy_or_leave, {"leave": 2}, False),    # a return in a loop before the store
+])
+def test_an_out_stored_whole_in_the_kernels_body_needs_no_coverage_run(
+        tune, monkeypatch, kernel, consts, proven):
+    """The IR shows the Out's own tile stored on every path: the trial runs once, from zero
+    bytes (no second run from one bytes); otherwise twice, and half-written configs are
+    still dropped."""
+    fake, _ = tune
+    fake.times = [1.0]
+    tuner = importlib.import_module("fearless.autotuning.tuner")
+    fills, real = [], tuner.twin
+    monkeypatch.setattr(tuner, "twin", lambda t, copy, fill=0: fills.append((copy, fill))
+                        or real(t, copy, fill))
+    tuned = ft.autotune([ft.Config(tile=16, **consts)], compare=False)(kernel)
+    args = [fl.empty(64, f32), _host(np.arange(64))]
+    bound = tuned._bind(args, {})
+    assert tuned._outs_stored(bound, 0) == ({"o"} if proven else set())
+    try:
+        tuned(*args).sync()
+    except AutotuneError:
+        assert not proven   # the check found a tile unwritten
+    trial = [f for f in fills if not f[0]]
+    assert trial == ([(False, 0)] if proven else [(False, 0), (False, 0xFF)])
 
 
 def test_with_tuning_off_a_bucket_never_runs_a_config_known_to_miss(tune, monkeypatch):
@@ -570,3 +612,18 @@ def test_a_config_may_launch_persistently(tune):
     assert "schedule=Persistent(blocks=3" in repr(tuned.report[1].config)
     with pytest.raises(AutotuneError, match="config 0's schedule is a str"):
         ft.autotune([ft.Config(tile=16, schedule="persistent")])(copy_some)
+
+
+@pytest.mark.parametrize("dtype, unit", [("float16", 2.0 ** -11), ("bfloat16", 2.0 ** -8)])
+def test_the_default_tolerance_follows_the_rounding_of_the_dtype(dtype, unit):
+    """Two 16-bit results a few units of rounding apart agree (bf16: a flash attention's
+    blocks of 64 or 128 keys round its probabilities apart on the H200, 5 units at 0.016);
+    a result off by half its magnitude does not."""
+    tuner = importlib.import_module("fearless.autotuning.tuner")
+    want = np.random.default_rng(7).standard_normal(4096) * 0.05
+    ref = fl.asarray(want, {"float16": fl.f16, "bfloat16": fl.bf16}[dtype]).numpy()
+    near = (ref.astype(np.float64) * (1 + 5 * unit)).astype(ref.dtype)
+    assert (near != ref).any()
+    assert tuner._differs({"o": near}, {"o": ref}, None) is None
+    far = (ref.astype(np.float64) * 1.5).astype(ref.dtype)
+    assert "compared within" in tuner._differs({"o": far}, {"o": ref}, None)

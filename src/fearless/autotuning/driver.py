@@ -10,8 +10,9 @@ twins) and ``outs`` (those whose every element a config must write: the coverage
 defines ``_checked_configs``, ``_bind``, ``_unfit`` (why config n does not fit a call, or None),
 ``_run`` (config n's lazy operation, twins replacing the written arguments when given),
 ``_dry_run`` (config n's checks on the real arguments, nothing run), ``_enqueue`` (config n
-on twins, no wait, twins taken back) and ``_outs_read`` (the ``outs`` a config reads, whose
-twins start as copies).
+on twins, no wait, twins taken back), ``_outs_read`` (the ``outs`` a config reads, whose
+twins start as copies) and ``_outs_stored`` (the ``outs`` a config is known to write whole,
+from its compiled IR, whose coverage needs no trial).
 """
 from __future__ import annotations
 
@@ -41,6 +42,12 @@ CAPTURING = "tuning runs work now, which fl.capture() and running operations ref
 def _tunes_on_cpu() -> bool:
     """Whether the cpu backend tunes: never, but tests say otherwise (they replace this)."""
     return False
+
+
+def tunes_on(backend: str) -> bool:
+    """Whether calls on ``backend`` tune (outside ``fl.capture()``): the GPU's do; the cpu
+    backend runs the first config that accepts the arguments."""
+    return backend == "cuda" or _tunes_on_cpu()
 
 
 def number(x) -> bool:
@@ -248,14 +255,19 @@ class Tuned:
         """Whether config n may serve these exact arguments under the bucket ``key`` (a key
         with functions): it writes every element of each Out, checked once per exact layout
         (``_exact``) on twins as a tuning checks it, and remembered either way. True without
-        key functions, and where nothing may run now (the cpu backend; inside fl.capture(),
-        with a warning that the config runs unchecked)."""
+        key functions, when the config's IR shows each Out it does not read stored whole
+        (``_outs_stored``: nothing runs), and where nothing may run now (the cpu backend;
+        inside fl.capture(), with a warning that the config runs unchecked)."""
         if not self.key_fns:
             return True
         exact = self._exact(bound)
         known = self._coverage.get((key, exact, n))
         if known is not None:
             return known
+        read, stored = self._outs_read(bound, n), self._outs_stored(bound, n)
+        if all(o in read or o in stored for o in self.outs):
+            self._coverage[(key, exact, n)] = True
+            return True
         why = self._cannot_tune()
         if why is not None:
             if why == CAPTURING:
@@ -313,7 +325,7 @@ class Tuned:
         if current_stream().capture is not None or getattr(ownership._local, "executing", False):
             return CAPTURING
         backend = device.current_backend()
-        if backend != "cuda" and not _tunes_on_cpu():
+        if not tunes_on(backend):
             return f"the {backend} backend does not tune"
         return None
 

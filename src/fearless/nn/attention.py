@@ -9,7 +9,10 @@ cores, as flash attention does (Dao et al., 2022, "FlashAttention", algorithm 1;
 decode is their "Flash-Decoding", 2023).
 
 Tuning lives in ``PREFILL`` and ``DECODE`` (tile sizes and Tile IR hints per head dim), which
-``benchmarks/bench_attention.py`` overrides from its command line.
+``benchmarks/bench_attention.py`` overrides from its command line. On the GPU the prefill's
+tiles are chosen by ``ft.autotune`` (``_prefill_tuned``: ``PREFILL`` first, then the tiles
+``examples/tile_attention.py`` found worth trying), once per dtype, head counts, head dim,
+causality and power-of-two bucket of lengths; ``FEARLESS_NN_AUTOTUNE=0`` keeps ``PREFILL``.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import fearless as fl
 from fearless import f32
 from fearless import tile as ft
 from fearless.errors import ArgumentTypeError
+from fearless.autotuning import driver
 from fearless.kernel import base
 from fearless.nn import _common as c
 
@@ -249,7 +253,10 @@ def attention(q, k, v, causal: bool = True, scale: float | None = None):
     projection outputs (the last two axes contiguous) are read in place. f16, bf16 or f32, one
     dtype for all three (f32 runs the products in TF32 on the GPU). ``causal``: query i sees
     keys j <= i + (Skv - S) (the last query sees every key; a query that sees no key, when
-    Skv < S, gives 0). ``scale`` defaults to 1 / sqrt(D).
+    Skv < S, gives 0). ``scale`` defaults to 1 / sqrt(D). On the GPU the tiles are tuned
+    (the module docstring): the first call of a new dtype, head dim and causality compiles
+    and times 5 configs (about 10 s on the H200), a new bucket of lengths times them again
+    (under a second); rankings persist in the disk cache.
 
     Returns (B, S, Hq, D) in q's dtype, the same kind as q (torch in, torch out). Roundings:
     the scores q k^T accumulate in f32; the softmax runs in f32 with a running maximum
@@ -265,14 +272,15 @@ def attention(q, k, v, causal: bool = True, scale: float | None = None):
     first, (q, k, v) = q, _tensors("attention", "q k v", q, k, v)
     dt = _check_prefill(q, k, v)
     bsz, s, hq, d = q.shape
-    if base.CONFIG.nn_autotune:
+    if base.CONFIG.nn_autotune and driver.tunes_on(fl.current_backend()):
         return _attention_tuned(first, q, k, v, causal, scale, dt)
     return _launch("attention", first, (bsz, s, hq, d), (bsz, s, hq * d), dt, prefill_tile(d),
                    lambda part: attention_op(part, q, k, v, causal, scale))
 
 
 def _attention_tuned(first, q, k, v, causal: bool, scale: float | None, dt):
-    """``attention`` with its tiles chosen by ``_prefill_tuned`` (FEARLESS_NN_AUTOTUNE=1)."""
+    """``attention`` with its tiles chosen by ``_prefill_tuned`` (on the GPU; FEARLESS_NN_AUTOTUNE
+    not 0)."""
     bsz, s, hq, d = q.shape
     out = c.output(first, (bsz, s, hq, d), dt)
     view = c.reshaped_alone("attention", "out", out.tensor, (bsz, s, hq * d))

@@ -37,7 +37,10 @@ and Atomic argument gets scratch twins of its layout; In arguments are read-only
 a config reads (its own tile loaded, found in the compiled IR) or an Atomic starts as a copy of
 the real contents, so in-place and accumulating kernels see what the real run will see; any
 other Out runs twice, starting all zero bytes and all one bytes, and an element holding the
-fill in both runs was never written: such a config is dropped. So is a config that fails to
+fill in both runs was never written: such a config is dropped. An Out whose own tile the
+compiled IR stores on every path (an ``out.store`` in the kernel's body, no ``return`` before
+it) is covered by construction and needs neither run (nor, under a bucket key, a check per
+new layout). So is a config that fails to
 compile or launch, and, unless ``compare=False``, the survivors' results must agree (each
 element within ``rtol`` of the other, plus ``rtol`` times the output's mean magnitude; integers
 exactly): survivors that disagree are an ``AutotuneError`` naming both, never a silent choice.
@@ -116,7 +119,8 @@ def autotune(configs=None, key=None, rtol: float | None = None, reps: int = 5,
     ``ft.Config`` list (default ``ft.configs.default(kernel)``); ``key``: names of runtime
     parameters (default the tensor ones), or a dict from names to functions of the argument (or
     None) whose values key the tuning instead; ``rtol``: the comparison's tolerance (default
-    1e-2 for 16-bit float outputs, 1e-5 for wider floats); ``reps``: timed replays per
+    20 units of rounding for 16-bit float outputs: about 1e-2 for f16, 0.08 for bf16; 1e-5 for
+    wider floats); ``reps``: timed replays per
     candidate; ``compare=False`` skips the comparison (outputs that may differ between runs:
     float atomics, atomic old values); ``max_seconds``: a bound on one tuning's wall-clock
     seconds. Raises AutotuneError for an empty or invalid config list, key or setting, naming
@@ -149,6 +153,7 @@ class Autotuned(driver.Tuned):
         self.outs = [p.name for p in self.params if p.kind is P.OUT]
         self.written = [p.name for p in self.params if p.kind in (P.OUT, P.ATOMIC)]
         self._variants: dict = {}
+        self._facts: dict = {}
         super().__init__(configs, key, rtol, reps, compare, max_seconds)
 
     def _checked_configs(self, configs: list) -> list:
@@ -318,6 +323,17 @@ class Autotuned(driver.Tuned):
         of its own tile: TILE_LOAD_OWN or TILE_LOAD of the Out in the IR compiled for these
         arguments' dtypes and ranks and its constants: a Const may fold a read away); every
         Out when it does not compile (its trial fails anyway)."""
+        return self._out_facts(bound, n)[0]
+
+    def _outs_stored(self, bound: dict, n: int) -> set:
+        """The Out parameters config ``n`` stores whole on every path (``_stored_whole``), in
+        the same IR as ``_outs_read``: their coverage needs no trial run; none when it does
+        not compile."""
+        return self._out_facts(bound, n)[1]
+
+    def _out_facts(self, bound: dict, n: int) -> tuple:
+        """(``_outs_read``, ``_outs_stored``) of config n, compiled once per specialisation:
+        the dtypes, ranks and tiles of the tensor arguments and the constants' values."""
         from fearless.compiler import compile_tile
         cfg, signature = self.configs[n], {}
         for p in self.kernel.runtime_params:
@@ -327,21 +343,53 @@ class Autotuned(driver.Tuned):
             t = v if isinstance(v, Tensor) else as_tensor(v)
             tile = self._tile(n, p.name, t) if p.kind is P.OUT else None
             signature[p.name] = (t.dtype, t.ndim, tile)
+        consts = {p.name: cfg.consts.get(p.name, bound.get(p.name, p.default))
+                  for p in self.params if p.kind is P.CONST}
+        memo = (n, tuple(signature.items()), P.const_keys(consts))
+        facts = self._facts.get(memo)
+        if facts is not None:
+            return facts
         kernel = self._variant(n)
         try:
             infos = P.signature_infos(kernel.runtime_params, signature)
             types = P.specialise(kernel.name, kernel.runtime_params, infos)
-            consts = {p.name: cfg.consts.get(p.name, bound.get(p.name, p.default))
-                      for p in self.params if p.kind is P.CONST}
             fn = compile_tile(kernel.captured, kernel._ir_params(types), consts, None,
                               "passes").fn
         except InternalError:
             raise
         except (FearlessError, P.Unspecified):
-            return set(self.outs)
+            return set(self.outs), set()
         outs = {id(q.value): q.name for q in fn.params if q.name in self.outs}
-        return {outs[id(op.operands[0])] for op in fn.walk()
+        read = {outs[id(op.operands[0])] for op in fn.walk()
                 if op.name in (Op.TILE_LOAD_OWN, Op.TILE_LOAD) and id(op.operands[0]) in outs}
+        facts = self._facts[memo] = (read, _stored_whole(fn, outs))
+        return facts
+
+
+def _stored_whole(fn, outs: dict) -> set:
+    """The Outs (``outs``: id of the parameter's value -> name) whose own tile ``fn`` stores on
+    every path: an ``out.store`` (TILE_STORE, which writes the whole tile, clipped only at the
+    tensor's edge) directly in the kernel's body, with no way out of the kernel before it (a
+    ``return`` outside an inlined function). A block that selects another tile as its own
+    (TILE_SELECT) proves nothing. Every tile block runs the body for its own tile (the grid
+    follows the partition; a persistent schedule deals each tile to exactly one block), so each
+    element of such an Out is written."""
+    if any(op.name == Op.TILE_SELECT for op in fn.walk()):
+        return set()
+    stored = set()
+    for op in fn.body.ops:
+        if op.name == Op.TILE_STORE and id(op.operands[0]) in outs:
+            stored.add(outs[id(op.operands[0])])
+        elif _exits(op):
+            break
+    return stored
+
+
+def _exits(op) -> bool:
+    """Whether ``op`` may leave the kernel: a ``return`` in it that no inlined function holds."""
+    if op.name == Op.CF_RETURN:
+        return True
+    return op.name != Op.SCF_INLINE and any(_exits(o) for r in op.regions for o in r.ops)
 
 
 def _extents(tile) -> bool:
