@@ -121,11 +121,14 @@ def _measure(tuned, n: int, bound: dict, results: dict, timed: dict) -> Candidat
     reads an output must not spare another that only writes part of it the coverage check)."""
     cfg = tuned.configs[n]
     try:
-        result = _trial(tuned, n, bound, tuned._outs_read(bound, n),
-                        tuned._outs_stored(bound, n))
+        read = tuned._outs_read(bound, n)
+        result = _trial(tuned, n, bound, read, tuned._outs_stored(bound, n))
         if isinstance(result, str):
             return Candidate(cfg, dropped=result)
-        twins = {name: twin(bound[name], copy=True) for name in tuned.written}
+        # as in the trial, only what the config reads starts as a copy: the rest of the real
+        # outputs may be memory nothing has written yet (compute-sanitizer's initcheck)
+        twins = {name: twin(bound[name], copy=name in read or name not in tuned.outs)
+                 for name in tuned.written}
         seconds = timing.replay_seconds(lambda: tuned._enqueue(n, bound, twins), tuned.reps)
     except InternalError:
         raise
