@@ -339,6 +339,23 @@ def test_each_shapes_coverage_is_checked_once(tune, monkeypatch):
 
 
 @ft.kernel
+def half_scaled(o: ft.Out[f32], x: ft.In[f32], s, skip: ft.Const[int] = 0):
+    if skip == 0 or o.tile_index[0] % 2 == 0:
+        o.store(ft.load_like(x, o) * s)
+
+
+def test_an_unannotated_scalar_does_not_spare_a_config_the_coverage_check(tune):
+    """The IR the tuner reads is typed from the call's scalar (unannotated here), so a config
+    writing half of o is found and dropped, not taken for one that reads o."""
+    fake, _ = tune
+    fake.times = [1.0]
+    tuned = ft.autotune([ft.Config(tile=16, skip=1), ft.Config(tile=16)])(half_scaled)
+    o, _, _ = tuned(fl.full(64, -1.0, f32), _host(np.ones(64)), 2.0).sync()
+    assert tuned.report[0].dropped == "leaves 32 of the 64 elements of 'o' unwritten"
+    np.testing.assert_array_equal(o.unpartition().numpy(), np.full(64, 2.0))
+
+
+@ft.kernel
 def copy_or_leave(o: ft.Out[f32], x: ft.In[f32], leave: ft.Const[int] = 0):
     if leave == 1 and o.tile_index[0] == 1:
         return
@@ -621,12 +638,13 @@ def test_a_config_may_launch_persistently(tune):
 def test_the_default_tolerance_follows_the_rounding_of_the_dtype(dtype, unit):
     """Two 16-bit results a few units of rounding apart agree (bf16: a flash attention's
     blocks of 64 or 128 keys round its probabilities apart on the H200, 5 units at 0.016);
-    a result off by half its magnitude does not."""
+    a result off by a few percent does not."""
     tuner = importlib.import_module("fearless.autotuning.tuner")
     want = np.random.default_rng(7).standard_normal(4096) * 0.05
     ref = fl.asarray(want, {"float16": fl.f16, "bfloat16": fl.bf16}[dtype]).numpy()
     near = (ref.astype(np.float64) * (1 + 5 * unit)).astype(ref.dtype)
     assert (near != ref).any()
     assert tuner._differs({"o": near}, {"o": ref}, None) is None
-    far = (ref.astype(np.float64) * 1.5).astype(ref.dtype)
-    assert "compared within" in tuner._differs({"o": far}, {"o": ref}, None)
+    for off in (1.5, 1 + 2 ** -4 if dtype == "bfloat16" else 1.03):   # a few % is caught
+        far = (ref.astype(np.float64) * off).astype(ref.dtype)
+        assert "compared within" in tuner._differs({"o": far}, {"o": ref}, None)

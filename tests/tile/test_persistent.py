@@ -279,3 +279,17 @@ def test_the_suites_kernels_compute_the_same_launched_persistently(backend, case
     for a, b in zip(plain, persistent):
         assert not np.isnan(a).any(), name      # every tile written (the outputs start NaN)
         np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def test_a_grid_past_cudas_limits_is_refused_before_it_runs():
+    """70000 tiles along a 3-d partition's axis 1 (grid y, at most 65535 in CUDA): a
+    ContractError naming the kernel before anything runs, the partition still usable; the same
+    tiles dealt by a persistent schedule launch 1-d and are accepted."""
+    from tests.tile.tile_kernels import iota3
+    part = fl.empty((2, 70000, 1), fl.i32).partition((1, 1, 1))
+    with pytest.raises(ContractError, match=r"kernel 'iota3'.*needs 70000 tile blocks along "
+                                            r"grid y \(partition grid \(2, 70000, 1\)\), above "
+                                            r"CUDA's limit 65535"):
+        iota3(part)
+    out = part.unpartition()     # the partition is still the caller's
+    iota3(out.partition((1, 1, 1), schedule=ft.persistent(blocks=4))).cancel()

@@ -72,6 +72,12 @@ def iota(out: ft.Out[i32]):
 
 
 @ft.kernel
+def iota3(out: ft.Out[i32]):
+    i, j, k = out.tile_index
+    out.store(ft.full(out.tile_shape, i + j + k, i32))
+
+
+@ft.kernel
 def matmul(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
     bm, bn = c.tile_shape
     i, j = c.tile_index

@@ -188,6 +188,9 @@ class TileKernel(BaseKernel):
                                   tensors)
         if first is not None and first.schedule is not None:
             grid = first.launch_grid(self.per_sm(backend))
+        if first is not None:   # a 2-d partition launches 1-d (backends/tileir/lower.is_grouped)
+            tile_launch.check_grid(self.name, grid,
+                                   first.schedule is None and len(first.tile_shape) == 2)
         return types, names, constants, tensors, grid
 
     def per_sm(self, backend: str) -> int:

@@ -25,7 +25,7 @@ from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.partition import Partition
 from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor
-from fearless.runtime.tile_launch import hardware_grid
+from fearless.runtime.tile_launch import fits, hardware_grid
 
 INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
 
@@ -164,6 +164,8 @@ class TilePlan:
         foreign = library_streams([views[k][OBJ] for k in self.ins])
         loaded, name, names, written = self.loaded, self.kernel, self.names, self.written
         hw = hardware_grid(grid, loaded.grouped)
+        if not fits(hw):
+            return None   # the slow path's ContractError
         empty = 0 in grid
         tensors = [v[OBJ] if type(v) is tuple and type(v[OBJ]) is Tensor else None for v in views]
 

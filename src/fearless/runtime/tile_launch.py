@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fearless.config import CONFIG
+from fearless.errors import ContractError
 from fearless.runtime import pack
+from fearless.runtime.launch import Limits
 from fearless.runtime.args import of_tensor
 from fearless.runtime.stream import Stream
 
@@ -62,6 +64,28 @@ def _driver_offsets(handle, n: int) -> list | None:
 def hardware_grid(grid: tuple, grouped: bool) -> tuple:
     """The hardware grid for a partition grid (x, y, z): grouped order launches 1-d."""
     return (grid[0] * grid[1], 1, grid[2]) if grouped else tuple(grid)
+
+
+MAX_GRID = Limits().max_grid   # CUDA's grid limits (x, y, z) on sm_80 and later
+
+
+def fits(hw: tuple) -> bool:
+    """Whether the hardware grid ``hw`` is within CUDA's limits (``MAX_GRID``)."""
+    return hw[0] <= MAX_GRID[0] and hw[1] <= MAX_GRID[1] and hw[2] <= MAX_GRID[2]
+
+
+def check_grid(name: str, grid: tuple, grouped: bool) -> None:
+    """ContractError naming the kernel when the launch of partition grid ``grid`` (x, y, z)
+    needs more tile blocks along a grid axis than CUDA allows (y and z 65535): the driver
+    would refuse it only when it runs."""
+    hw = hardware_grid(grid, grouped)
+    for axis, (g, most) in enumerate(zip(hw, MAX_GRID)):
+        if g > most:
+            raise ContractError(
+                f"its Out partition needs {g} tile blocks along grid {'xyz'[axis]} (partition "
+                f"grid {tuple(grid)}), above CUDA's limit {most}", kernel=name,
+                help="use larger tiles along that axis, or a persistent schedule "
+                     "(ft.persistent())")
 
 
 def launch_cuda(loaded: LoadedTile, grid: tuple, tensors: list, scalars: list,

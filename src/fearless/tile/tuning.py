@@ -74,6 +74,7 @@ from dataclasses import dataclass, field
 
 from fearless.autotuning import driver
 from fearless.autotuning.tuner import Candidate, Report
+from fearless.dtypes import DType
 from fearless.errors import ArgumentTypeError, AutotuneError, FearlessError, InternalError
 from fearless.ir.opdef import Op
 from fearless.kernel import params as P
@@ -119,8 +120,7 @@ def autotune(configs=None, key=None, rtol: float | None = None, reps: int = 5,
     ``ft.Config`` list (default ``ft.configs.default(kernel)``); ``key``: names of runtime
     parameters (default the tensor ones), or a dict from names to functions of the argument (or
     None) whose values key the tuning instead; ``rtol``: the comparison's tolerance (default
-    20 units of rounding for 16-bit float outputs: about 1e-2 for f16, 0.08 for bf16; 1e-5 for
-    wider floats); ``reps``: timed replays per
+    1e-2 for f16 outputs, 2^-5 for bf16, 1e-5 for wider floats: ``tuner.default_rtol``); ``reps``: timed replays per
     candidate; ``compare=False`` skips the comparison (outputs that may differ between runs:
     float atomics, atomic old values); ``max_seconds``: a bound on one tuning's wall-clock
     seconds. Raises AutotuneError for an empty or invalid config list, key or setting, naming
@@ -321,8 +321,8 @@ class Autotuned(driver.Tuned):
     def _outs_read(self, bound: dict, n: int) -> set:
         """The Out parameters config ``n`` loads (``out.load()``, or ``ft.load``/``load_like``
         of its own tile: TILE_LOAD_OWN or TILE_LOAD of the Out in the IR compiled for these
-        arguments' dtypes and ranks and its constants: a Const may fold a read away); every
-        Out when it does not compile (its trial fails anyway)."""
+        arguments' dtypes and ranks and its constants: a Const may fold a read away); none when
+        that IR cannot be made (``_out_facts``)."""
         return self._out_facts(bound, n)[0]
 
     def _outs_stored(self, bound: dict, n: int) -> set:
@@ -337,9 +337,11 @@ class Autotuned(driver.Tuned):
         from fearless.compiler import compile_tile
         cfg, signature = self.configs[n], {}
         for p in self.kernel.runtime_params:
-            if p.kind is P.SCALAR:
-                continue
             v = bound[p.name]
+            if p.kind is P.SCALAR or (p.kind is P.ANY and P.is_scalar(v)):
+                if not isinstance(p.dtype, DType):   # unannotated or generic: as a call types it
+                    signature[p.name] = (P.scalar_info(v, "tile").dtype, None, None)
+                continue
             t = v if isinstance(v, Tensor) else as_tensor(v)
             tile = self._tile(n, p.name, t) if p.kind is P.OUT else None
             signature[p.name] = (t.dtype, t.ndim, tile)
@@ -358,7 +360,10 @@ class Autotuned(driver.Tuned):
         except InternalError:
             raise
         except (FearlessError, P.Unspecified):
-            return set(self.outs), set()
+            # unknown: no Out counts as read or stored, so the trial checks every one's
+            # coverage (from zero and from one bytes); the config's own trial fails if it
+            # does not compile at all
+            return set(), set()
         outs = {id(q.value): q.name for q in fn.params if q.name in self.outs}
         read = {outs[id(op.operands[0])] for op in fn.walk()
                 if op.name in (Op.TILE_LOAD_OWN, Op.TILE_LOAD) and id(op.operands[0]) in outs}
