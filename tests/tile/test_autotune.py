@@ -339,6 +339,26 @@ def test_each_shapes_coverage_is_checked_once(tune, monkeypatch):
 
 
 @ft.kernel
+def accumulate_gathered(o: ft.Out[f32], x: ft.In[f32]):
+    (n,) = o.tile_shape
+    o.store(ft.gather(o, ft.arange(n) + o.tile_index[0] * n) + ft.load_like(x, o))
+
+
+def test_a_gather_of_the_own_tile_is_a_read(tune):
+    """ft.gather of o's own elements reads o: the trial starts from a copy of it, as the real
+    call does (o + x, not 0 + x, is what the configs are compared on)."""
+    fake, _ = tune
+    fake.times = [1.0, 2.0]
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=32)])(accumulate_gathered)
+    start, x = np.arange(64, dtype=np.float32), np.ones(64, np.float32)
+    bound = tuned._bind([fl.asarray(start.copy()), _host(x)], {})
+    assert tuned._outs_read(bound, 0) == {"o"}
+    want = start + 1
+    o, _ = tuned(fl.asarray(start.copy()), _host(x)).sync()
+    np.testing.assert_array_equal(o.unpartition().numpy(), want)
+
+
+@ft.kernel
 def half_scaled(o: ft.Out[f32], x: ft.In[f32], s, skip: ft.Const[int] = 0):
     if skip == 0 or o.tile_index[0] % 2 == 0:
         o.store(ft.load_like(x, o) * s)

@@ -319,8 +319,9 @@ class Autotuned(driver.Tuned):
                 twins[p.name] = v.unpartition() if p.kind is P.OUT else v
 
     def _outs_read(self, bound: dict, n: int) -> set:
-        """The Out parameters config ``n`` loads (``out.load()``, or ``ft.load``/``load_like``
-        of its own tile: TILE_LOAD_OWN or TILE_LOAD of the Out in the IR compiled for these
+        """The Out parameters config ``n`` loads (``out.load()``, ``ft.load``/``load_like`` or
+        ``ft.gather`` of its own tile: TILE_LOAD_OWN, TILE_LOAD or TILE_GATHER of the Out in
+        the IR compiled for these
         arguments' dtypes and ranks and its constants: a Const may fold a read away); none when
         that IR cannot be made (``_out_facts``)."""
         return self._out_facts(bound, n)[0]
@@ -366,7 +367,8 @@ class Autotuned(driver.Tuned):
             return set(), set()
         outs = {id(q.value): q.name for q in fn.params if q.name in self.outs}
         read = {outs[id(op.operands[0])] for op in fn.walk()
-                if op.name in (Op.TILE_LOAD_OWN, Op.TILE_LOAD) and id(op.operands[0]) in outs}
+                if op.name in (Op.TILE_LOAD_OWN, Op.TILE_LOAD, Op.TILE_GATHER)
+                and id(op.operands[0]) in outs}
         facts = self._facts[memo] = (read, _stored_whole(fn, outs))
         return facts
 
