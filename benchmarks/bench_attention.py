@@ -155,6 +155,34 @@ def gpu_prefill(rep, clock, torch, cfg, quick):
             rep.fail(case)
 
 
+def tuned_row(rep, clock, case: str, tuned, out, args: tuple, want, s: int, sdpa,
+              flops: float) -> None:
+    """One tuned kernel's row: ``tuned.tune(out, *args)`` (each config's TFLOP/s as the tuner
+    timed it, and the tuning's cost in seconds, logged), the winner run into ``out`` (a torch
+    tensor) and checked against ``want()`` (SDPA's result in out's layout), then timed beside
+    SDPA as ``against_sdpa`` times kernels."""
+    report = tuned.tune(fl.asarray(out), *args)
+    rep.log(f"  {case}: {report}")
+    for n, c in enumerate(report):
+        if c.seconds is not None:
+            rep.log(f"    config {n}: {flops / c.seconds / 1e12:.0f} TF")
+    part = tuned(fl.asarray(out), *args).sync()[0]
+    expected = want()
+    err = ((out.float() - expected.float()).abs().max() / expected.float().abs().max()).item()
+
+    def make(p_):   # what a user calls: the ranking is kept, the winner runs
+        return tuned(p_.unpartition(), *args)
+    ms, peer, ratio = against_sdpa(clock, make, part, s, sdpa, flops)
+    rep.rows.append({"case": f"{case} [tuned: config {report.winner}, "
+                             f"{report.seconds:.1f} s to tune]", "ms": ms, "peer_ms": peer,
+                     "ratio": ratio + ('' if err < 0.02 else f' WRONG err {err:.3g}'),
+                     "err": err, "tuning_s": report.seconds,
+                     "configs_tf": [None if c.seconds is None else flops / c.seconds / 1e12
+                                    for c in report]})
+    rep.log(f"  {rep.rows[-1]['case']}: {ms:.4g} ms vs SDPA {peer:.4g} ms: "
+            f"{rep.rows[-1]['ratio']} (max err vs SDPA {err:.3g} of max |out|)")
+
+
 EXAMPLE_CASES = [(dt, s, causal) for dt in ("float16", "bfloat16") for s in (1024, 4096)
                  for causal in (False, True)]
 EXAMPLE_HEADS, EXAMPLE_D = 64, 128   # the issue's shape: 4 x 16 heads, D 128
@@ -181,29 +209,9 @@ def gpu_example(rep, clock, torch, quick):
                 return F.scaled_dot_product_attention(q[None], k[None], v[None],
                                                       is_causal=causal)[0]
             fq, fk, fv = (fl.asarray(x) for x in (q, k, v))
-            out = torch.empty_like(q)
-            report = E.attention_tuned.tune(fl.asarray(out), fq, fk, fv, scale, causal)
             flops = 4 * EXAMPLE_HEADS * s * s * EXAMPLE_D / (2 if causal else 1)
-            rep.log(f"  {case}: {report}")
-            for n, c in enumerate(report):
-                if c.seconds is not None:
-                    rep.log(f"    config {n}: {flops / c.seconds / 1e12:.0f} TF")
-            part = E.attention_tuned(fl.asarray(out), fq, fk, fv, scale, causal).sync()[0]
-            want = sdpa()
-            err = ((out.float() - want.float()).abs().max() / want.float().abs().max()).item()
-
-            def make(p_):   # what a user calls: the ranking is kept, the winner runs
-                return E.attention_tuned(p_.unpartition(), fq, fk, fv, scale, causal)
-            ms, peer, ratio = against_sdpa(clock, make, part, s, sdpa, flops)
-            rep.rows.append({"case": f"{case} [tuned: config {report.winner}, "
-                                     f"{report.seconds:.1f} s to tune]", "ms": ms,
-                             "peer_ms": peer,
-                             "ratio": ratio + ('' if err < 0.02 else f' WRONG err {err:.3g}'),
-                             "err": err, "tuning_s": report.seconds,
-                             "configs_tf": [None if c.seconds is None else
-                                            flops / c.seconds / 1e12 for c in report]})
-            rep.log(f"  {rep.rows[-1]['case']}: {ms:.4g} ms vs SDPA {peer:.4g} ms: "
-                    f"{rep.rows[-1]['ratio']} (max err vs SDPA {err:.3g} of max |out|)")
+            tuned_row(rep, clock, case, E.attention_tuned, torch.empty_like(q),
+                      (fq, fk, fv, scale, causal), sdpa, s, sdpa, flops)
         except Exception:  # noqa: BLE001 - a case's failure is logged, the run goes on
             rep.fail(case)
 
@@ -229,30 +237,10 @@ def gpu_nn_tuned(rep, clock, torch, quick):
                                                       enable_gqa=hq != hkv)
             fq, fk, fv = (fl.asarray(x) for x in (q, k, v))
             out = torch.empty((BATCH, s, hq * d), device="cuda", dtype=tdt)
-            kern = A._prefill_tuned(d, A.PREFILL[d])
-            qk_scale = A.LOG2E / math.sqrt(d)
-            report = kern.tune(fl.asarray(out), fq, fk, fv, qk_scale, int(causal))
             flops = 4 * BATCH * hq * s * s * d / (2 if causal else 1)
-            rep.log(f"  {case}: {report}")
-            for n, c in enumerate(report):
-                if c.seconds is not None:
-                    rep.log(f"    config {n}: {flops / c.seconds / 1e12:.0f} TF")
-            part = kern(fl.asarray(out), fq, fk, fv, qk_scale, int(causal)).sync()[0]
-            want = sdpa().transpose(1, 2).reshape(BATCH, s, hq * d)
-            err = ((out.float() - want.float()).abs().max() / want.float().abs().max()).item()
-
-            def make(p_):
-                return kern(p_.unpartition(), fq, fk, fv, qk_scale, int(causal))
-            ms, peer, ratio = against_sdpa(clock, make, part, s, sdpa, flops)
-            rep.rows.append({"case": f"{case} [tuned: config {report.winner}, "
-                                     f"{report.seconds:.1f} s to tune]", "ms": ms,
-                             "peer_ms": peer,
-                             "ratio": ratio + ('' if err < 0.02 else f' WRONG err {err:.3g}'),
-                             "err": err, "tuning_s": report.seconds,
-                             "configs_tf": [None if c.seconds is None else
-                                            flops / c.seconds / 1e12 for c in report]})
-            rep.log(f"  {rep.rows[-1]['case']}: {ms:.4g} ms vs SDPA {peer:.4g} ms: "
-                    f"{rep.rows[-1]['ratio']} (max err vs SDPA {err:.3g} of max |out|)")
+            tuned_row(rep, clock, case, A._prefill_tuned(d, A.PREFILL[d]), out,
+                      (fq, fk, fv, A.LOG2E / math.sqrt(d), int(causal)),
+                      lambda: sdpa().transpose(1, 2).reshape(BATCH, s, hq * d), s, sdpa, flops)
         except Exception:  # noqa: BLE001 - a case's failure is logged, the run goes on
             rep.fail(case)
 
