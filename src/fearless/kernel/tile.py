@@ -25,6 +25,7 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable, overload
 
+from fearless.backends.tileir.lower import is_grouped
 from fearless.compiler import Compiled, compile_tile, show
 from fearless.errors import ArgumentTypeError, ContractError, FearlessError, InternalError, \
     PerformanceWarning
@@ -188,9 +189,8 @@ class TileKernel(BaseKernel):
                                   tensors)
         if first is not None and first.schedule is not None:
             grid = first.launch_grid(self.per_sm(backend))
-        if first is not None:   # a 2-d partition launches 1-d (backends/tileir/lower.is_grouped)
-            tile_launch.check_grid(self.name, grid,
-                                   first.schedule is None and len(first.tile_shape) == 2)
+        if first is not None:
+            tile_launch.check_grid(self.name, grid, is_grouped(types))
         return types, names, constants, tensors, grid
 
     def per_sm(self, backend: str) -> int:

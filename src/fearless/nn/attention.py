@@ -23,11 +23,11 @@ from functools import lru_cache
 import fearless as fl
 from fearless import f32
 from fearless import tile as ft
-from fearless.errors import ArgumentTypeError
 from fearless.autotuning import driver
+from fearless.errors import ArgumentTypeError
 from fearless.kernel import base
-from fearless.runtime import ahead
 from fearless.nn import _common as c
+from fearless.runtime import ahead
 
 LOG2E = math.log2(math.e)
 HEAD_DIMS = (64, 128)
