@@ -16,10 +16,13 @@ that is not a ``FearlessError``, and everything when ``FEARLESS_TRACEBACK=1``.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 import sysconfig
+import threading
+import warnings
 from collections.abc import Callable
 from typing import TypeVar, cast
 
@@ -39,6 +42,32 @@ def _is_internal(frame) -> bool:
     if name == "__main__":  # `python -m fearless.cli`
         name = getattr(frame.f_globals.get("__spec__"), "name", "")
     return name == "fearless" or name.startswith("fearless.")
+
+
+_DEFERRED = threading.local()
+
+
+def warn_user(message: str, category: type) -> None:
+    """``warnings.warn`` pointing at the user's line (``user_stacklevel``), or, inside
+    ``deferred_warnings()`` on this thread, kept for the thread that asked for the work (a
+    worker thread's stack has no user line)."""
+    pending = getattr(_DEFERRED, "pending", None)
+    if pending is not None:
+        pending.append((message, category))
+        return
+    warnings.warn(message, category, stacklevel=user_stacklevel())
+
+
+@contextlib.contextmanager
+def deferred_warnings():
+    """Within this block ``warn_user`` on this thread collects (message, category) pairs
+    into the list it yields instead of warning."""
+    saved = getattr(_DEFERRED, "pending", None)
+    _DEFERRED.pending = []
+    try:
+        yield _DEFERRED.pending
+    finally:
+        _DEFERRED.pending = saved
 
 
 def user_stacklevel() -> int:

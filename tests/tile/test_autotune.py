@@ -668,3 +668,36 @@ def test_the_default_tolerance_follows_the_rounding_of_the_dtype(dtype, unit):
     for off in (1.5, 1 + 2 ** -4 if dtype == "bfloat16" else 1.03):   # a few % is caught
         far = (ref.astype(np.float64) * off).astype(ref.dtype)
         assert "compared within" in tuner._differs({"o": far}, {"o": ref}, None)
+
+
+@ft.kernel
+def add_offset(o: ft.Out[f32], x: ft.In[f32], off: ft.Const[int] = 0):
+    o.store(ft.load_like(x, o) + off)   # compiled by the test below alone (its memory cache)
+
+
+def test_a_tunings_configs_compile_at_once_before_the_trials(tune, monkeypatch):
+    """Every config is compiled once, in worker threads, before the first trial runs; a
+    compile's warning is given on the caller's thread, pointing at the caller's line."""
+    import threading
+    import warnings
+    fake, _ = tune
+    fake.times = [1.0, 2.0, 3.0]
+    tile_mod = importlib.import_module("fearless.kernel.tile")
+    tracebacks = importlib.import_module("fearless.tracebacks")
+    compiled, real = [], tile_mod.TileKernel._compile
+
+    def compile_(self, types, constants, backend, arch, fresh=False):
+        compiled.append((dict(constants).get("off"), threading.current_thread()))
+        tracebacks.warn_user(f"compiled off={constants.get('off')}", PerformanceWarning)
+        return real(self, types, constants, backend, arch, fresh)
+    monkeypatch.setattr(tile_mod.TileKernel, "_compile", compile_)
+    tuned = ft.autotune([ft.Config(tile=16, off=k) for k in (1, 2, 3)], compare=False)(add_offset)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        o, _ = tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
+    assert sorted(off for off, _ in compiled) == [1, 2, 3]          # once each
+    assert all(t is not threading.main_thread() for _, t in compiled)
+    ours = [w for w in said if str(w.message).startswith("compiled off=")]
+    assert sorted(str(w.message) for w in ours) == [f"compiled off={k}" for k in (1, 2, 3)]
+    assert {w.filename for w in ours} == {__file__}
+    np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(64) + 1)

@@ -11,8 +11,9 @@ defines ``_checked_configs``, ``_bind``, ``_unfit`` (why config n does not fit a
 ``_run`` (config n's lazy operation, twins replacing the written arguments when given),
 ``_dry_run`` (config n's checks on the real arguments, nothing run), ``_enqueue`` (config n
 on twins, no wait, twins taken back), ``_outs_read`` (the ``outs`` a config reads, whose
-twins start as copies) and ``_outs_stored`` (the ``outs`` a config is known to write whole,
-from its compiled IR, whose coverage needs no trial).
+twins start as copies), ``_outs_stored`` (the ``outs`` a config is known to write whole,
+from its compiled IR, whose coverage needs no trial) and ``_precompile`` (compile the configs a
+tuning will try, at once where that pays).
 """
 from __future__ import annotations
 

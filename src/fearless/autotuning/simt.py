@@ -268,6 +268,10 @@ class Autotuned(driver.Tuned):
                 and not (op.name == Op.MEM_STORE and k == 0)}
 
 
+    def _precompile(self, todo: list, bound: dict) -> None:
+        """Nothing: a SIMT specialisation compiles in-process (LLVM, nvJitLink) and serves
+        every config (block shapes and scalars are launch arguments)."""
+
     def _outs_stored(self, bound: dict, n: int) -> set:
         """None: a SIMT thread's stores depend on its index and the launch size, so every
         DisjointSlice's coverage is checked by the trial."""

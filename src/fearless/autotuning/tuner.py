@@ -75,6 +75,7 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
     config's error when none accepts the arguments, AutotuneError when every config fails or
     two disagree."""
     start = time.perf_counter()
+    tuned._precompile([n for n in fits if n not in unfit], bound)
     refused: dict = {}
     for checked in fits:   # the real call's own checks first: up to a config that accepts
         exc = tuned._refusal(checked, bound)

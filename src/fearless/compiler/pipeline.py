@@ -26,7 +26,6 @@ from __future__ import annotations
 import ast
 import math
 import sys
-import warnings
 from dataclasses import dataclass, field, replace
 
 from fearless.backends.cubin import frame_bytes
@@ -48,7 +47,7 @@ from fearless.ir.verify import verify
 from fearless.passes import TILE_PASSES, PassOptions, run_all
 from fearless.runtime import disasm
 from fearless.runtime.module import ptx_to_cubin
-from fearless.tracebacks import user_stacklevel
+from fearless.tracebacks import warn_user
 
 DEFAULT_TILE_VERSION = (13, 4)  # bytecode version when no tileiras is installed to ask
 TILE = Dialect(TileEmitter, tile_intrinsics.attribute, tile_intrinsics.call,
@@ -219,10 +218,9 @@ def _tile_cubin(s: _State):
     spilled = frame_bytes(s.out.cubin)
     if spilled:  # in a tile kernel's code (no calls, no local arrays) the frame holds spills
         tiles = [t.tile_shape for _, t in s.params if getattr(t, "tile_shape", None)]
-        warnings.warn(f"tile kernel '{s.cap.name}' spills registers on {s.arch}: {spilled} bytes "
-                      f"of stack per thread{f' with tiles {tiles[0]}' if tiles else ''}; "
-                      f"{_spill_advice(s, tiles)}", PerformanceWarning,
-                      stacklevel=user_stacklevel())
+        warn_user(f"tile kernel '{s.cap.name}' spills registers on {s.arch}: {spilled} bytes "
+                  f"of stack per thread{f' with tiles {tiles[0]}' if tiles else ''}; "
+                  f"{_spill_advice(s, tiles)}", PerformanceWarning)
 
 
 def _spill_advice(s: _State, tiles: list) -> str:

@@ -56,6 +56,7 @@ class BaseKernel:
         self._compiled: dict = {}   # specialisation key -> Compiled
         self._entries: dict = {}    # argument signature -> what a launch needs (subclasses)
         self._lock = threading.Lock()
+        self._key_locks: dict = {}  # specialisation key -> the lock its compile holds
 
     @property
     def captured(self) -> Captured:
@@ -99,11 +100,13 @@ class BaseKernel:
 
     def compiled(self, key, compile_once, fresh: bool = False) -> Compiled:
         """The Compiled of specialisation ``key`` from the memory cache, else
-        ``compile_once()``'s, made under the kernel's lock so that threads launching one new
-        signature compile it once. ``fresh``: compile again (the driver refused a cached one)."""
+        ``compile_once()``'s, made under the key's lock so that threads launching one new
+        signature compile it once (and threads with different ones compile at once). ``fresh``: compile again (the driver refused a cached one)."""
         compiled = None if fresh else self._compiled.get(key)
         if compiled is None:
-            with self._lock:
+            with self._lock:   # one lock per key: specialisations may compile in parallel
+                lock = self._key_locks.setdefault(key, threading.Lock())
+            with lock:
                 compiled = None if fresh else self._compiled.get(key)
                 if compiled is None:
                     compiled = self._compiled[key] = compile_once()
@@ -213,7 +216,7 @@ def cached_compile(config: Config, key: str, cap: Captured, types: tuple, run, w
                 STATS.compile(cap.name, label, "disk", time.perf_counter() - start)
             return hit
     start = time.perf_counter()
-    with progress.compiling(what, config.progress):
+    with progress.compiling(what, config.progress and not progress.quiet_here()):
         compiled = run()
     compiled.label = label
     if STATS.on:

@@ -108,6 +108,7 @@ class ForeignKernel(Kernel):
         self._params = self._runtime_params = P.declare(name, params)
         self._compiled, self._entries = {}, {}
         self._lock = threading.Lock()
+        self._key_locks: dict = {}   # BaseKernel.compiled's, one per specialisation key
         self.bounds_checks = False
         if contract is not None and not isinstance(contract, Contract):
             raise ContractError(f"contract= takes a fl.Contract, got {contract!r}", kernel=name)

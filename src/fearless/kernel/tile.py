@@ -21,7 +21,6 @@ tensor cores).
 from __future__ import annotations
 
 import inspect
-import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable, overload
 
@@ -41,7 +40,7 @@ from fearless.runtime.module import load_rebuilding
 from fearless.runtime.partition import Partition
 from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor, as_tensor
-from fearless.tracebacks import user_facing, user_stacklevel
+from fearless.tracebacks import user_facing, warn_user
 
 
 # the first tileiras whose persistent loops keep warp specialisation (benchmarks/RESULTS.md,
@@ -236,18 +235,17 @@ class TileKernel(BaseKernel):
                                       what, keep_ir=True)
             from fearless.backends.tileir import tileiras
             for why in lost_facts(params):
-                warnings.warn(f"tile kernel '{self.name}', {why}", PerformanceWarning,
-                              stacklevel=user_stacklevel())
+                warn_user(f"tile kernel '{self.name}', {why}", PerformanceWarning)
             tc = tileiras.find()
             built_by = tc.fingerprint() if tc is not None else None
             if tc is not None and tc.release() < PERSISTENT_RELEASE and any(
                     getattr(t, "schedule", None) is not None for t in types):
-                warnings.warn(f"tile kernel '{self.name}': {tc.fingerprint()} compiles the "
-                              f"loop of a persistent kernel without warp specialisation or "
-                              f"asynchronous MMA (an f16 GEMM 4096^3 on the H200: 335 TFLOP/s "
-                              f"persistent against 704 without; 717, 100% of cuBLAS, with "
-                              f"tileiras 13.5); pip install 'nvidia-cuda-tileiras>=13.5'",
-                              PerformanceWarning, stacklevel=user_stacklevel())
+                warn_user(f"tile kernel '{self.name}': {tc.fingerprint()} compiles the "
+                          f"loop of a persistent kernel without warp specialisation or "
+                          f"asynchronous MMA (an f16 GEMM 4096^3 on the H200: 335 TFLOP/s "
+                          f"persistent against 704 without; 717, 100% of cuBLAS, with "
+                          f"tileiras 13.5); pip install 'nvidia-cuda-tileiras>=13.5'",
+                          PerformanceWarning)
 
             def run():
                 compiled = compile_tile(self.captured, params, constants, arch, "cubin",

@@ -14,6 +14,24 @@ import time
 from contextlib import contextmanager
 
 THRESHOLD = 1.0  # seconds
+_LOCAL = threading.local()
+
+
+@contextmanager
+def quiet():
+    """No compile line from this thread inside this block (the autotuner's parallel compiles
+    print one line for all of them)."""
+    saved = getattr(_LOCAL, "quiet", False)
+    _LOCAL.quiet = True
+    try:
+        yield
+    finally:
+        _LOCAL.quiet = saved
+
+
+def quiet_here() -> bool:
+    """Whether this thread is inside ``quiet()``."""
+    return getattr(_LOCAL, "quiet", False)
 
 
 @contextmanager

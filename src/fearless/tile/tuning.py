@@ -70,6 +70,8 @@ SIMT kernels (``@fl.kernel``) are tuned over block shapes and scalar values by `
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from fearless.autotuning import driver
@@ -77,11 +79,13 @@ from fearless.autotuning.tuner import Candidate, Report
 from fearless.dtypes import DType
 from fearless.errors import ArgumentTypeError, AutotuneError, FearlessError, InternalError
 from fearless.ir.opdef import Op
+from fearless.kernel import base
 from fearless.kernel import params as P
 from fearless.kernel.tile import TileKernel
+from fearless.runtime import device, progress
 from fearless.runtime.partition import Persistent
 from fearless.runtime.tensor import Tensor, as_tensor
-from fearless.tracebacks import user_facing
+from fearless.tracebacks import deferred_warnings, user_facing, warn_user
 
 __all__ = ["Config", "Candidate", "Report", "autotune", "Autotuned"]
 
@@ -289,27 +293,73 @@ class Autotuned(driver.Tuned):
         """The lazy operation of config ``n`` over ``bound`` (twins replacing the real Outs
         and Atomics when given). A refusal gives every Out it partitioned back; ``made`` gets
         each (partition, tensor) it made."""
-        cfg, args = self.configs[n], {}
         made = [] if made is None else made
         try:
-            for p in self.params:
-                if p.kind is P.CONST:
-                    if p.name in cfg.consts:
-                        args[p.name] = cfg.consts[p.name]
-                    elif p.name not in self.set:
-                        args[p.name] = bound[p.name]
-                    continue
-                v = (twins or {}).get(p.name, bound[p.name])
-                if p.kind is P.OUT:
-                    part = v.partition(self._tile(n, p.name, v), schedule=cfg.schedule)
-                    made.append((part, v))
-                    v = part
-                args[p.name] = v
-            return self._variant(n)(**args)
+            return self._variant(n)(**self._args(n, bound, twins, made))
         except BaseException:
             for part, tensor in made:
                 part.abandon(tensor)
             raise
+
+    def _args(self, n: int, bound: dict, twins: dict | None, made: list) -> dict:
+        """Config n's call arguments by name: its constants, the caller's, and ``bound``'s
+        (or the twins') tensors, each Out partitioned with the config's tile and schedule
+        (appended to ``made`` as (partition, tensor))."""
+        cfg, args = self.configs[n], {}
+        for p in self.params:
+            if p.kind is P.CONST:
+                if p.name in cfg.consts:
+                    args[p.name] = cfg.consts[p.name]
+                elif p.name not in self.set:
+                    args[p.name] = bound[p.name]
+                continue
+            v = (twins or {}).get(p.name, bound[p.name])
+            if p.kind is P.OUT:
+                part = v.partition(self._tile(n, p.name, v), schedule=cfg.schedule)
+                made.append((part, v))
+                v = part
+            args[p.name] = v
+        return args
+
+    def _precompile(self, todo: list, bound: dict) -> None:
+        """Compile configs ``todo`` for these arguments at once, in threads (tileiras runs
+        outside Python), before the tuning tries them one by one: a new key's first call waits
+        about as long as its slowest compile, not the sum. Each config's types come from its own
+        checks on the real arguments (the Outs partitioned and given back, nothing run); one
+        that refuses them or fails to compile is left to the tuning, which reports it. The
+        compiles' warnings are given here, once they are done (``deferred_warnings``)."""
+        backend = device.current_backend()
+        arch = device.cuda_arch() if backend == "cuda" else None
+        jobs = []
+        for n in todo:
+            made: list = []
+            kernel = self._variant(n)
+            try:
+                values = P.bind(kernel.name, kernel.params, (), self._args(n, bound, None, made))
+                types, _, constants, _, _ = kernel._signature(values, backend)
+            except FearlessError:
+                continue
+            finally:
+                for part, tensor in made:
+                    part.abandon(tensor)
+            jobs.append((kernel, types, constants))
+        if len(jobs) < 2:
+            return
+
+        def build(job) -> list:
+            kernel, types, constants = job
+            with progress.quiet(), deferred_warnings() as said:
+                try:
+                    kernel.compile_for(types, constants, backend, arch)
+                except FearlessError:
+                    pass   # the tuning's own compile of this config reports it
+            return said
+        what = f"{len(jobs)} configs of tile kernel '{self.name}' for {arch or backend}"
+        with progress.compiling(what, base.CONFIG.progress), \
+                ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool:
+            said = [w for ws in pool.map(build, jobs) for w in ws]
+        for message, category in said:
+            warn_user(message, category)
 
     def _enqueue(self, n: int, bound: dict, twins: dict) -> None:
         """Enqueue config n on the twins (no wait) and take the twins back."""
