@@ -238,7 +238,7 @@ def gpu_nn_tuned(rep, clock, torch, quick):
             fq, fk, fv = (fl.asarray(x) for x in (q, k, v))
             out = torch.empty((BATCH, s, hq * d), device="cuda", dtype=tdt)
             flops = 4 * BATCH * hq * s * s * d / (2 if causal else 1)
-            tuned_row(rep, clock, case, A._prefill_tuned(d, A.PREFILL[d]), out,
+            tuned_row(rep, clock, case, A._prefill_tuned(d, A.PREFILL[d], fq.dtype.name), out,
                       (fq, fk, fv, A.LOG2E / math.sqrt(d), int(causal)),
                       lambda: sdpa().transpose(1, 2).reshape(BATCH, s, hq * d), s, sdpa, flops)
         except Exception:  # noqa: BLE001 - a case's failure is logged, the run goes on

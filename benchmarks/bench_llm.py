@@ -246,18 +246,16 @@ class TokenClock:
 
 
 def hf_compiled(rep, name, torch, hf, batches, rng):
-    """The documented static-cache + torch.compile recipe (llm_optims.md, option 1:
-    cache_implementation "static", forward compiled). Decode rate: the NEW steps after the
-    first generated token of one generate() call (one cache size, so one set of compiles).
-    Where it fails, the same page's option 2 (a StaticCache and a compiled one-token decode
-    function in a loop) is measured too."""
-    eager_forward = hf.forward
-    try:
-        hf.generation_config.cache_implementation = "static"
-        hf.forward = torch.compile(hf.forward, mode="reduce-overhead", fullgraph=True)
-    except Exception as exc:  # noqa: BLE001 (reported as the row's note)
-        rep.row(name, "transformers static+compile", None, "tokens/s", f"{exc!r}"[:200])
-        return
+    """transformers 5's static-cache + torch.compile recipe (kv_cache.md, llm_optims.md):
+    ``cache_implementation="static"``, and ``generate`` compiles the decode step's forward
+    itself (``generation_config.compile_config``: reduce-overhead, fullgraph; the prefill
+    stays eager). The older recipe that also wraps ``hf.forward`` in ``torch.compile`` by hand
+    fails under 5.17 with "accessing tensor output of CUDAGraphs that has been overwritten"
+    (H200, 2026-12-02, both batches). Decode rate: the NEW steps after the first generated
+    token of one generate() call (one cache size, so one set of compiles). Where it fails,
+    llm_optims.md's option 2 (a StaticCache and a compiled one-token decode function in a
+    loop) is measured instead."""
+    hf.generation_config.cache_implementation = "static"
     failed = []
     for b in batches:
         ids = torch.as_tensor(rng.integers(0, hf.config.vocab_size, (b, CONTEXT)), device="cuda")
@@ -271,13 +269,13 @@ def hf_compiled(rep, name, torch, hf, batches, rng):
             for _ in range(2):  # compiles (prefill and decode graphs), then warm
                 decode_seconds()
             t = min(decode_seconds() for _ in range(2))
+            compiled = getattr(hf, "_compiled_call", None) is not None  # generate's own
             rep.row(name, f"transformers static+compile decode batch {b}", b * NEW / t,
-                    "tokens/s")
+                    "tokens/s", "" if compiled else "generate did not compile: static eager")
         except Exception as exc:  # noqa: BLE001
             rep.row(name, f"transformers static+compile decode batch {b}", None, "tokens/s",
                     f"{type(exc).__name__}: {exc}"[:300])
             failed.append(ids)
-    hf.forward = eager_forward
     hf.generation_config.cache_implementation = None
     for ids in failed:
         try:

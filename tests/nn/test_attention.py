@@ -136,7 +136,7 @@ def test_prefill_through_the_tuner_once_per_bucket(tune, monkeypatch):
     every time; the output's coverage is read from the kernel's IR, never run to check."""
     fake, timed = tune
     monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, nn_autotune=True))
-    tuned = A._prefill_tuned(64, A.PREFILL[64])
+    tuned = A._prefill_tuned(64, A.PREFILL[64], "f16")
     configs = tuned.configs
     monkeypatch.setattr(importlib.import_module("fearless.autotuning.tuner"), "covers",
                         lambda *a: pytest.fail("a coverage run"))
@@ -295,20 +295,24 @@ def test_gpu_prefill_torch(dtype, d, causal, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [True, False])
-def test_gpu_prefill_tuned(monkeypatch, causal):
-    """The default on the GPU: the tuner's winner (its configs agreeing with each
-    other, each one's coverage checked) right against float64, at two lengths of one bucket."""
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_prefill_tuned(monkeypatch, causal, dtype):
+    """The default on the GPU: the tuner's winner (its configs agreeing with each other
+    within the rounding of P, each one's coverage checked) right against float64, at two
+    lengths of one bucket and at a long one (S 4096, where the configs' roundings differ the
+    most: the tuner's bf16 default refused two correct configs there)."""
     torch = _torch()
     monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, nn_autotune=True))
     hq, hkv, d = 8, 2, 128
-    for s in (700, 1000):
+    fdt = {"float16": f16, "bfloat16": bf16, "float32": f32}[dtype]
+    for s in (700, 1000, 4096):
         g = torch.Generator(device="cuda").manual_seed(32 + s)
-        q, k, v = (torch.randn((1, s, h, d), generator=g, device="cuda", dtype=torch.float16)
-                   for h in (hq, hkv, hkv))
-        _poison_pool(torch, s * hq * d * 2)
+        q, k, v = (torch.randn((1, s, h, d), generator=g, device="cuda",
+                               dtype=getattr(torch, dtype)) for h in (hq, hkv, hkv))
+        _poison_pool(torch, s * hq * d * fdt.itemsize)
         got = attention(q, k, v, causal=causal)
         host = [x.float().cpu().numpy() for x in (q, k, v)]
-        check(got.float().cpu().numpy(), *host, f16, causal)
+        check(got.float().cpu().numpy(), *host, fdt, causal)
 
 
 @pytest.mark.gpu
