@@ -268,9 +268,11 @@ class Autotuned(driver.Tuned):
                 and not (op.name == Op.MEM_STORE and k == 0)}
 
 
-    def _precompile(self, todo: list, bound: dict) -> None:
-        """Nothing: a SIMT specialisation compiles in-process (LLVM, nvJitLink) and serves
-        every config (block shapes and scalars are launch arguments)."""
+    def _precompile(self, todo: list, bound: dict) -> dict:
+        """Compiles nothing ahead (so keeps no warnings: {}): a SIMT specialisation compiles
+        in-process (LLVM, nvJitLink) and serves every config (block shapes and scalars are
+        launch arguments)."""
+        return {}
 
     def _outs_stored(self, bound: dict, n: int) -> set:
         """None: a SIMT thread's stores depend on its index and the launch size, so every

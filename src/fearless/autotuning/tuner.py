@@ -25,17 +25,20 @@ from fearless.errors import AutotuneError, FearlessError, InternalError
 from fearless.kernel import base
 from fearless.runtime import memory, timing
 from fearless.runtime.tensor import Tensor, as_tensor, empty
+from fearless.tracebacks import deferred_warnings, warn_user
 
 
 @dataclass(frozen=True)
 class Candidate:
     """One config's outcome in a tuning: its median ``seconds``, or why it was ``dropped``
-    (failed, refused the arguments, did not fit them) or ``skipped`` (the time bound)."""
+    (failed, refused the arguments, did not fit them) or ``skipped`` (the time bound), and
+    the ``warnings`` of its compile (messages; only the winner's reach ``warnings.warn``)."""
 
     config: object
     seconds: float | None = None
     dropped: str | None = None
     skipped: str | None = None
+    warnings: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class Report(Sequence):
                 f"dropped: {c.dropped}" if c.dropped is not None else f"skipped: {c.skipped}"
             mark = "*" if n == self.winner else " "
             lines.append(f"{mark} config {n} {c.config!r}: {what}")
+            lines.extend(f"    warned: {w.splitlines()[0]}" for w in c.warnings)
         return "\n".join(lines)
 
 
@@ -75,7 +79,7 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
     config's error when none accepts the arguments, AutotuneError when every config fails or
     two disagree."""
     start = time.perf_counter()
-    tuned._precompile([n for n in fits if n not in unfit], bound)
+    said = tuned._precompile([n for n in fits if n not in unfit], bound)
     refused: dict = {}
     for checked in fits:   # the real call's own checks first: up to a config that accepts
         exc = tuned._refusal(checked, bound)
@@ -95,11 +99,14 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
             candidates.append(Candidate(cfg, skipped=f"the time bound of {budget:g} s was "
                                                      f"spent"))
             continue
-        exc = refused.get(n) if n <= checked else tuned._refusal(n, bound)
-        if exc is not None:
-            c = Candidate(cfg, dropped=f"refuses these arguments ({_line(exc)})")
-        else:
-            c = _measure(tuned, n, bound, results, timed)
+        with deferred_warnings() as own:   # a compile not done ahead warns here
+            exc = refused.get(n) if n <= checked else tuned._refusal(n, bound)
+            if exc is not None:
+                c = Candidate(cfg, dropped=f"refuses these arguments ({_line(exc)})")
+            else:
+                c = _measure(tuned, n, bound, results, timed)
+        said[n] = said.get(n, []) + own
+        c = replace(c, warnings=tuple(message for message, _ in said[n]))
         candidates.append(c)
         progress.candidate(n, c)
     report = Report(label, tuple(candidates), time.perf_counter() - start, None, budget)
@@ -113,6 +120,10 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
     ranking = sorted(timed, key=timed.get)
     tuned.report = replace(report, winner=ranking[0])
     progress.done(tuned.report, timed[ranking[0]])
+    # a slow config that lost (spills, lost facts) is the tuning's business; the winner's
+    # warnings are the caller's: they say why the kernel it runs is slow
+    for message, category in said.get(ranking[0], []):
+        warn_user(message, category)
     return ranking
 
 

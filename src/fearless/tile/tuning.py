@@ -85,7 +85,7 @@ from fearless.kernel.tile import TileKernel
 from fearless.runtime import device, progress
 from fearless.runtime.partition import Persistent
 from fearless.runtime.tensor import Tensor, as_tensor
-from fearless.tracebacks import deferred_warnings, user_facing, warn_user
+from fearless.tracebacks import deferred_warnings, user_facing
 
 __all__ = ["Config", "Candidate", "Report", "autotune", "Autotuned"]
 
@@ -321,13 +321,14 @@ class Autotuned(driver.Tuned):
             args[p.name] = v
         return args
 
-    def _precompile(self, todo: list, bound: dict) -> None:
+    def _precompile(self, todo: list, bound: dict) -> dict:
         """Compile configs ``todo`` for these arguments at once, in threads (tileiras runs
         outside Python), before the tuning tries them one by one: a new key's first call waits
         about as long as its slowest compile, not the sum. Each config's types come from its own
         checks on the real arguments (the Outs partitioned and given back, nothing run); one
-        that refuses them or fails to compile is left to the tuning, which reports it. The
-        compiles' warnings are given here, once they are done (``deferred_warnings``)."""
+        that refuses them or fails to compile is left to the tuning, which reports it. Returns
+        {config: [(message, category)]}, the warnings of its compile (``deferred_warnings``):
+        the tuning gives only the winner's."""
         backend = device.current_backend()
         arch = device.cuda_arch() if backend == "cuda" else None
         jobs = []
@@ -342,12 +343,12 @@ class Autotuned(driver.Tuned):
             finally:
                 for part, tensor in made:
                     part.abandon(tensor)
-            jobs.append((kernel, types, constants))
+            jobs.append((n, kernel, types, constants))
         if len(jobs) < 2:
-            return
+            return {}
 
         def build(job) -> list:
-            kernel, types, constants = job
+            _, kernel, types, constants = job
             with progress.quiet(), deferred_warnings() as said:
                 try:
                     kernel.compile_for(types, constants, backend, arch)
@@ -357,9 +358,8 @@ class Autotuned(driver.Tuned):
         what = f"{len(jobs)} configs of tile kernel '{self.name}' for {arch or backend}"
         with progress.compiling(what, base.CONFIG.progress), \
                 ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool:
-            said = [w for ws in pool.map(build, jobs) for w in ws]
-        for message, category in said:
-            warn_user(message, category)
+            said = list(pool.map(build, jobs))
+        return {job[0]: ws for job, ws in zip(jobs, said)}
 
     def _enqueue(self, n: int, bound: dict, twins: dict) -> None:
         """Enqueue config n on the twins (no wait) and take the twins back."""
