@@ -36,7 +36,6 @@ from fearless.tracebacks import user_facing
 
 DECODE_MAX_T = 16          # tokens up to which the decode schedule runs
 _FORMS = {"mma": 0, "mma_t": 1, "sum": 2}
-_PREFILL_TILES = ((128, 128), (128, 64), (64, 128), (64, 64))   # largest first
 _H200_SMS = c.TEST_GPU_SMS
 
 
@@ -148,10 +147,13 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
     and 2048 x 6144 in 14.7 us, where K split into 4-8 parts plus the reducing kernel took
     10.9 and 18.5 us (the split's f32 partial sums and its second launch cost more than the
     idle SMs); (16, 16) tiles fall off a cliff (75-560 us), (16, 32) tiles run 10-20% slower.
-    Prefill: the largest of the tiles 128x128 (not for f32: its three mma spill registers),
-    128x64, 64x128, 64x64 (bm no larger than t's power of two) that gives a block per SM, bk
-    64 (f32: 32); when even 64x64 leaves SMs idle, K is split until there are about two blocks
-    per SM, each part keeping four K steps.
+    Prefill: 128x128 tiles (bm no larger than t's power of two; f32: 128x64, its three mma
+    spill registers at 128x128), bk 64 (f32: 32), however few blocks that gives: on the H200
+    (bf16, captured, 2026-12-02, scratch probe in the session-12 RESULTS) 128x128 tiles beat
+    the 64x64 and 128x64 tiles that gave a block per SM at every shape tried (T 128-512, N
+    2048-14336: 1.07-1.45x). K is split only when the blocks fill under half the SMs and K
+    is long: into a power of two of parts with at most about a block per SM, each part keeping
+    at least 32 K steps.
     """
     wide = dtype.itemsize == 4
     form = "mma"
@@ -159,12 +161,8 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
         form, bm, bn, bk, least = "mma_t", 16, 64, 128 if wide else 256, 2
         want = target = max(1, sms // 8)
     else:
-        cap = min(128, c.pow2(t))
-        for bm, bn in _PREFILL_TILES[1:] if wide else _PREFILL_TILES:
-            bm = min(bm, cap)
-            if -(-t // bm) * -(-n // bn) >= sms:
-                break
-        bk, least, want, target = 32 if wide else 64, 4, sms, 2 * sms
+        bm, bn = min(128, c.pow2(t)), 64 if wide else 128
+        bk, least, want, target = 32 if wide else 64, 32, sms // 2, sms
     blocks = max(1, -(-t // bm) * -(-n // bn))
     splits = 1
     if blocks < want:
@@ -175,10 +173,13 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
 @functools.lru_cache(maxsize=1024)
 def _reduce_tile(t: int, n: int, splits: int, sms: int) -> tuple[int, int]:
     """The reducing kernel's tile of y: a block sums (splits, rm, rn) f32 values, at most about
-    8192, and the blocks number about one per SM or more (the work is tiny: latency counts)."""
+    8192, and the blocks number about one per SM or more (the work is tiny: latency counts),
+    with rows of at least 64 values (256 bytes) where N allows: (16, 16) tiles made the reduce
+    of a (2, 512, 4096) split 3x slower than the GEMM itself."""
     rm = min(c.pow2(t), 16)
     budget = max(1, 8192 // (splits * rm))
-    return rm, _pow2_at_most(min(budget, max(16, n * rm // (max(t, 1) * sms))))
+    wide = max(min(64, c.pow2(n)), n * rm // (max(t, 1) * sms))
+    return rm, _pow2_at_most(min(budget, max(16, wide)))
 
 
 def _arguments(x, w, bias):
