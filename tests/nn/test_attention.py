@@ -148,6 +148,20 @@ def test_prefill_through_the_tuner_once_per_bucket(tune, monkeypatch):
     assert configs[0].tile == (1, A.PREFILL[64].bm, 64) and configs[0].consts["bn"] == 64
 
 
+@pytest.mark.parametrize("dtype, units", [("bf16", 12), ("f16", 20.48), ("f32", 12)])
+def test_tuned_configs_agree_within_the_rounding_of_p(dtype, units):
+    """The prefill's configs are compared within 12 units of P's rounding (bf16 2^-8, f16 and
+    TF32 2^-11), f16 keeping the tuner's default 1e-2: two correct bf16 configs differed by 8
+    units on the H200, while a config 10% off is refused."""
+    tuned = A._prefill_tuned(64, A.PREFILL[64], dtype)
+    unit = A._P_UNIT[dtype]
+    assert tuned.rtol == pytest.approx(units * unit)
+    tuner = importlib.import_module("fearless.autotuning.tuner")
+    ref = np.random.default_rng(3).standard_normal(4096) * 0.04
+    assert tuner._differs({"o": ref * (1 + 8 * unit)}, {"o": ref}, tuned.rtol) is None
+    assert tuner._differs({"o": ref * 1.1}, {"o": ref}, tuned.rtol) is not None
+
+
 def test_prefill_output_is_fresh_and_poison_free(small_tiles):
     q = rand((1, 5, 2, 64), f16, 8)
     a = attention(q, q, q).numpy()

@@ -705,3 +705,63 @@ def test_a_tunings_configs_compile_at_once_before_the_trials(tune, monkeypatch):
     assert [c.warnings for c in tuned.report] == [(f"compiled off={k}",) for k in (1, 2, 3)]
     assert "warned: compiled off=3" in str(tuned.report)
     np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(64) + 1)
+
+
+@ft.kernel
+def add_offset_b(o: ft.Out[f32], x: ft.In[f32], off: ft.Const[int] = 0):
+    o.store(ft.load_like(x, o) + off)   # compiled by the test below alone
+
+
+def test_a_winner_compiled_by_an_earlier_tuning_still_warns(tune, monkeypatch):
+    """Config 2 compiles (and warns) while losing the first key; when it wins the second key
+    from the memory cache, its warning reaches the caller then."""
+    import warnings
+    fake, _ = tune
+    tile_mod = importlib.import_module("fearless.kernel.tile")
+    tracebacks = importlib.import_module("fearless.tracebacks")
+    compiled, real = [], tile_mod.TileKernel._compile
+
+    def compile_(self, types, constants, backend, arch, fresh=False):
+        compiled.append(constants.get("off"))
+        tracebacks.warn_user(f"compiled off={constants.get('off')}", PerformanceWarning)
+        return real(self, types, constants, backend, arch, fresh)
+    monkeypatch.setattr(tile_mod.TileKernel, "_compile", compile_)
+    tuned = ft.autotune([ft.Config(tile=16, off=k) for k in (1, 2, 3)], compare=False,
+                        key={"x": lambda x: x.shape})(add_offset_b)
+    fake.times = [1.0, 2.0, 3.0, 3.0, 2.0, 1.0]
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
+        first = [str(w.message) for w in said if str(w.message).startswith("compiled")]
+        o, _ = tuned(fl.empty(128, f32), _host(np.arange(128))).sync()
+    later = [str(w.message) for w in said if str(w.message).startswith("compiled")][len(first):]
+    assert first == ["compiled off=1"] and later == ["compiled off=3"]
+    assert sorted(compiled) == [1, 2, 3]                  # the second key compiled nothing
+    np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(128) + 3)
+
+
+@ft.kernel
+def add_offset_c(o: ft.Out[f32], x: ft.In[f32], off: ft.Const[int] = 0):
+    o.store(ft.load_like(x, o) + off)   # compiled by the test below alone
+
+
+def test_under_a_time_bound_configs_compile_one_by_one(tune, monkeypatch):
+    """With max_seconds, nothing compiles ahead: the configs past the bound are skipped
+    without being compiled."""
+    import time
+    fake, _ = tune
+    tile_mod = importlib.import_module("fearless.kernel.tile")
+    compiled, real = [], tile_mod.TileKernel._compile
+
+    def compile_(self, types, constants, backend, arch, fresh=False):
+        compiled.append(constants.get("off"))
+        time.sleep(0.3)
+        return real(self, types, constants, backend, arch, fresh)
+    monkeypatch.setattr(tile_mod.TileKernel, "_compile", compile_)
+    tuned = ft.autotune([ft.Config(tile=16, off=k) for k in range(6)], compare=False,
+                        max_seconds=0.2)(add_offset_c)
+    fake.times = [1.0] * 6
+    o, _ = tuned(fl.empty(64, f32), _host(np.arange(64))).sync()
+    assert compiled == [0]
+    assert [c.skipped is not None for c in tuned.report] == [False] + [True] * 5
+    np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(64))

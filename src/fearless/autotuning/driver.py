@@ -73,6 +73,9 @@ class Tuned:
             raise AutotuneError(f"max_seconds is {max_seconds!r}; expected a number of seconds "
                                 f"> 0", kernel=self.name)
         self.max_seconds = max_seconds
+        # {config: [(message, category)]}: its compiles' warnings, kept across tunings (a
+        # config compiled while losing one key may win the next from the memory cache)
+        self.compile_warnings: dict = {}
         config = f"{self.API}.Config"
         if isinstance(configs, (str, bytes, dict, self.CONFIG)) or \
                 not hasattr(configs, "__iter__"):

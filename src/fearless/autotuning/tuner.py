@@ -79,10 +79,13 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
     config's error when none accepts the arguments, AutotuneError when every config fails or
     two disagree."""
     start = time.perf_counter()
-    said = tuned._precompile([n for n in fits if n not in unfit], bound)
+    if budget is None:   # under a bound the configs compile one by one, so it can stop them
+        _keep(tuned, tuned._precompile([n for n in fits if n not in unfit], bound))
     refused: dict = {}
     for checked in fits:   # the real call's own checks first: up to a config that accepts
-        exc = tuned._refusal(checked, bound)
+        with deferred_warnings() as own:
+            exc = tuned._refusal(checked, bound)
+        _keep(tuned, {checked: own})
         if exc is None:
             break
         refused[checked] = exc
@@ -105,8 +108,8 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
                 c = Candidate(cfg, dropped=f"refuses these arguments ({_line(exc)})")
             else:
                 c = _measure(tuned, n, bound, results, timed)
-        said[n] = said.get(n, []) + own
-        c = replace(c, warnings=tuple(message for message, _ in said[n]))
+        _keep(tuned, {n: own})
+        c = replace(c, warnings=tuple(m for m, _ in tuned.compile_warnings.get(n, ())))
         candidates.append(c)
         progress.candidate(n, c)
     report = Report(label, tuple(candidates), time.perf_counter() - start, None, budget)
@@ -120,11 +123,23 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
     ranking = sorted(timed, key=timed.get)
     tuned.report = replace(report, winner=ranking[0])
     progress.done(tuned.report, timed[ranking[0]])
-    # a slow config that lost (spills, lost facts) is the tuning's business; the winner's
-    # warnings are the caller's: they say why the kernel it runs is slow
-    for message, category in said.get(ranking[0], []):
-        warn_user(message, category)
+    _warn(tuned, ranking[0])
     return ranking
+
+
+def _keep(tuned, said: dict) -> None:
+    """Add {config: [(message, category)]} to ``tuned.compile_warnings``, each message once."""
+    for n, pairs in said.items():
+        kept = tuned.compile_warnings.setdefault(n, [])
+        kept.extend(p for p in dict.fromkeys(pairs) if p not in kept)
+
+
+def _warn(tuned, n: int) -> None:
+    """Give config n's compile warnings to the caller (at its line). A slow config that lost
+    (spills, lost facts) is the tuning's business, in its report; the one that runs is the
+    caller's: its warnings say why the kernel they run is slow."""
+    for message, category in tuned.compile_warnings.get(n, ()):
+        warn_user(message, category)
 
 
 def _measure(tuned, n: int, bound: dict, results: dict, timed: dict) -> Candidate:

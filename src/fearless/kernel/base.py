@@ -101,7 +101,8 @@ class BaseKernel:
     def compiled(self, key, compile_once, fresh: bool = False) -> Compiled:
         """The Compiled of specialisation ``key`` from the memory cache, else
         ``compile_once()``'s, made under the key's lock so that threads launching one new
-        signature compile it once (and threads with different ones compile at once). ``fresh``: compile again (the driver refused a cached one)."""
+        signature compile it once (and threads with different ones compile at once).
+        ``fresh``: compile again (the driver refused a cached one)."""
         compiled = None if fresh else self._compiled.get(key)
         if compiled is None:
             with self._lock:   # one lock per key: specialisations may compile in parallel

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import fearless as fl
-from fearless import f32
+from fearless import dtypes, f32
 from fearless import tile as ft
-from fearless.autotuning import driver
+from fearless.autotuning import driver, tuner
 from fearless.errors import ArgumentTypeError
 from fearless.kernel import base
 from fearless.nn import _common as c
@@ -256,7 +256,7 @@ def attention(q, k, v, causal: bool = True, scale: float | None = None):
     keys j <= i + (Skv - S) (the last query sees every key; a query that sees no key, when
     Skv < S, gives 0). ``scale`` defaults to 1 / sqrt(D). On the GPU the tiles are tuned
     (the module docstring): the first call of a new dtype, head dim and causality compiles
-    and times 5 configs (about 10 s on the H200), a new bucket of lengths times them again
+    and times 5 configs (1.5-3.4 s on the H200), a new bucket of lengths times them again
     (under a second); rankings persist in the disk cache.
 
     Returns (B, S, Hq, D) in q's dtype, the same kind as q (torch in, torch out). Roundings:
@@ -306,25 +306,30 @@ def _bucket(n: int) -> int:
 _P_UNIT = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8, "f32": 2.0 ** -11}
 
 
+def tuning_rtol(dtype: str) -> float:
+    """The tolerance within which ``_prefill_tuned``'s configs must agree for q's ``dtype``
+    (a dtype name), times (|value| + the mean |value|): 12 units of the probabilities'
+    rounding, never below the tuner's default for the dtype (bf16 12 * 2^-8 = 0.047, f16 1e-2,
+    f32's TF32 0.0059). Configs round P after different running maxima, so each output carries
+    a sum of independent roundings over its keys, and over 10^7 outputs the largest difference
+    of two correct configs reached about 8 units (bf16, S 4096, D 128, causal, on the H200:
+    0.0014 against a mean |out| of 0.039, which the bf16 default of 2^-5 refused); the largest
+    of 10^8-10^9 outputs is 5-10% more (it grows as sqrt(2 ln n))."""
+    return max(12 * _P_UNIT[dtype], tuner.default_rtol(dtypes.from_name(dtype).numpy))
+
+
 @lru_cache(maxsize=None)
 def _prefill_tuned(d: int, tune: PrefillTuning, dtype: str):
     """The prefill kernel of head dim ``d`` for q's ``dtype`` (a dtype name) under
     ``ft.autotune``: ``tune`` (the measured default) first, then 128 or 64 query rows by 64 or
     128 keys, with and without occupancy 2 (the spaces examples/tile_attention.py measured on
     the H200). Keyed by dtype, heads, head dim, the strides past the batch and the buckets of
-    the lengths, and causality.
-
-    The configs must agree within 16 units of the probabilities' rounding (2^-4 for bf16,
-    2^-7 for f16 and f32's TF32) times (|value| + the mean |value|): configs round P after
-    different running maxima, so each output carries a sum of independent roundings over its
-    keys, and over 10^7 outputs the largest difference of two correct configs reaches about
-    8 units (bf16, S 4096, D 128, causal, on the H200: 0.0014 against a mean |out| of 0.039,
-    where the tuner's bf16 default of 2^-5 refused it)."""
+    the lengths, and causality; the configs agree within ``tuning_rtol(dtype)``."""
     kern = _prefill_kernel(None, tune.k_latency, tune.v_latency, tune.ftz)
     tiles = dict.fromkeys([(tune.bm, tune.bn, tune.occupancy), (128, 64, 2), (128, 64, None),
                            (128, 128, None), (64, 64, 2), (64, 128, None)])
     configs = [ft.Config(tile=(1, bm, d), bn=bn, hints=_hints(occ)) for bm, bn, occ in tiles]
-    return ft.autotune(configs=configs, rtol=16 * _P_UNIT[dtype], key={
+    return ft.autotune(configs=configs, rtol=tuning_rtol(dtype), key={
         "out": lambda o: (o.dtype.name, o.shape[2], _bucket(o.shape[0] * o.shape[1])),
         "q": lambda q: (q.shape[2:], q.strides[1:]),
         "k": lambda k: (k.shape[2:], k.strides[1:], _bucket(k.shape[1])),

@@ -173,13 +173,13 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
 @functools.lru_cache(maxsize=1024)
 def _reduce_tile(t: int, n: int, splits: int, sms: int) -> tuple[int, int]:
     """The reducing kernel's tile of y: a block sums (splits, rm, rn) f32 values, at most about
-    8192, and the blocks number about one per SM or more (the work is tiny: latency counts),
-    with rows of at least 64 values (256 bytes) where N allows: (16, 16) tiles made the reduce
-    of a (2, 512, 4096) split 3x slower than the GEMM itself."""
+    8192, and the blocks number about one per SM or more (the work is tiny: latency counts).
+    Rows of 64 values (256 bytes) where that still gives a block per SM, else of 16: a prefill
+    split's reduce of (2, 512, 4096) in (16, 16) tiles took longer than the GEMM (H200)."""
     rm = min(c.pow2(t), 16)
     budget = max(1, 8192 // (splits * rm))
-    wide = max(min(64, c.pow2(n)), n * rm // (max(t, 1) * sms))
-    return rm, _pow2_at_most(min(budget, max(16, wide)))
+    least = 64 if -(-t // rm) * -(-n // 64) >= sms else 16
+    return rm, _pow2_at_most(min(budget, max(least, n * rm // (max(t, 1) * sms))))
 
 
 def _arguments(x, w, bias):

@@ -50,10 +50,14 @@ runs on the real arguments, once; its lazy operation is returned. All candidates
 tuning's candidates, its key and its cost in seconds, ``fl.stats()`` records each tuning, and
 ``tuned.config_for(*args)`` names the config that calls with such arguments run.
 
-Time: ``max_seconds`` (and ``FEARLESS_AUTOTUNE_SECONDS``; the smaller applies) bounds one tuning,
-compiles included: once it is spent, the configs not yet measured are skipped (``skipped`` in
+Time: a tuning compiles its configs at once, in threads, before trying them, so a new key waits
+about as long as its slowest compile. ``max_seconds`` (and ``FEARLESS_AUTOTUNE_SECONDS``; the
+smaller applies) bounds one tuning, compiles included (under a bound they compile one by one,
+as each is tried): once it is spent, the configs not yet measured are skipped (``skipped`` in
 the report) and the best measured wins; at least one config is always measured, so a tuning
-may overrun by one config's compile and trial. Progress goes to stderr
+may overrun by one config's compile and trial. Only the winner's compile warnings
+(``PerformanceWarning``) reach the caller, also when it wins a later key from the memory cache;
+every config's are in the report. Progress goes to stderr
 (``fearless/autotuning/tuner.py``).
 
 The configs that refuse the real arguments (their ``requires=``, say) are not tried. A key's
