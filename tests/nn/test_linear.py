@@ -102,8 +102,9 @@ def test_plan_chooses_from_t_and_n():
     assert (tiny.splits, plan(1, 256, 4096, bf16, sms=16).splits) == (4, 1)
     assert plan(1, 128256, 4096, bf16).splits == 1
     assert (plan(2048, 4096, 4096, bf16).bm, plan(2048, 4096, 4096, bf16).bn) == (128, 128)
-    small = plan(128, 1024, 4096, bf16)      # 8 blocks of 128x128: 64 K steps, 32 per part
-    assert (small.bm, small.bn, small.splits) == (128, 128, 2)
+    small = plan(128, 1024, 4096, bf16)      # 8 blocks of 128x128, but 64 K steps: no split
+    assert (small.bm, small.bn, small.splits) == (128, 128, 1)
+    assert plan(128, 1024, 6144, bf16).splits == 2    # 96 K steps: two parts of 48
     long_k = plan(128, 4096, 14336, bf16)    # 32 blocks, 224 K steps: about a block per SM
     assert (long_k.bm, long_k.bn, long_k.splits) == (128, 128, 4)
     assert plan(128, 14336, 4096, bf16).splits == 1   # 112 blocks: over half the SMs

@@ -149,11 +149,14 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
     idle SMs); (16, 16) tiles fall off a cliff (75-560 us), (16, 32) tiles run 10-20% slower.
     Prefill: 128x128 tiles (bm no larger than t's power of two; f32: 128x64, its three mma
     spill registers at 128x128), bk 64 (f32: 32), however few blocks that gives: on the H200
-    (bf16, captured, 2026-12-02, scratch probe in the session-12 RESULTS) 128x128 tiles beat
-    the 64x64 and 128x64 tiles that gave a block per SM at every shape tried (T 128-512, N
-    2048-14336: 1.07-1.45x). K is split only when the blocks fill under half the SMs and K
-    is long: into a power of two of parts with at most about a block per SM, each part keeping
-    at least 32 K steps.
+    (bf16, 16 calls captured in a graph, 2026-12-03) 128x128 tiles beat the 64x64 and 128x64
+    tiles that gave a block per SM at every shape tried (T 128-512, N 2048-14336, K 2048-4096:
+    23.1 against 33.5 us at 128 x 4096 x 4096, 25.3 against 34.8 at 512 x 4096 x 4096). K is
+    split only when the blocks fill under half the SMs and K is long: into a power of two of
+    parts with at most about a block per SM, each part keeping at least 48 K steps (3072 of
+    K). Split, 128 x 4096 x 14336 took 52.8 us in 4 parts against 69.3 in one; at K 4096 the
+    split lost (31.7-32.5 against 23.1 us), with the reduce's former (16, 16) tiles; its wider
+    tiles (``_reduce_tile``) are not timed yet.
     """
     wide = dtype.itemsize == 4
     form = "mma"
@@ -162,7 +165,7 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
         want = target = max(1, sms // 8)
     else:
         bm, bn = min(128, c.pow2(t)), 64 if wide else 128
-        bk, least, want, target = 32 if wide else 64, 32, sms // 2, sms
+        bk, least, want, target = 32 if wide else 64, 48, sms // 2, sms
     blocks = max(1, -(-t // bm) * -(-n // bn))
     splits = 1
     if blocks < want:
@@ -175,7 +178,8 @@ def _reduce_tile(t: int, n: int, splits: int, sms: int) -> tuple[int, int]:
     """The reducing kernel's tile of y: a block sums (splits, rm, rn) f32 values, at most about
     8192, and the blocks number about one per SM or more (the work is tiny: latency counts).
     Rows of 64 values (256 bytes) where that still gives a block per SM, else of 16: a prefill
-    split's reduce of (2, 512, 4096) in (16, 16) tiles took longer than the GEMM (H200)."""
+    split's reduce of (2, 512, 4096) in (16, 16) tiles took longer than the GEMM (H200; the
+    64-wide rows are not timed yet)."""
     rm = min(c.pow2(t), 16)
     budget = max(1, 8192 // (splits * rm))
     least = 64 if -(-t // rm) * -(-n // 64) >= sms else 16
