@@ -126,6 +126,8 @@ def test_an_entry_round_trips_and_every_damage_is_found(tmp_path):
         with pytest.warns(CacheWarning, match="damaged") as record:
             assert disk.get("ab" * 32) is None, how
         assert len(_cache_warnings(record)) == 1
+        # at the caller's line, not inside fearless
+        assert [w.filename for w in record if w.category is CacheWarning] == [__file__]
         assert not path.exists(), f"{how}: a damaged entry is deleted"
 
 

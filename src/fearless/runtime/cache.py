@@ -41,6 +41,7 @@ from pathlib import Path
 
 from fearless.errors import CacheWarning
 from fearless.frontend.spans import CallSite, Span
+from fearless.tracebacks import user_stacklevel
 
 FORMAT = "v2"
 MAGIC = b"fearless cache entry 2\n"
@@ -131,7 +132,8 @@ class DiskCache:
         """Delete a damaged entry, saying so once."""
         path = self.path(key)
         warnings.warn(f"fearless: the JIT cache entry {path} is damaged: {reason}; it is "
-                      f"discarded and the kernel compiled again", CacheWarning, stacklevel=2)
+                      f"discarded and the kernel compiled again", CacheWarning,
+                      stacklevel=user_stacklevel())
         try:
             path.unlink()
         except OSError:
@@ -170,7 +172,7 @@ def _warn_unwritable(root: str, exc: OSError) -> None:
     _UNWRITABLE.add(root)
     warnings.warn(f"fearless: cannot write the JIT cache in {root} ({exc}); compiled kernels "
                   f"are not kept between processes. Set FEARLESS_CACHE_DIR to a writable "
-                  f"folder, or FEARLESS_CACHE=0", CacheWarning, stacklevel=3)
+                  f"folder, or FEARLESS_CACHE=0", CacheWarning, stacklevel=user_stacklevel())
 
 
 # source positions -----------------------------------------------------------------------------

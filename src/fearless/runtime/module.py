@@ -12,6 +12,7 @@ import warnings
 from dataclasses import dataclass
 
 from fearless.errors import BackendError, CacheWarning, ToolchainWarning
+from fearless.tracebacks import user_stacklevel
 
 
 def ptx_to_cubin(ptx: str, arch: str, name: str) -> bytes:
@@ -61,7 +62,7 @@ def nvjitlink_problem() -> str | None:
 def _warn_if_old_nvjitlink() -> None:
     problem = nvjitlink_problem()
     if problem:
-        warnings.warn(problem, ToolchainWarning, stacklevel=3)
+        warnings.warn(problem, ToolchainWarning, stacklevel=user_stacklevel())
 
 
 @dataclass
@@ -118,7 +119,8 @@ def load_rebuilding(name: str, compiled, rebuild, load_one):
         if not compiled.from_cache:
             raise
         warnings.warn(f"fearless: kernel '{name}': the driver refused the code in the JIT cache "
-                      f"({exc.reason}); compiling it again", CacheWarning, stacklevel=2)
+                      f"({exc.reason}); compiling it again", CacheWarning,
+                      stacklevel=user_stacklevel())
     fresh = rebuild()
     return fresh, load_one(fresh)
 
