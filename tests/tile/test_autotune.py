@@ -670,6 +670,24 @@ def test_the_default_tolerance_follows_the_rounding_of_the_dtype(dtype, unit):
         assert "compared within" in tuner._differs({"o": far}, {"o": ref}, None)
 
 
+def _record_compiles(monkeypatch, note):
+    """TileKernel._compile calls ``note(constants)`` first for the cpu backend's compile of
+    each config (not CI's cross compiles for sm_80 and sm_90, FEARLESS_CROSS_COMPILE)."""
+    tile_mod = importlib.import_module("fearless.kernel.tile")
+    real = tile_mod.TileKernel._compile
+
+    def compile_(self, types, constants, backend, arch, fresh=False):
+        if backend == "cpu":
+            note(constants)
+        return real(self, types, constants, backend, arch, fresh)
+    monkeypatch.setattr(tile_mod.TileKernel, "_compile", compile_)
+
+
+def _warn_off(constants) -> None:
+    tracebacks = importlib.import_module("fearless.tracebacks")
+    tracebacks.warn_user(f"compiled off={constants.get('off')}", PerformanceWarning)
+
+
 @ft.kernel
 def add_offset(o: ft.Out[f32], x: ft.In[f32], off: ft.Const[int] = 0):
     o.store(ft.load_like(x, o) + off)   # compiled by the test below alone (its memory cache)
@@ -684,16 +702,12 @@ def test_a_tunings_configs_compile_at_once_before_the_trials(tune, monkeypatch):
     import warnings
     fake, _ = tune
     fake.times = [1.0, 2.0, 3.0]
-    tile_mod = importlib.import_module("fearless.kernel.tile")
-    tracebacks = importlib.import_module("fearless.tracebacks")
-    compiled, real = [], tile_mod.TileKernel._compile
+    compiled = []
 
-    def compile_(self, types, constants, backend, arch, fresh=False):
-        if backend == "cpu":   # not CI's cross compiles (FEARLESS_CROSS_COMPILE) of each
-            compiled.append((dict(constants).get("off"), threading.current_thread()))
-            tracebacks.warn_user(f"compiled off={constants.get('off')}", PerformanceWarning)
-        return real(self, types, constants, backend, arch, fresh)
-    monkeypatch.setattr(tile_mod.TileKernel, "_compile", compile_)
+    def note(constants):
+        compiled.append((dict(constants).get("off"), threading.current_thread()))
+        _warn_off(constants)
+    _record_compiles(monkeypatch, note)
     tuned = ft.autotune([ft.Config(tile=16, off=k) for k in (1, 2, 3)], compare=False)(add_offset)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
@@ -718,16 +732,12 @@ def test_a_winner_compiled_by_an_earlier_tuning_still_warns(tune, monkeypatch):
     from the memory cache, its warning reaches the caller then."""
     import warnings
     fake, _ = tune
-    tile_mod = importlib.import_module("fearless.kernel.tile")
-    tracebacks = importlib.import_module("fearless.tracebacks")
-    compiled, real = [], tile_mod.TileKernel._compile
+    compiled = []
 
-    def compile_(self, types, constants, backend, arch, fresh=False):
-        if backend == "cpu":   # not CI's cross compiles
-            compiled.append(constants.get("off"))
-            tracebacks.warn_user(f"compiled off={constants.get('off')}", PerformanceWarning)
-        return real(self, types, constants, backend, arch, fresh)
-    monkeypatch.setattr(tile_mod.TileKernel, "_compile", compile_)
+    def note(constants):
+        compiled.append(constants.get("off"))
+        _warn_off(constants)
+    _record_compiles(monkeypatch, note)
     tuned = ft.autotune([ft.Config(tile=16, off=k) for k in (1, 2, 3)], compare=False,
                         key={"x": lambda x: x.shape})(add_offset_b)
     fake.times = [1.0, 2.0, 3.0, 3.0, 2.0, 1.0]
@@ -752,15 +762,12 @@ def test_under_a_time_bound_configs_compile_one_by_one(tune, monkeypatch):
     without being compiled."""
     import time
     fake, _ = tune
-    tile_mod = importlib.import_module("fearless.kernel.tile")
-    compiled, real = [], tile_mod.TileKernel._compile
+    compiled = []
 
-    def compile_(self, types, constants, backend, arch, fresh=False):
-        if backend == "cpu":   # not CI's cross compiles
-            compiled.append(constants.get("off"))
-            time.sleep(0.3)
-        return real(self, types, constants, backend, arch, fresh)
-    monkeypatch.setattr(tile_mod.TileKernel, "_compile", compile_)
+    def note(constants):
+        compiled.append(constants.get("off"))
+        time.sleep(0.3)
+    _record_compiles(monkeypatch, note)
     tuned = ft.autotune([ft.Config(tile=16, off=k) for k in range(6)], compare=False,
                         max_seconds=0.2)(add_offset_c)
     fake.times = [1.0] * 6

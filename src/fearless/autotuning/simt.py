@@ -267,7 +267,6 @@ class Autotuned(driver.Tuned):
                 if id(v) in outs and op.name != Op.MEM_DIM
                 and not (op.name == Op.MEM_STORE and k == 0)}
 
-
     def _precompile(self, todo: list, bound: dict) -> dict:
         """Compiles nothing ahead (so keeps no warnings: {}): a SIMT specialisation compiles
         in-process (LLVM, nvJitLink) and serves every config (block shapes and scalars are

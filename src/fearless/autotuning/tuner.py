@@ -131,7 +131,9 @@ def _keep(tuned, said: dict) -> None:
     """Add {config: [(message, category)]} to ``tuned.compile_warnings``, each message once."""
     for n, pairs in said.items():
         kept = tuned.compile_warnings.setdefault(n, [])
-        kept.extend(p for p in dict.fromkeys(pairs) if p not in kept)
+        for pair in pairs:
+            if pair not in kept:
+                kept.append(pair)
 
 
 def _warn(tuned, n: int) -> None:

@@ -131,6 +131,7 @@ class DiskCache:
     def discard(self, key: str, reason: str) -> None:
         """Delete a damaged entry, saying so once."""
         path = self.path(key)
+        # not tracebacks.warn_user: inside a tuning that would keep it for the winning config
         warnings.warn(f"fearless: the JIT cache entry {path} is damaged: {reason}; it is "
                       f"discarded and the kernel compiled again", CacheWarning,
                       stacklevel=user_stacklevel())
