@@ -10,7 +10,7 @@ import pytest
 
 from fearless.backends.cubin import frame_bytes
 from fearless.backends.tileir import tileiras
-from fearless.dtypes import f16
+from fearless.dtypes import f16, f32
 from fearless.errors import PerformanceWarning
 from fearless.ir import types as T
 from fearless.kernel import params as P
@@ -44,13 +44,35 @@ def test_a_gemm_tile_that_spills_is_named_at_compile(tile, spills, monkeypatch, 
         assert "num_cta_in_cga" in named[0] and "(128, 256)" in named[0]
 
 
+def test_a_stream_k_gemm_that_spills_is_told_to_run_persistently(monkeypatch, tmp_path):
+    if tileiras.find() is None:
+        pytest.skip("no tileiras installed")
+    base = importlib.import_module("fearless.kernel.base")
+    monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, cache_dir=tmp_path))
+    layout = T.Layout(16, (16, 16), (16, 1), True)
+    schedule = T.Persistent("grouped", 8, stream_k=True)
+    infos = [P.ArgInfo(f16, 2, tile_shape=(128, 128), layout=layout, schedule=schedule),
+             P.ArgInfo(f16, 2, layout=layout), P.ArgInfo(f16, 2, layout=layout)]
+    types = P.specialise("matmul", matmul.runtime_params, infos)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = matmul.compile_for(types, {"bk": 64}, "cuda", "sm_90", fresh=True)
+    named = [str(w.message) for w in caught if issubclass(w.category, PerformanceWarning)
+             and "spills" in str(w.message)]
+    # the workspace: the accumulator's slots and the counters, as parameters 3 and 4
+    assert compiled.info.stream_k == (f32, (128, 128))
+    assert [(slot.kind, slot.param) for slot in compiled.info.abi.slots[-4:]] == \
+        [("ptr", 3), ("extent", 3), ("ptr", 4), ("extent", 4)]
+    assert frame_bytes(compiled.cubin) > 0 and "ft.persistent()" in named[0]
+
+
 def test_spill_advice_names_the_cluster_hint_only_for_a_large_mma_tile_on_sm_90():
     from types import SimpleNamespace
     from fearless.compiler import pipeline
     from fearless.ir.opdef import Op
 
     def state(arch, ops):
-        fn = SimpleNamespace(walk=lambda: [SimpleNamespace(name=n) for n in ops])
+        fn = SimpleNamespace(walk=lambda: [SimpleNamespace(name=n) for n in ops], attrs={})
         return SimpleNamespace(arch=arch, out=SimpleNamespace(fn=fn))
 
     gemm = state("sm_90", [Op.TILE_MMA])

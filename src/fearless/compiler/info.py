@@ -46,7 +46,9 @@ class KernelInfo:
     hardware thread). Tile facts: ``grouped`` (a 2-d Out partition launched 1-d in grouped
     order); ``built_by`` (the tileiras that built the cubin); ``pdl`` (the kernel waits for the
     grids it depends on before any memory access, so it may be launched with programmatic
-    stream serialization: ``backends/tileir/lower.py``'s ``uses_pdl``)."""
+    stream serialization: ``backends/tileir/lower.py``'s ``uses_pdl``); ``stream_k`` (a
+    stream-K launch's workspace: the dtype and tile shape of one block's partial sum, ``()``
+    for other kernels; ``runtime/workspace.py``)."""
 
     params: tuple
     abi: Abi | None = None
@@ -60,6 +62,7 @@ class KernelInfo:
     grouped: bool = False
     built_by: str | None = None
     pdl: bool = False
+    stream_k: tuple = ()
 
     @property
     def names(self) -> list[str]:

@@ -198,6 +198,13 @@ def _tile_ir(s: _State):
 
 def _tile_passes(s: _State):
     s.out.fn = run_all(s.out.fn, s.options, verify, TILE_PASSES)
+    s.out.info = replace(s.out.info, stream_k=stream_k_slot(s.out.fn.attrs.get("stream_k")))
+
+
+def stream_k_slot(acc) -> tuple:
+    """``KernelInfo.stream_k`` of a kernel whose accumulator tile type is ``acc`` (None: not
+    scheduled stream-K)."""
+    return () if acc is None else (acc.dtype, tuple(acc.shape))
 
 
 def _tileir(s: _State):
@@ -205,8 +212,10 @@ def _tileir(s: _State):
     version = tc.pick_version() if tc is not None else DEFAULT_TILE_VERSION
     s.out.tileir = lower_tile(s.out.fn, version, s.hints, s.arch, tma=s.tma)
     types = [t for _, t in s.params]
-    s.out.info = KernelInfo(params_info(s.params), tile_abi(types), grouped=is_grouped(types),
-                            pdl=uses_pdl(version, s.arch))
+    acc = s.out.fn.attrs.get("stream_k")
+    s.out.info = KernelInfo(params_info(s.params), tile_abi(types, acc is not None),
+                            grouped=is_grouped(types), pdl=uses_pdl(version, s.arch),
+                            stream_k=stream_k_slot(acc))
 
 
 def _tile_cubin(s: _State):
@@ -224,10 +233,16 @@ def _tile_cubin(s: _State):
 
 
 def _spill_advice(s: _State, tiles: list) -> str:
-    """What to do about a tile kernel's spills: for an ft.mma kernel with a large tile on sm_90
+    """What to do about a tile kernel's spills: for a stream-K kernel, the persistent schedule
+    (passes/stream_k.py says why it spills); for an ft.mma kernel with a large tile on sm_90
     or newer, the 2-block cluster hint (measured on the H200: an f16 GEMM of 128 x 256 or
     256 x 128 tiles spills and runs at 6-11% of cuBLAS, with the hint at 86-93%); else
     smaller tiles or a lower occupancy hint, which leaves each thread more registers."""
+    if s.out.fn.attrs.get("stream_k") is not None:
+        return ("with a stream-K schedule tileiras 13.5 spills the accumulator around the MMAs "
+                "(the partial sums' store and the atomic count), and such a GEMM ran 1.3 to 6 "
+                "times slower than launched with ft.persistent() on the H200; partition with "
+                "schedule=ft.persistent() instead (benchmarks/RESULTS.md, session 13)")
     big = any(math.prod(t) >= 128 * 256 for t in tiles)
     mma = any(op.name == Op.TILE_MMA for op in s.out.fn.walk())
     if big and mma and int("".join(ch for ch in s.arch if ch.isdigit()) or 0) >= 90:

@@ -116,10 +116,14 @@ class Persistent:
     of ``P`` takes tiles ``b, b + P, b + 2P, ...`` of the partition in ``order``: ``"row"``
     (axis 0 fastest, then 1, then 2) or ``"grouped"`` (``group`` tiles along axis 0 at a time,
     walking axis 1 within the group, per axis-2 slice: Triton's L2-friendly matmul order). Both
-    orders are bijections onto the tiles, so every tile still has exactly one writer."""
+    orders are bijections onto the tiles, so every tile still has exactly one writer.
+    ``stream_k``: the blocks also split the iterations of the kernel's reduction loop
+    (``passes/stream_k.py``): the last waves' tiles are shared by consecutive blocks, whose
+    partial sums the tile's owner adds before it runs the rest of the body."""
 
     order: str = "grouped"
     group: int = 8
+    stream_k: bool = False
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,8 @@ class TensorView:
     def __str__(self) -> str:
         tile = f", tile {self.tile_shape}" if self.tile_shape else ""
         if self.schedule is not None:
-            tile += f", persistent {self.schedule.order}" + (
+            tile += f", {'stream-k' if self.schedule.stream_k else 'persistent'} " \
+                f"{self.schedule.order}" + (
                 f" {self.schedule.group}" if self.schedule.order == "grouped" else "")
         return f"tensor<{self.dtype.name}, {self.ndim}d, {self.role.value}{tile}>"
 

@@ -37,7 +37,7 @@ from fearless.runtime.args import library_streams, scalar
 from fearless.runtime.contract import check_names, requirements
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import load_rebuilding
-from fearless.runtime.partition import Partition
+from fearless.runtime.partition import Partition, StreamK
 from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.tracebacks import user_facing, warn_user
@@ -179,7 +179,7 @@ class TileKernel(BaseKernel):
                 if arg.schedule is not None:  # what the compiled kernel depends on
                     order = arg.schedule.order
                     schedule = T.Persistent(order, arg.schedule.group if order == "grouped"
-                                            else 1)
+                                            else 1, isinstance(arg.schedule, StreamK))
             infos.append(P.ArgInfo(t.dtype, t.ndim, tile_shape=tile_shape,
                                    layout=self._layout(t, backend, ahead), schedule=schedule))
             tensors.append(t)

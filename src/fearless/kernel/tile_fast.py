@@ -25,7 +25,7 @@ from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.partition import Partition
 from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor
-from fearless.runtime.tile_launch import fits, hardware_grid
+from fearless.runtime.tile_launch import arguments, fits, hardware_grid
 
 INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
 
@@ -175,6 +175,7 @@ class TilePlan:
                 follow(stream, theirs)
             if not empty:
                 pack.launch(loaded.function, hw, (1, 1, 1), 0, stream.handle,
-                            loaded.params.fill(a), name, loaded.pdl)
+                            loaded.params.fill(arguments(loaded, a, grid, stream)), name,
+                            loaded.pdl)
         return DeviceOperation(enqueue, runtime_args, reads=reads, writes=writes,
                                partitions=partitions, label=self.label)

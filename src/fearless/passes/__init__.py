@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fearless.passes import (access, barriers, bounds, contract, disjoint, inbounds,
-                             memory_order, own_tile, persistent, shared, simplify, tile_subset,
-                             warps)
+                             memory_order, own_tile, persistent, shared, simplify, stream_k,
+                             tile_subset, warps)
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,7 @@ TILE_PASSES = (  # the checks first: simplify would drop an unused read they ref
     ("subset", tile_subset.run),         # only what Tile IR expresses: the GPU runs the same
     ("simplify", simplify.run),          # drop unused pure ops
     ("persistent", persistent.run),      # a persistent schedule: the body once per tile
+    ("stream_k", stream_k.run),          # stream-K: tiles and pieces of their loops per block
     ("memory_order", memory_order.run),  # the loads and stores that tokens must order
 )
 

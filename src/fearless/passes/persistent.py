@@ -29,10 +29,10 @@ from fearless.ir.types import INDEX, Role, TensorView
 
 def run(fn: Function, options) -> Function:
     outs = [p for p in fn.params if isinstance(p.type, TensorView) and p.type.role is Role.OUT
-            and p.type.schedule is not None]
-    if not outs:
+            and p.type.schedule is not None and not p.type.schedule.stream_k]
+    if not outs:  # none, or stream-K's (passes/stream_k.py)
         return fn
-    _refuse_returns(fn, fn.body)
+    refuse_returns(fn, fn.body, "persistent")
     out, schedule = outs[0].value, outs[0].type.schedule
     entry = Region()
     b = Builder(entry)
@@ -49,14 +49,16 @@ def run(fn: Function, options) -> Function:
     return fn
 
 
-def _refuse_returns(fn: Function, region: Region) -> None:
+def refuse_returns(fn: Function, region: Region, schedule: str) -> None:
+    """CompileError at a ``return`` that would leave the kernel from ``region`` (the
+    ``schedule`` named in the message loops the body over the block's tiles)."""
     for op in region.ops:
         if op.name == Op.CF_RETURN:
-            raise CompileError("a kernel launched with a persistent schedule runs its body once "
+            raise CompileError(f"a kernel launched with a {schedule} schedule runs its body once "
                                "per tile, and this return would end every later tile of the "
                                "block too", kernel=fn.name, span=op.span,
                                help="put the rest of the body under if/else instead of "
                                     "returning, or partition without schedule=")
         if op.name != Op.SCF_INLINE:  # a return inside an inlined function leaves only it
             for inner in op.regions:
-                _refuse_returns(fn, inner)
+                refuse_returns(fn, inner, schedule)

@@ -16,6 +16,9 @@ A persistent schedule (``schedule=fearless.tile.persistent(...)``, cutile-rs's
 of one per tile: block ``b`` of ``P`` runs the kernel body for tiles ``b, b + P, b + 2P, ...`` of
 an order the runtime builds (``ir.types.Persistent``), each a bijection onto the tiles. The user
 names an order, never a mapping, so no schedule can give one tile to two blocks or leave one out.
+A stream-K schedule (``fearless.tile.stream_k``) also splits the kernel's reduction loop between
+blocks for the last waves' tiles; each tile's output is still stored by one block, its owner,
+which adds the other blocks' partial sums first (``passes/stream_k.py``).
 """
 from __future__ import annotations
 
@@ -67,6 +70,34 @@ def persistent(blocks: int | None = None, order: str = "grouped", group: int = 8
     if order not in ORDERS:
         raise PartitionError(f"persistent(order={order!r}): one of {', '.join(ORDERS)}")
     return Persistent(blocks, order, group)
+
+
+@dataclass(frozen=True)
+class StreamK(Persistent):
+    """A stream-K schedule (make it with ``fearless.tile.stream_k``): a persistent launch whose
+    blocks also share the reduction loops of the last waves' tiles (``passes/stream_k.py``)."""
+
+
+@user_facing
+def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) -> StreamK:
+    """A stream-K schedule for ``t.partition(tile_shape, schedule=...)``, for a kernel whose
+    output is a sum over one loop (a GEMM's K loop): the launch runs ``blocks`` tile blocks
+    (default: one per SM times the kernel's ``occupancy`` hint, also when there are fewer
+    tiles), which split the loop's iterations evenly (Osama et al., "Stream-K: Work-centric
+    Parallel Decomposition for Dense Matrix-Matrix Multiplication on the GPU", PPoPP 2023):
+    whole waves of tiles go one to a block as with ``persistent``, and the last one or two
+    waves' iterations are cut into equal shares, so a tile may be summed by several blocks.
+    Each tile is still stored by one block, the one that runs its last iteration, after it has
+    added the other blocks' partial sums (in f32, in block order; the result differs from one
+    block's sum only by the order of the additions). Blocks wait for their partial sums, which
+    relies on the blocks before them having started (CUDA starts a grid's blocks in order, and
+    one wave of blocks is resident at once). ``order`` and ``group`` as for ``persistent``.
+    The kernel must be a sum the compiler can split (CompileError otherwise, at the loop):
+    one top-level ``for k in range(n)`` whose loop-carried value starts at zero and is only
+    updated as ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``; nothing stored before or
+    inside the loop. Raises ArgumentTypeError or PartitionError as ``persistent`` does."""
+    p = persistent(blocks, order, group)
+    return StreamK(p.blocks, p.order, p.group)
 
 
 def tile_shape_of(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -156,11 +187,14 @@ class Partition:
     def launch_grid(self, per_sm: int = 1) -> tuple[int, int, int]:
         """The tile blocks a launch over this partition runs (x, y, z): ``grid``, one per tile;
         persistent, ``(P, 1, 1)`` with ``P`` the schedule's blocks (default ``per_sm`` per SM,
-        the kernel's occupancy), at most the tiles (none for no tiles)."""
+        the kernel's occupancy), at most the tiles (stream-K: also more; none for no
+        tiles)."""
         if self.schedule is None:
             return self.grid
         tiles = prod(self.grid)
         blocks = self.schedule.blocks or max(per_sm, 1) * multiprocessor_count()
+        if isinstance(self.schedule, StreamK):  # more blocks than tiles share their loops
+            return (blocks if tiles else 0, 1, 1)
         return (min(blocks, tiles), 1, 1)
 
     @user_facing

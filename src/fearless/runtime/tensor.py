@@ -257,8 +257,10 @@ class Tensor:
     def partition(self, tile_shape, schedule: Persistent | None = None) -> Partition:
         """Move this tensor into a Partition with tiles of ``tile_shape`` (an int or a tuple,
         one dimension >= 1 per axis, rank 1 to 3) for exclusive use as a kernel output;
-        ``schedule``: None (one tile block per tile) or ``fearless.tile.persistent(...)`` (a
-        fixed number of tile blocks, each running the kernel for its tiles in turn).
+        ``schedule``: None (one tile block per tile), ``fearless.tile.persistent(...)`` (a
+        fixed number of tile blocks, each running the kernel for its tiles in turn) or
+        ``fearless.tile.stream_k(...)`` (persistent, the last waves' reduction loops split
+        between blocks).
 
         This handle is moved: later uses other than ``shape``/``strides``/``dtype`` raise
         MovedError; ``Partition.unpartition()`` returns a fresh tensor. Raises AliasError when
@@ -270,7 +272,8 @@ class Tensor:
         """
         tile = tile_shape_of(tile_shape, self.shape)
         if schedule is not None and not isinstance(schedule, Persistent):
-            raise ArgumentTypeError(f"schedule= takes fearless.tile.persistent(...), got "
+            raise ArgumentTypeError(f"schedule= takes fearless.tile.persistent(...) or "
+                                    f"stream_k(...), got "
                                     f"{type(schedule).__name__}")
         if self._moved is not None:
             self._refuse_moved("partition it")

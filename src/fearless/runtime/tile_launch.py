@@ -29,6 +29,7 @@ class LoadedTile:
     params: pack.ParamBuffer       # the entry parameters, packed at their byte offsets
     grouped: bool                  # launched 1-d in grouped tile order (a 2-d Out partition)
     pdl: bool = False              # launched with programmatic stream serialization
+    stream_k: tuple = ()           # (dtype, shape) of a stream-K launch's partial sums
 
 
 OBSERVER = None  # fl.stats while it counts (runtime/stats.py): told of each launch
@@ -39,7 +40,16 @@ def load_tile(name: str, cubin: bytes, info) -> LoadedTile:
     loaded = load(name, cubin, "")
     offsets = _driver_offsets(loaded.handle, len(info.abi.slots))
     return LoadedTile(name, loaded.function, pack.ParamBuffer(info.abi, offsets), info.grouped,
-                      info.pdl and CONFIG.pdl)
+                      info.pdl and CONFIG.pdl, info.stream_k)
+
+
+def arguments(loaded: LoadedTile, a: list, grid: tuple, stream: Stream) -> list:
+    """The launch's per-parameter arguments ``a``, with a stream-K kernel's workspace views
+    appended (``runtime/workspace.py``)."""
+    if not loaded.stream_k:
+        return a
+    from fearless.runtime import workspace
+    return a + workspace.views(stream, grid[0], *loaded.stream_k)
 
 
 def _driver_offsets(handle, n: int) -> list | None:
@@ -96,7 +106,8 @@ def launch_cuda(loaded: LoadedTile, grid: tuple, tensors: list, scalars: list,
         return
     a = [of_tensor(t) if t is not None else s for t, s in zip(tensors, scalars)]
     pack.launch(loaded.function, hardware_grid(grid, loaded.grouped), (1, 1, 1), 0,
-                stream.handle, loaded.params.fill(a), loaded.name, loaded.pdl)
+                stream.handle, loaded.params.fill(arguments(loaded, a, grid, stream)),
+                loaded.name, loaded.pdl)
 
 
 def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list,

@@ -35,7 +35,7 @@ def __getattr__(name: str):
     if name in ("autotune", "Config"):
         from fearless.tile import tuning
         return getattr(tuning, name)
-    if name in ("persistent", "Persistent"):   # the runtime's schedules (runtime/partition.py)
+    if name in ("persistent", "Persistent", "stream_k", "StreamK"):   # the runtime's schedules (runtime/partition.py)
         from fearless.runtime import partition
         return getattr(partition, name)
     if name == "configs":   # the default search spaces of ft.autotune (a submodule)
@@ -49,8 +49,8 @@ def __dir__() -> list:
     return sorted(set(globals()) | set(__all__))
 
 
-__all__ = ["kernel", "TileKernel", "autotune", "Config", "configs", "persistent", "In", "Out",
-           "Atomic", "Const", "load", "load_like", "gather",
+__all__ = ["kernel", "TileKernel", "autotune", "Config", "configs", "persistent", "stream_k",
+           "In", "Out", "Atomic", "Const", "load", "load_like", "gather",
            "scatter", "zeros", "full", "arange", "cdiv", "mma", "broadcast", "reshape", "permute",
            "transpose", "where", "exp", "exp2", "log", "sqrt", "rsqrt", "tanh", "maximum",
            "minimum", "argmax"]

@@ -44,8 +44,9 @@ class _Block:
     """The state of one tile block: its coordinates, the values and the local slots."""
 
     def __init__(self, fn: Function, args: list, coords: tuple, grid: tuple,
-                 races: list | None = None):
+                 races: list | None = None, partials: dict | None = None):
         self.coords, self.grid = coords, grid     # the own tile, and the partition's grid
+        self.partials = partials  # a stream-K launch's partial sums by slot, and counts
         self.launch = coords[0] + grid[0] * (coords[1] + grid[1] * coords[2])  # tile.select
         self.launched = grid[0] * grid[1] * grid[2]                            # changes coords
         self.races = races  # the launch's races found (the first is kept), None: not looked for
@@ -81,15 +82,19 @@ def run(fn: Function, grid: tuple[int, int, int], args: list, racecheck: bool = 
     """
     gx, gy, gz = grid
     races = [] if racecheck else None
+    partials: dict = {}
     with np.errstate(all="ignore"):
         for z in range(gz):
             for y in range(gy):
                 for x in range(gx):
-                    block = _Block(fn, args, (x, y, z), grid, races)
+                    block = _Block(fn, args, (x, y, z), grid, races, partials)
                     try:
                         block.region(fn.body)
                     except _Return:
                         pass
+    if partials:  # passes/stream_k.py: each partial is read by its tile's owner
+        raise InternalError(f"stream-K launch of '{fn.name}': partial sums or counts "
+                            f"{sorted(partials, key=str)} left over")
     if races:
         raise races[0].with_kernel(fn.name)
 
@@ -287,6 +292,34 @@ def _select(block, op):
                            op.attrs["group"])
 
 
+def _partial_store(block, op):
+    slot = int(block.value(op.operands[1]))
+    if slot in block.partials:
+        raise InternalError(f"stream-K: slot {slot} written twice in one launch")
+    block.partials[slot] = np.array(block.value(op.operands[0]))
+
+
+def _arrive(block, op):
+    """Count a shared tile's iterations (``passes/stream_k.py``); blocks run in order here,
+    so the last to arrive is the highest-numbered, as it may be on the GPU."""
+    key = ("arrived", int(block.value(op.operands[0])))
+    done = block.partials.get(key, 0) + int(block.value(op.operands[1]))
+    last = done == int(block.value(op.operands[2]))
+    if last:
+        block.partials.pop(key, None)
+    else:
+        block.partials[key] = done
+    block.set(op, np.bool_(last))
+
+
+def _partial_load(block, op):
+    slot = int(block.value(op.operands[0]))
+    if slot not in block.partials:
+        raise InternalError(f"stream-K: block {block.launch} reads slot {slot}, which no block "
+                            f"wrote")
+    block.set(op, block.partials.pop(slot))
+
+
 def _local_store(block, op):
     block.value(op.operands[0])[0] = block.value(op.operands[1])
 
@@ -304,6 +337,9 @@ RULES = {
     Op.TILE_LAUNCH_BLOCKS: lambda block, op: block.set(op, np.int64(block.launched)),
     Op.TILE_NUM_TILES: lambda block, op: block.set(op, np.int64(np.prod(_grid(block, op)))),
     Op.TILE_SELECT: _select,
+    Op.TILE_PARTIAL_STORE: _partial_store,
+    Op.TILE_PARTIAL_LOAD: _partial_load,
+    Op.TILE_ARRIVE: _arrive,
     Op.TILE_DIM: lambda block, op: block.set(
         op, np.int64(block.value(op.operands[0]).shape[op.attrs["axis"]])),
     Op.TILE_LOAD: _load,

@@ -27,7 +27,8 @@ import functools
 import math
 import re
 
-from fearless.backends.tileir import control, mathlib, memory, schedule, special, tir
+from fearless.backends.tileir import control, mathlib, memory, schedule, special, stream_k, \
+    tir
 from fearless.backends.tileir.builder import Builder
 from fearless.compiler.abi import SCALAR, Abi, Slot, array_slots, scalar_code
 from fearless.dtypes import DType, int_range
@@ -54,16 +55,20 @@ def tile_type(t) -> tir.TileType:
     return tir.tile(elem(t.dtype))
 
 
-def abi(types) -> Abi:
+def abi(types, workspace: bool = False) -> Abi:
     """The entry parameters for IR parameter types, in the order ``Lowering`` declares them: per
     tensor its pointer, i32 extents and the i32 strides of all axes but a unit-stride inner one;
-    per scalar its value. The launcher packs arguments in this order."""
+    per scalar its value; with ``workspace`` (a stream-K kernel, ``stream_k.py``) then two
+    arrays of one axis, the partial sums and the flags, as parameters ``len(types)`` and
+    ``len(types) + 1``. The launcher packs arguments in this order."""
     slots = []
     for i, t in enumerate(types):
         if isinstance(t, T.TensorView):
             slots += array_slots(i, t.ndim, t.ndim - (1 if t.layout.unit_inner else 0), "i")
         else:
             slots.append(Slot(SCALAR, i, 0, scalar_code(t.dtype)))
+    if workspace:
+        slots += array_slots(len(types), 1, 0, "i") + array_slots(len(types) + 1, 1, 0, "i")
     return Abi(tuple(slots))
 
 
@@ -109,6 +114,7 @@ class Lowering:
                                                                 else 0))
             else:
                 params.append(tile_type(p.type))
+        params += stream_k.entry_params(fn, elem)
         self.entry = self.module.entry(fn.name, params, hints or None)
         self.b: Builder = self.entry.builder()
         self.env: dict[int, object] = {}
@@ -118,6 +124,7 @@ class Lowering:
         self.exits: list = []  # control.py: the loops and return targets around the op
         self.tail = False  # whether the op being lowered is in tail position (region())
         self.condition = None  # the value of the last scf.condition (a while's test)
+        self.workspace = None  # a stream-K kernel's (partials view, flags, tile shape)
 
     # values -----------------------------------------------------------------------------------
 
@@ -169,6 +176,7 @@ class Lowering:
             self.token = b.gdc_wait()
         else:
             self.token = b.make_token()
+        stream_k.prologue(self, args, elem)  # the entry's last parameters
         ordered = {id(op.operands[0]) for op in self.fn.walk()
                    if op.name in _MEMORY and op.attrs.get("order") is not None}
         for p in self.fn.params:
@@ -219,6 +227,8 @@ class Lowering:
         of the Out tensor it loads or stores."""
         if op.name == Op.LOCAL_STORE:
             return [id(op.operands[0])]
+        if op.name in stream_k.RULES:
+            return [stream_k.WORKSPACE]
         if op.name in _MEMORY and op.attrs.get("order") is not None:
             tensor = id(op.operands[0])
             return [(_LAST_OP, tensor)] + ([(_LAST_STORE, tensor)] if op.name in _WRITES
@@ -702,6 +712,7 @@ RULES = {
     Op.TILE_IOTA: lambda low, op: low.set(op, low.b.iota(tile_type(op.results[0].type))),
     Op.TILE_MMA: _mma,
     **memory.RULES,
+    **stream_k.RULES,
     Op.LOCAL_ALLOC: _local_alloc,
     Op.LOCAL_LOAD: _local_load,
     Op.LOCAL_STORE: _local_store,

@@ -11,6 +11,14 @@
                                                tile %v of the partition in that order
                                                (``passes/persistent.py``; a bijection, so
                                                every tile keeps exactly one owner)
+    tile.partial_store %acc, %s                a stream-K block's partial sum of a shared
+                                               tile, into slot %s of the launch's workspace
+                                               (``passes/stream_k.py``: slots 2b and 2b + 1
+                                               are block b's, one per piece)
+    tile.arrive %i, %n, %q       -> bool       add %n to shared tile %i's counter (after the
+                                               block's partial store); true in the one block
+                                               whose add completes %q, which resets it to 0
+    tile.partial_load %s         -> tile       read slot %s (after an arrive that gave true)
     tile.load %t, %i0, ...       -> tile       attr shape: the tile at tile coordinates (i0, ...)
                                                of the grid of ``shape`` tiles over %t; elements
                                                past the tensor's edge read as zero
@@ -35,7 +43,7 @@ from __future__ import annotations
 
 from math import prod
 
-from fearless.dtypes import i32
+from fearless.dtypes import bool_, i32
 from fearless.ir.opdef import Op, all_of, define, no_results
 from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
 
@@ -239,6 +247,33 @@ define(Op.TILE_NUM_TILES, "tiles of an Out partition", _out, track="tile",
        result=lambda ts, attrs: [INDEX], operands=1, results=1)
 define(Op.TILE_SELECT, "make tile %v (in attr order) the block's own tile", _select,
        side_effects=True, track="tile", result=no_results, operands=2, results=0)
+def _partial_store(op):
+    acc, slot = op.operands
+    if not isinstance(acc.type, Tile) or not acc.type.dtype.is_float:
+        return "a partial sum is a float tile"
+    return None if slot.type == INDEX else "the slot is an i64"
+
+
+def _partial_load(op):
+    (slot,) = op.operands
+    t = op.result.type
+    if not isinstance(t, Tile) or not t.dtype.is_float:
+        return "a partial sum is a float tile"
+    return None if slot.type == INDEX else "the slot is an i64"
+
+
+def _arrive(op):
+    return None if all(v.type == INDEX for v in op.operands) else "operands are i64"
+
+
+define(Op.TILE_PARTIAL_STORE, "store a stream-K block's partial sum in a workspace slot",
+       _partial_store, side_effects=True, track="tile", result=no_results, operands=2,
+       results=0)
+define(Op.TILE_ARRIVE, "count a shared tile's iterations done; true for the block that "
+       "completes them", _arrive, side_effects=True, track="tile", operands=3, results=1,
+       result=lambda ts, attrs: [Scalar(bool_)])
+define(Op.TILE_PARTIAL_LOAD, "read a workspace slot's partial sum", _partial_load,
+       side_effects=True, track="tile", operands=1, results=1)
 define(Op.TILE_DIM, "extent of one axis of a tensor parameter",
        _dim,
        track="tile", result=lambda ts, attrs: [INDEX], operands=1, results=1)

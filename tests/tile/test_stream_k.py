@@ -1,0 +1,207 @@
+"""Stream-K tile kernels (``t.partition(tile, schedule=ft.stream_k(...))``, passes/stream_k.py):
+the blocks of a persistent launch also split the iterations of the kernel's reduction loop,
+and the tile's last arriving block adds the partial sums. Every tile's sum is right and stored
+once; the result does not depend on which block arrives last; kernels whose loop is not a
+sum the compiler can split are refused at compile time, at the line that breaks the rule."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fearless as fl
+from fearless import tile as ft
+from fearless.backends.cpu import tile as cpu_tile
+from fearless.dtypes import bf16, f16, f32
+from fearless.errors import CompileError, PartitionError
+from fearless.ir.opdef import Op
+from fearless.runtime.partition import StreamK
+from tests.support import BACKENDS
+from tests.tile.tile_kernels import matmul
+
+rng = np.random.default_rng(23)
+
+
+def _gemm(m, n, k, tile, schedule, dtype=f16, out=f32, bk=32):
+    a = rng.standard_normal((m, k)).astype(dtype.numpy)
+    b = rng.standard_normal((k, n)).astype(dtype.numpy)
+    c = fl.full((m, n), np.nan, out).partition(tile, schedule=schedule)
+    c, _, _ = matmul(c, fl.asarray(a), fl.asarray(b), bk=bk).sync()
+    return c.unpartition().numpy(), a.astype(np.float64), b.astype(np.float64)
+
+
+def _bound(a64, b64, out):
+    # 16-bit inputs are exact in f32; the f32 sums of k products (in any order and any split
+    # into pieces) err by at most k units of 2^-24 |a||b|; then one rounding to the output
+    k = a64.shape[1]
+    unit = {"f32": 0.0, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}[out.name]
+    want = a64 @ b64
+    return want, (np.abs(a64) @ np.abs(b64)) * k * 2.0 ** -24 * (1 + unit) + np.abs(want) * unit
+
+
+# m, n, k, tile, blocks, bk: fewer tiles than blocks (the loops split), more (whole tiles
+# first), edges, a K that is not a multiple of the step, one iteration, none
+CASES = [(64, 64, 96, (32, 32), 5, 16), (100, 70, 200, (32, 32), 7, 16),
+         (256, 128, 64, (32, 32), 3, 16), (130, 64, 160, (32, 32), 50, 16),
+         (96, 96, 1000, (32, 32), 4, 32), (200, 40, 37, (64, 32), 6, 16),
+         (33, 65, 16, (32, 32), 3, 16), (32, 32, 0, (32, 32), 4, 16)]
+
+
+@pytest.mark.parametrize("m, n, k, tile, blocks, bk", CASES)
+def test_a_stream_k_gemm_matches_numpy_on_the_cpu(m, n, k, tile, blocks, bk):
+    got, a64, b64 = _gemm(m, n, k, tile, ft.stream_k(blocks=blocks), bk=bk)
+    want, bound = _bound(a64, b64, f32)
+    assert not np.isnan(got).any()
+    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
+
+
+def test_the_loops_really_are_split_and_every_partial_is_added(monkeypatch):
+    seen = {"stores": 0, "loads": 0, "last": 0}
+    rules = dict(cpu_tile.RULES)
+
+    def count(name, key):
+        def rule(block, op):
+            rules[name](block, op)
+            if name != Op.TILE_ARRIVE or bool(block.value(op.results[0])):
+                seen[key] += 1
+        return rule
+    monkeypatch.setitem(cpu_tile.RULES, Op.TILE_PARTIAL_STORE, count(Op.TILE_PARTIAL_STORE,
+                                                                      "stores"))
+    monkeypatch.setitem(cpu_tile.RULES, Op.TILE_PARTIAL_LOAD, count(Op.TILE_PARTIAL_LOAD,
+                                                                     "loads"))
+    monkeypatch.setitem(cpu_tile.RULES, Op.TILE_ARRIVE, count(Op.TILE_ARRIVE, "last"))
+    # 4 tiles of 12 iterations (K 384, step 32) over 7 blocks: shares of 6-7 iterations
+    got, a64, b64 = _gemm(64, 64, 384, (32, 32), ft.stream_k(blocks=7))
+    want, bound = _bound(a64, b64, f32)
+    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
+    assert seen["last"] == 4                       # each tile completed by one block
+    assert seen["stores"] == seen["loads"] >= 8    # every piece's partial read once
+
+
+def test_short_loops_are_not_split_below_the_smallest_share(monkeypatch):
+    stores = []
+    rule = cpu_tile.RULES[Op.TILE_PARTIAL_STORE]
+    monkeypatch.setitem(cpu_tile.RULES, Op.TILE_PARTIAL_STORE,
+                        lambda block, op: (stores.append(1), rule(block, op)))
+    # 1 tile of 4 iterations over 50 blocks: one share (MIN_SHARE), no partial sums
+    got, a64, b64 = _gemm(32, 32, 128, (32, 32), ft.stream_k(blocks=50))
+    want, bound = _bound(a64, b64, f32)
+    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
+    assert stores == []
+
+
+def test_which_block_sums_a_tile_does_not_change_the_result():
+    # the sum runs over the pieces in block order from zero, so two launches agree bit for bit
+    rng_state = rng.bit_generator.state
+    first, _, _ = _gemm(64, 96, 640, (32, 32), ft.stream_k(blocks=11))
+    rng.bit_generator.state = rng_state
+    again, _, _ = _gemm(64, 96, 640, (32, 32), ft.stream_k(blocks=11))
+    np.testing.assert_array_equal(first, again)
+
+
+def test_the_launch_runs_the_schedules_blocks_even_with_fewer_tiles():
+    t = fl.zeros((100, 100), f32)
+    assert t.partition((50, 50), schedule=ft.stream_k(blocks=7)).launch_grid() == (7, 1, 1)
+    t = fl.zeros((0, 100), f32)
+    assert t.partition((50, 50), schedule=ft.stream_k(blocks=7)).launch_grid()[0] == 0
+
+
+def test_bad_stream_k_schedules_are_refused():
+    with pytest.raises(PartitionError, match="blocks=0"):
+        ft.stream_k(blocks=0)
+    with pytest.raises(PartitionError, match="order"):
+        ft.stream_k(order="diagonal")
+    assert isinstance(ft.stream_k(), StreamK) and ft.stream_k() != ft.persistent()
+
+
+@ft.kernel
+def store_first(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    c.store(ft.zeros((bm, bn), c.dtype))
+    acc = ft.zeros((bm, bn), f32)
+    for k in range(ft.cdiv(a.shape[1], bk)):
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    c.store(acc.astype(c.dtype))
+
+
+@ft.kernel
+def accumulate_into_c(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    acc = c.load().astype(f32)
+    for k in range(ft.cdiv(a.shape[1], bk)):
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    c.store(acc.astype(c.dtype))
+
+
+@ft.kernel
+def scaled_each_step(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    acc = ft.zeros((bm, bn), f32)
+    for k in range(ft.cdiv(a.shape[1], bk)):
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc * 0.5)
+    c.store(acc.astype(c.dtype))
+
+
+@ft.kernel
+def triangle(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    acc = ft.zeros((bm, bn), f32)
+    for k in range(i + 1):
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    c.store(acc.astype(c.dtype))
+
+
+@ft.kernel
+def stops_early(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    acc = ft.zeros((bm, bn), f32)
+    for k in range(ft.cdiv(a.shape[1], bk)):
+        if k == 3:
+            break
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    c.store(acc.astype(c.dtype))
+
+
+@ft.kernel
+def no_loop(c: ft.Out, a: ft.In, b: ft.In):
+    c.store(ft.load_like(a, c))
+
+
+@pytest.mark.parametrize("kernel, why", [
+    (store_first, "may not write memory"),
+    (accumulate_into_c, "starts at zero"),
+    (scaled_each_step, "acc = acc \\+ x"),
+    (triangle, "trip count"),
+    (stops_early, "where they stop"),
+    (no_loop, "no top-level for loop"),
+], ids=lambda v: getattr(v, "name", None))
+def test_a_loop_that_is_not_a_splittable_sum_is_refused_at_compile_time(kernel, why):
+    a, b = fl.asarray(np.ones((64, 64), np.float16)), fl.asarray(np.ones((64, 64), np.float16))
+    c = fl.zeros((64, 64), f16).partition((32, 32), schedule=ft.stream_k(blocks=3))
+    with pytest.raises(CompileError, match=why) as info:
+        kernel(c, a, b)
+    assert info.value.kernel == kernel.name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [f16, bf16], ids=str)
+@pytest.mark.parametrize("m, n, k, tile", [(128, 1024, 4096, (128, 64)), (100, 300, 1000, (64, 64)),
+                                           (1000, 700, 2000, (128, 128)),
+                                           (600, 500, 3000, (64, 128))])
+def test_a_stream_k_gemm_is_right_and_repeatable_on_the_gpu(m, n, k, tile, dtype):
+    a = rng.standard_normal((m, k)).astype(dtype.numpy)
+    b = rng.standard_normal((k, n)).astype(dtype.numpy)
+    fa, fb = fl.asarray(a), fl.asarray(b)
+
+    def run():
+        c = fl.full((m, n), np.nan, dtype).partition(tile, schedule=ft.stream_k())
+        return matmul(c, fa, fb, bk=64).sync()[0].unpartition().numpy().astype(np.float64)
+    got = run()
+    want, bound = _bound(a.astype(np.float64), b.astype(np.float64), dtype)
+    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
+    for _ in range(3):   # a race between blocks would show as a change between launches
+        np.testing.assert_array_equal(run(), got)
