@@ -34,7 +34,8 @@ cuBLAS's C, and the warnings of its compile (``PerformanceWarning``: spills, los
 captured per specialisation. Then the issue's targets: per dtype the geometric mean of
 best-fearless / cuBLAS over the square sizes 2048-16384 (>= 98%, none below 95%), the LLM shapes
 with M >= 128 (each >= 95%), M <= 16 (>= 85% of copy bandwidth), and every config >= 70% of the
-best of its shape unless its compile warned.
+best of its shape unless its compile warned (for M <= 16 only nn.linear counts: the GEMM tiles of
+128 rows are not what fearless offers for a decode step).
 
 Run from the repository root on the GPU machine:
     PYTHONPATH=src:. python3 benchmarks/bench_gemm.py [--quick] [--full]
@@ -365,7 +366,8 @@ def flagged(row: dict) -> bool:
 
 
 def shape_summary(shape: Shape, rows: list[dict]) -> dict:
-    """Best fearless config (fastest correct row) and each fearless row's % of it."""
+    """Best fearless config (fastest correct row) and each fearless row's % of it; ``weak``:
+    the configs offered for the shape below 70% of the best without a compile warning."""
     cublas = next((r for r in rows if r["config"] == "cuBLAS"), None)
     good = [r for r in rows if r["who"] == "fearless" and r.get("ok", True)]
     best = min(good, key=lambda r: r["ms"], default=None)
@@ -382,7 +384,10 @@ def shape_summary(shape: Shape, rows: list[dict]) -> dict:
         if r["who"] == "fearless":
             r["pct_best"] = 100 * best["ms"] / r["ms"]
             s["configs"][r["config"]] = r["pct_best"]
-            if r["pct_best"] < 100 * TARGETS["of_best"] and not flagged(r):
+            # for a decode shape fearless offers nn.linear's GEMV; the GEMM tiles (128 rows
+            # for 1 or 16) are timed for scale only
+            offered = not shape.decode or r["config"] == DECODE
+            if offered and r["pct_best"] < 100 * TARGETS["of_best"] and not flagged(r):
                 s["weak"].append(r["config"])
     return s
 

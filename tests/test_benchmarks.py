@@ -89,3 +89,21 @@ def test_dry_run_passes(tmp_path, monkeypatch):
     assert bench.main(["--dry-run", "--shapes", "2048", "--dtypes", "bf16"]) == 0
     log = (tmp_path / "bench_gemm.log").read_text()
     assert "ft.autotune" in log and "nn.linear" in log
+
+
+def test_only_the_offered_path_counts_against_a_decode_shapes_best():
+    bench = _bench_gemm()
+    from fearless import f16
+
+    def rows(configs):
+        return [{"config": c, "who": "fearless", "ms": ms, "tflops": 1.0}
+                for c, ms in configs] + [{"config": "cuBLAS", "who": "peer", "ms": 1.0,
+                                          "tflops": 1.0}]
+    slow = [(bench.DECODE, 1.0), ("128x128", 3.0)]
+    decode = bench.shape_summary(bench.Shape("llm", 1, 4096, 4096, f16), rows(slow))
+    square = bench.shape_summary(bench.Shape("square", 4096, 4096, 4096, f16), rows(slow))
+    assert decode["weak"] == [] and square["weak"] == ["128x128"]
+    # nn.linear itself below 70% of a GEMM tile on a decode shape still counts
+    flipped = bench.shape_summary(bench.Shape("llm", 16, 4096, 4096, f16),
+                                  rows([(bench.DECODE, 3.0), ("128x128", 1.0)]))
+    assert flipped["weak"] == [bench.DECODE]
