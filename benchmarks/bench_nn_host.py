@@ -178,6 +178,7 @@ def cuda_fast_path_stub():
         grouped = False
         function = None
         pdl = False
+        stream_k = ()
 
         class params:  # noqa: N801 - stands in for the cubin's parameter packer
             @staticmethod

@@ -56,7 +56,7 @@ def run(fn: Function, name: str) -> Function:
 
 def test_the_tile_pass_list_is_the_documented_order():
     assert [name for name, _ in TILE_PASSES] == ["own_tile", "subset", "simplify",
-                                                 "persistent", "memory_order"]
+                                                 "persistent", "stream_k", "memory_order"]
 
 
 # own_tile ---------------------------------------------------------------------------------------

@@ -114,7 +114,7 @@ class _Fill:
 
 
 class _Loaded:  # a LoadedTile stand-in
-    function, grouped, name, pdl = 7, False, "affine", False
+    function, grouped, name, pdl, stream_k = 7, False, "affine", False, ()
     params = _Fill()
 
 

@@ -317,7 +317,7 @@ def plus_one(o: ft.Out[fl.f32], x: ft.In[fl.f32]):  # apart from add_one, whose 
 
 
 class _Loaded:  # a stand-in for a LoadedTile: operations here are cancelled, never run
-    function, grouped, params, name, pdl = 0, False, None, "add_one", False
+    function, grouped, params, name, pdl, stream_k = 0, False, None, "add_one", False, ()
 
 
 def test_the_tile_fast_path_keys_and_refusals():

@@ -167,6 +167,18 @@ def stops_early(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
 
 
 @ft.kernel
+def last_step(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 32):
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    acc = ft.zeros((bm, bn), f32)
+    last = 0
+    for k in range(ft.cdiv(a.shape[1], bk)):
+        last = k
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    c.store((acc + last).astype(c.dtype))
+
+
+@ft.kernel
 def no_loop(c: ft.Out, a: ft.In, b: ft.In):
     c.store(ft.load_like(a, c))
 
@@ -177,6 +189,7 @@ def no_loop(c: ft.Out, a: ft.In, b: ft.In):
     (scaled_each_step, "acc = acc \\+ x"),
     (triangle, "trip count"),
     (stops_early, "where they stop"),
+    (last_step, "a value the loop leaves behind"),
     (no_loop, "no top-level for loop"),
 ], ids=lambda v: getattr(v, "name", None))
 def test_a_loop_that_is_not_a_splittable_sum_is_refused_at_compile_time(kernel, why):
@@ -205,3 +218,42 @@ def test_a_stream_k_gemm_is_right_and_repeatable_on_the_gpu(m, n, k, tile, dtype
     np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
     for _ in range(3):   # a race between blocks would show as a change between launches
         np.testing.assert_array_equal(run(), got)
+
+
+class _FakeBuffer:
+    def __init__(self, nbytes):
+        self.handle, self.nbytes = 4096 * (1 + len(_FakeBuffer.made)), nbytes
+        _FakeBuffer.made.append(self)
+
+
+_FakeBuffer.made = []
+
+
+def test_a_streams_workspace_grows_keeps_old_buffers_and_is_freed_with_the_stream(monkeypatch):
+    from types import SimpleNamespace
+    from fearless.runtime import dispatch, memory, workspace
+    _FakeBuffer.made.clear()
+    zeroed = []
+    monkeypatch.setattr(memory, "allocate", lambda nbytes, stream: _FakeBuffer(nbytes))
+    monkeypatch.setattr(memory, "memset", lambda at, byte, n, stream: zeroed.append((at, n)))
+    monkeypatch.setattr(workspace, "_quiet", [SimpleNamespace(core=SimpleNamespace(
+        sync=lambda: None))])
+
+    class FakeStream:
+        core = SimpleNamespace(sync=lambda: None)
+    stream = FakeStream()
+    partials, counters = workspace.views(stream, 132, f32, (128, 128))
+    # 264 counters (1056 bytes, rounded to 1280) zeroed first, then 264 slots of 64 KiB
+    assert counters[1] == _FakeBuffer.made[0].handle and counters[2] == (264,)
+    assert partials[1] == counters[1] + 1280 and partials[2] == (264,)
+    assert _FakeBuffer.made[0].nbytes == 1280 + 264 * 65536 and zeroed == [(counters[1], 1280)]
+    assert workspace.views(stream, 100, f32, (128, 128))[1][1] == counters[1]   # reused
+    workspace.views(stream, 200, f32, (128, 128))                               # grows
+    assert len(_FakeBuffer.made) == 2 and len(workspace._spaces[id(stream)].buffers) == 2
+    other = FakeStream()
+    workspace.views(other, 4, f32, (64, 64))
+    dispatch.forget_stream(other)                # a released graph's stream
+    assert id(other) not in workspace._spaces
+    key = id(stream)
+    del stream                                   # a stream that became garbage
+    assert key not in workspace._spaces

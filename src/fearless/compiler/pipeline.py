@@ -240,7 +240,7 @@ def _spill_advice(s: _State, tiles: list) -> str:
     smaller tiles or a lower occupancy hint, which leaves each thread more registers."""
     if s.out.fn.attrs.get("stream_k") is not None:
         return ("with a stream-K schedule tileiras 13.5 spills the accumulator around the MMAs "
-                "(the partial sums' store and the atomic count), and such a GEMM ran 1.3 to 6 "
+                "(the partial sums' store and the atomic count), and such a GEMM ran 1.1 to 13.7 "
                 "times slower than launched with ft.persistent() on the H200; partition with "
                 "schedule=ft.persistent() instead (benchmarks/RESULTS.md, session 13)")
     big = any(math.prod(t) >= 128 * 256 for t in tiles)

@@ -6,13 +6,13 @@ Work-centric Parallel Decomposition for Dense Matrix-Matrix Multiplication on th
 What can be split: the kernel body is ``<prefix> for k in range(n): <loop> <suffix>`` where
 the loop is the top-level ``for`` that carries one local, ``acc``: the prefix sets it to zero
 last, the loop updates it once per iteration as ``acc = ft.mma(x, y, acc)`` or ``acc = acc +
-x`` (the loaded ``acc`` used only there), and no other local carries a value from one
-iteration to the next (each is stored before it is read). Then ``acc`` after the loop is the
-sum over the iterations of terms that do not depend on it, and any partition of ``range(n)``
-into pieces gives the same sum up to the order of the additions. Nothing in the prefix or
-the loop may write memory (a piece's block is not the tile's owner) or leave the loop, and
-``n`` must follow from the parameters alone (every tile has as many iterations): otherwise a
-CompileError points at what breaks the rule.
+x`` (the loaded ``acc`` used only there), and no other local the loop stores carries a value
+into the next iteration (each is stored before it is read) or out of the loop. Then ``acc``
+after the loop is the sum over the iterations of terms that do not depend on it, and any
+partition of ``range(n)`` into pieces gives the same sum up to the order of the additions.
+Nothing in the prefix or the loop may write memory (a piece's block may not complete the
+tile) or leave the loop, and ``n`` must follow from the parameters alone (every tile has as
+many iterations): otherwise a CompileError points at what breaks the rule.
 
 The schedule (``P`` blocks, ``T`` tiles of ``q = max(n, 1)`` iterations): whole waves but the
 last one or two go one tile to a block as in ``persistent.py`` (block ``b`` takes tiles ``b +
@@ -36,10 +36,11 @@ in which the GPU runs the blocks can hang the launch. That block also resets the
 the workspace (``runtime/workspace.py``) is clean after every launch. This pass runs after
 the checks (on the body as written) and in place of ``persistent.py`` for these launches.
 
-Speed: with tileiras 13.5 the kernel this makes runs 1.3 to 6 times slower than the same
-kernel launched persistently on the H200 (benchmarks/RESULTS.md, session 13): with a second
-use of the accumulator (the partial store) and the atomic, tileiras spills the 128 x 128
-accumulator around the MMAs of both loops.
+Speed: with tileiras 13.5, on the H200, the best stream-K tile ran 1.1 to 3.1 times slower
+than the best persistent tile at every GEMM shape measured, and 128 x 128 against 128 x 128
+2.7 to 13.7 times (benchmarks/RESULTS.md, session 13): with a second use of the accumulator
+(the partial store) and the atomic, tileiras spills the accumulator around the MMAs of both
+loops.
 """
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ def run(fn: Function, options) -> Function:
     at, acc = _reduction(fn)
     prefix, loop, suffix = ops[:at], ops[at], ops[at + 1:]
     _refuse_writes(fn, prefix + [loop])
+    _refuse_last_values(fn, loop, suffix, acc)
     acc_type = _accumulator_type(fn, prefix, acc, loop)
 
     entry = Region()
@@ -122,7 +124,7 @@ def run(fn: Function, options) -> Function:
                       (shares, q, tq, base, shared))
     with s.b.at(body):
         finish = Region()
-        s.b.create(Op.SCF_IF, [s.b.create(Op.LOCAL_LOAD, [run_suffix], [BOOL]).result],
+        s.b.create(Op.SCF_IF, [s.b.create(Op.LOCAL_LOAD, [run_suffix]).result],
                    regions=[finish, Region()])
     finish.ops.extend(suffix)
     s.b.create(Op.SCF_FOR, [s.const(0), pieces, s.const(1)], attrs={"step_sign": 1},
@@ -135,7 +137,7 @@ def run(fn: Function, options) -> Function:
 def _finish_piece(s, acc, acc_type, slot, counter, done, run_suffix, shape) -> None:
     """A piece of a shared tile: store its partial sum, count its ``done`` iterations; the
     block that completes the tile sums the pieces and runs the rest of the body."""
-    s.b.create(Op.TILE_PARTIAL_STORE, [s.b.create(Op.LOCAL_LOAD, [acc], [acc_type]).result,
+    s.b.create(Op.TILE_PARTIAL_STORE, [s.b.create(Op.LOCAL_LOAD, [acc]).result,
                                        slot])
     last = s.b.create(Op.TILE_ARRIVE, [counter, done, shape[1]]).result
     s.b.create(Op.LOCAL_STORE, [run_suffix, last])
@@ -170,7 +172,7 @@ def _sum_partials(s, acc, acc_type, shares, q, tq, base, shared) -> None:
         first_of_c = s.cmp("eq", s.mul(s.div(s.add(base, lo), q), q), tq)
         slot = s.add(s.mul(c, s.const(2)), s.select(first_of_c, s.const(0), s.const(1)))
         part = s.b.create(Op.TILE_PARTIAL_LOAD, [slot], [acc_type]).result
-        now = s.b.create(Op.LOCAL_LOAD, [acc], [acc_type]).result
+        now = s.b.create(Op.LOCAL_LOAD, [acc]).result
         s.b.create(Op.LOCAL_STORE, [acc, s.b.create(Op.ADD, [now, part]).result])
 
 
@@ -368,6 +370,24 @@ def _accumulator_type(fn: Function, prefix, slot, loop):
         raise CompileError(f"a stream-K schedule adds partial sums as float tiles, and this "
                            f"loop's sum is a {t}", kernel=fn.name, span=last.span, help=HELP)
     return t
+
+
+def _refuse_last_values(fn: Function, loop, suffix, acc) -> None:
+    """CompileError at a read, after the loop, of a local the loop stores (but the sum): its
+    value is the last iteration's, which under stream-K is the last iteration of the piece
+    that the completing block ran, not the tile's."""
+    stored = {id(op.operands[0]) for op in loop.walk() if op.name == Op.LOCAL_STORE}
+    stored.discard(id(acc))
+    for top in suffix:
+        for op in top.walk():
+            if op.name == Op.LOCAL_LOAD and id(op.operands[0]) in stored:
+                raise CompileError("under a stream-K schedule the code after the reduction "
+                                   "loop runs in the block that completes the tile, after only "
+                                   "its own piece of the loop, so a value the loop leaves "
+                                   "behind (other than the sum) is not the tile's",
+                                   kernel=fn.name, span=op.span,
+                                   help="compute it after the loop from the parameters, or "
+                                        "partition without stream_k")
 
 
 def _refuse_writes(fn: Function, ops) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from fearless.errors import KernelBoundsError, LaunchError, RaceError
-from fearless.runtime import memory
+from fearless.runtime import memory, workspace
 from fearless.runtime.stream import Stream
 
 SLOTS = 4096
@@ -107,8 +107,10 @@ def borrow_error_words(stream: Stream, address: int, slots: int, owner) -> None:
 
 
 def forget_stream(stream: Stream) -> None:
-    """Free the error-word slots of a stream that will not be used again (a graph's)."""
+    """Free the error-word slots and the stream-K workspace (``workspace.py``) of a stream
+    that will not be used again (a graph's)."""
     _words.pop(id(stream), None)
+    workspace.forget(stream)
 
 
 def preconditions_hold(preconditions, names, tensors, launch) -> bool:

@@ -87,15 +87,18 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     Parallel Decomposition for Dense Matrix-Matrix Multiplication on the GPU", PPoPP 2023):
     whole waves of tiles go one to a block as with ``persistent``, and the last one or two
     waves' iterations are cut into equal shares, so a tile may be summed by several blocks.
-    Each tile is still stored by one block, the one that runs its last iteration, after it has
-    added the other blocks' partial sums (in f32, in block order; the result differs from one
-    block's sum only by the order of the additions). Blocks wait for their partial sums, which
-    relies on the blocks before them having started (CUDA starts a grid's blocks in order, and
-    one wave of blocks is resident at once). ``order`` and ``group`` as for ``persistent``.
-    The kernel must be a sum the compiler can split (CompileError otherwise, at the loop):
-    one top-level ``for k in range(n)`` whose loop-carried value starts at zero and is only
-    updated as ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``; nothing stored before or
-    inside the loop. Raises ArgumentTypeError or PartitionError as ``persistent`` does."""
+    Each piece's partial sum goes to a workspace the runtime keeps per stream; the block whose
+    piece completes the tile (counted atomically; whichever finishes last) adds every piece's
+    partial, in the accumulator's dtype and in block order from zero, and runs the rest of the
+    body, so each tile is stored once and the result is the same bits whichever block
+    finishes last (it differs from one block's sum only by the order of the additions). No
+    block waits for another. ``order`` and ``group`` as for ``persistent``. The kernel must
+    be a sum the compiler can split (CompileError otherwise, at the line): one top-level
+    ``for k in range(n)`` whose loop-carried value starts at zero and is only updated as
+    ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value carried between
+    iterations or out of the loop, nothing stored before or inside the loop. With tileiras
+    13.5 it is slower than ``persistent`` (passes/stream_k.py says why). Raises
+    ArgumentTypeError or PartitionError as ``persistent`` does."""
     p = persistent(blocks, order, group)
     return StreamK(p.blocks, p.order, p.group)
 
