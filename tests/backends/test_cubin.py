@@ -23,21 +23,27 @@ def test_bytes_that_are_not_a_cubin_have_no_frame():
     assert frame_bytes(b"PK\x03\x04 not an elf at all") == 0
 
 
-@pytest.mark.parametrize("tile, spills", [((128, 128), False), ((128, 256), True)])
-def test_a_gemm_tile_that_spills_is_named_at_compile(tile, spills, monkeypatch, tmp_path):
+def _compile_gemm(tile, monkeypatch, tmp_path, schedule=None):
+    """(the sm_90 compile of tests' f16 matmul with Out tiles ``tile``, the messages of its
+    spill warnings), compiled afresh into an empty disk cache."""
     if tileiras.find() is None:
         pytest.skip("no tileiras installed")
     base = importlib.import_module("fearless.kernel.base")
     monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, cache_dir=tmp_path))
     layout = T.Layout(16, (16, 16), (16, 1), True)
-    infos = [P.ArgInfo(f16, 2, tile_shape=tile, layout=layout), P.ArgInfo(f16, 2, layout=layout),
-             P.ArgInfo(f16, 2, layout=layout)]
+    infos = [P.ArgInfo(f16, 2, tile_shape=tile, layout=layout, schedule=schedule),
+             P.ArgInfo(f16, 2, layout=layout), P.ArgInfo(f16, 2, layout=layout)]
     types = P.specialise("matmul", matmul.runtime_params, infos)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = matmul.compile_for(types, {"bk": 64}, "cuda", "sm_90", fresh=True)
-    named = [str(w.message) for w in caught if issubclass(w.category, PerformanceWarning)
-             and "spills" in str(w.message)]
+    return compiled, [str(w.message) for w in caught if issubclass(w.category, PerformanceWarning)
+                      and "spills" in str(w.message)]
+
+
+@pytest.mark.parametrize("tile, spills", [((128, 128), False), ((128, 256), True)])
+def test_a_gemm_tile_that_spills_is_named_at_compile(tile, spills, monkeypatch, tmp_path):
+    compiled, named = _compile_gemm(tile, monkeypatch, tmp_path)
     assert (frame_bytes(compiled.cubin) > 0) is spills
     assert bool(named) is spills
     if spills:
@@ -45,20 +51,8 @@ def test_a_gemm_tile_that_spills_is_named_at_compile(tile, spills, monkeypatch, 
 
 
 def test_a_stream_k_gemm_that_spills_is_told_to_run_persistently(monkeypatch, tmp_path):
-    if tileiras.find() is None:
-        pytest.skip("no tileiras installed")
-    base = importlib.import_module("fearless.kernel.base")
-    monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, cache_dir=tmp_path))
-    layout = T.Layout(16, (16, 16), (16, 1), True)
-    schedule = T.Persistent("grouped", 8, stream_k=True)
-    infos = [P.ArgInfo(f16, 2, tile_shape=(128, 128), layout=layout, schedule=schedule),
-             P.ArgInfo(f16, 2, layout=layout), P.ArgInfo(f16, 2, layout=layout)]
-    types = P.specialise("matmul", matmul.runtime_params, infos)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        compiled = matmul.compile_for(types, {"bk": 64}, "cuda", "sm_90", fresh=True)
-    named = [str(w.message) for w in caught if issubclass(w.category, PerformanceWarning)
-             and "spills" in str(w.message)]
+    compiled, named = _compile_gemm((128, 128), monkeypatch, tmp_path,
+                                    T.Persistent("grouped", 8, stream_k=True))
     # the workspace: the accumulator's slots and the counters, as parameters 3 and 4
     assert compiled.info.stream_k == (f32, (128, 128))
     assert [(slot.kind, slot.param) for slot in compiled.info.abi.slots[-4:]] == \

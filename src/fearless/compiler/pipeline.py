@@ -198,13 +198,6 @@ def _tile_ir(s: _State):
 
 def _tile_passes(s: _State):
     s.out.fn = run_all(s.out.fn, s.options, verify, TILE_PASSES)
-    s.out.info = replace(s.out.info, stream_k=stream_k_slot(s.out.fn.attrs.get("stream_k")))
-
-
-def stream_k_slot(acc) -> tuple:
-    """``KernelInfo.stream_k`` of a kernel whose accumulator tile type is ``acc`` (None: not
-    scheduled stream-K)."""
-    return () if acc is None else (acc.dtype, tuple(acc.shape))
 
 
 def _tileir(s: _State):
@@ -215,7 +208,7 @@ def _tileir(s: _State):
     acc = s.out.fn.attrs.get("stream_k")
     s.out.info = KernelInfo(params_info(s.params), tile_abi(types, acc is not None),
                             grouped=is_grouped(types), pdl=uses_pdl(version, s.arch),
-                            stream_k=stream_k_slot(acc))
+                            stream_k=() if acc is None else (acc.dtype, tuple(acc.shape)))
 
 
 def _tile_cubin(s: _State):

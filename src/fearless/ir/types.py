@@ -119,7 +119,7 @@ class Persistent:
     orders are bijections onto the tiles, so every tile still has exactly one writer.
     ``stream_k``: the blocks also split the iterations of the kernel's reduction loop
     (``passes/stream_k.py``): the last waves' tiles are shared by consecutive blocks, whose
-    partial sums the tile's owner adds before it runs the rest of the body."""
+    partial sums the block that completes a tile adds before it runs the rest of the body."""
 
     order: str = "grouped"
     group: int = 8

@@ -168,6 +168,7 @@ class TilePlan:
             return None   # the slow path's ContractError
         empty = 0 in grid
         tensors = [v[OBJ] if type(v) is tuple and type(v[OBJ]) is Tensor else None for v in views]
+        stream_k = bool(loaded.stream_k)   # the launch appends its stream's workspace
 
         def enqueue(stream):
             check_order(stream, name, names, tensors, written)
@@ -175,7 +176,7 @@ class TilePlan:
                 follow(stream, theirs)
             if not empty:
                 pack.launch(loaded.function, hw, (1, 1, 1), 0, stream.handle,
-                            loaded.params.fill(arguments(loaded, a, grid, stream)), name,
-                            loaded.pdl)
+                            loaded.params.fill(arguments(loaded, a, grid, stream) if stream_k
+                                               else a), name, loaded.pdl)
         return DeviceOperation(enqueue, runtime_args, reads=reads, writes=writes,
                                partitions=partitions, label=self.label)

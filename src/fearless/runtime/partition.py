@@ -17,8 +17,8 @@ of one per tile: block ``b`` of ``P`` runs the kernel body for tiles ``b, b + P,
 an order the runtime builds (``ir.types.Persistent``), each a bijection onto the tiles. The user
 names an order, never a mapping, so no schedule can give one tile to two blocks or leave one out.
 A stream-K schedule (``fearless.tile.stream_k``) also splits the kernel's reduction loop between
-blocks for the last waves' tiles; each tile's output is still stored by one block, its owner,
-which adds the other blocks' partial sums first (``passes/stream_k.py``).
+blocks for the last waves' tiles; each tile's output is still stored by one block, the one that
+completes the tile, which adds every block's partial sum first (``passes/stream_k.py``).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stream-K workspaces: the partial sums and flags of stream-K tile launches, one per stream
+"""Stream-K workspaces: the partial sums and counters of stream-K tile launches, one per stream
 (what the kernel does with them: ``backends/tileir/stream_k.py``).
 
 A launch of ``P`` tile blocks takes ``2 P`` slots of its accumulator tile (two pieces per

@@ -59,7 +59,7 @@ def abi(types, workspace: bool = False) -> Abi:
     """The entry parameters for IR parameter types, in the order ``Lowering`` declares them: per
     tensor its pointer, i32 extents and the i32 strides of all axes but a unit-stride inner one;
     per scalar its value; with ``workspace`` (a stream-K kernel, ``stream_k.py``) then two
-    arrays of one axis, the partial sums and the flags, as parameters ``len(types)`` and
+    arrays of one axis, the partial sums and the counters, as parameters ``len(types)`` and
     ``len(types) + 1``. The launcher packs arguments in this order."""
     slots = []
     for i, t in enumerate(types):
@@ -124,7 +124,7 @@ class Lowering:
         self.exits: list = []  # control.py: the loops and return targets around the op
         self.tail = False  # whether the op being lowered is in tail position (region())
         self.condition = None  # the value of the last scf.condition (a while's test)
-        self.workspace = None  # a stream-K kernel's (partials view, flags, tile shape)
+        self.workspace = None  # a stream-K kernel's (partials view, counters, tile shape)
 
     # values -----------------------------------------------------------------------------------
 
