@@ -6,10 +6,11 @@ square sizes 1024-8192 (16384 with ``--full``) and the LLM shapes M (tokens) in 
 
 fearless: ``examples.tile_gemm.matmul`` with output tiles 128x128 (bk 64) and 128x256, 256x128
 (bk 64, with the hint ``{"sm_90": {"num_cta_in_cga": 2}}``), each launched one tile per block and
-persistent (``schedule=ft.persistent()``); for every LLM shape ``fearless.nn.linear`` (the
+persistent (``schedule=ft.persistent()``); where M <= 1024 also 128x64, 64x128 and 64x64, one
+tile per block; for every LLM shape ``fearless.nn.linear`` (the
 models' path: its default plan, the decode GEMV for M <= 16 and split-K where the tiles leave
 SMs idle; on B.T stored as the (N, K) weight it takes: the same bytes); and ``ft.autotune`` over
-those six configs (the first call tunes; the winner is timed like the rest). Peers: cuBLAS
+those configs (the first call tunes; the winner is timed like the rest). Peers: cuBLAS
 (``torch.matmul``), Triton's autotuned matmul (``tile_peers.py``), cuTile Python when
 ``cuda.tile`` imports.
 
@@ -91,12 +92,17 @@ TARGETS = {"square_geomean": 0.98, "square_min": 0.95, "llm_min": 0.95, "copy": 
 
 @dataclass(frozen=True)
 class Config:
-    """One fearless tile GEMM: output tile, K step, the num_cta_in_cga=2 hint, persistent."""
+    """One fearless tile GEMM: output tile, K step, the num_cta_in_cga=2 hint, persistent,
+    and the largest M it is timed at (None: every M)."""
 
     tile: tuple
     bk: int = 64
     cga: bool = False
     persistent: bool = False
+    max_m: int | None = None
+
+    def applies(self, m: int) -> bool:
+        return self.max_m is None or m <= self.max_m
 
     @property
     def name(self) -> str:
@@ -108,9 +114,14 @@ class Config:
         return cga_matmul if self.cga else matmul
 
 
+# The 64-wide tiles, one per block (persistent, they ran 2-3x slower: RESULTS.md, session 14),
+# are timed where M <= SMALL_M: there 128 x 128 tiles leave most SMs idle (M 128, N 4096: 32
+# blocks on 132 SMs).
+SMALL_M = 1024
 CONFIGS = tuple(Config(tile, 64, cga, p) for tile, cga in (((128, 128), False),
                                                           ((128, 256), True), ((256, 128), True))
-                for p in (False, True))
+                for p in (False, True)) + tuple(
+    Config(tile, 64, max_m=SMALL_M) for tile in ((128, 64), (64, 128), (64, 64)))
 TUNED = "ft.autotune"   # the config name of the autotuned row (issue 15's target: within 1%)
 # the same configs as ft.Configs: the tuner picks one per shape (issue 15: within 1% of the best)
 tuned_matmul = ft.autotune(
@@ -496,7 +507,7 @@ def bench_shape(rep: Report, clock: FlushClock, torch, shape: Shape, ct_run, cop
         c_ct = poisoned()
         peer("cutile", lambda: ct_run(a, b, c_ct), c_ct)
     fa, fb = fl.asarray(a), fl.asarray(b)
-    for cfg in CONFIGS:
+    for cfg in (c for c in CONFIGS if c.applies(m)):
         out = poisoned()
         owned = Owned(lambda p, cfg=cfg: cfg.kernel(p, fa, fb, bk=cfg.bk), fl.asarray(out)
                       .partition(cfg.tile, schedule=ft.persistent() if cfg.persistent else None))
@@ -594,7 +605,7 @@ def dry_run(rep: Report, shapes: list[Shape]) -> int:
 
             fa, fb = fl.asarray(ah), fl.asarray(bh)
             cases = []
-            for cfg in CONFIGS:
+            for cfg in (c for c in CONFIGS if c.applies(m)):
                 owned = Owned(lambda p, cfg=cfg: cfg.kernel(p, fa, fb, bk=cfg.bk),
                               fl.full((m, n), np.nan, dt).partition(
                                   cfg.tile,
@@ -660,7 +671,8 @@ def specialisations(shape: Shape) -> list[tuple]:
     dt, (m, n, k) = shape.dtype, (shape.m, shape.n, shape.k)
     out = [(f"{cfg.name} {dt.name}", cfg.kernel,
             (gpu_view(dt, (m, n), cfg.tile, T.Persistent() if cfg.persistent else None),
-             gpu_view(dt, (m, k)), gpu_view(dt, (k, n))), {"bk": cfg.bk}) for cfg in CONFIGS]
+             gpu_view(dt, (m, k)), gpu_view(dt, (k, n))), {"bk": cfg.bk}) for cfg in CONFIGS
+           if cfg.applies(m)]
     if shape.kind == "llm":
         p = linear_module.plan(m, n, k, dt, linear_module._H200_SMS)
         consts = {"bk": p.bk, "form": linear_module._FORMS[p.form], "exact": False,

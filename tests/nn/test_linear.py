@@ -101,14 +101,22 @@ def test_plan_chooses_from_t_and_n():
     tiny = plan(1, 256, 4096, bf16)         # 4 tiles of y: K split up to sms // 8 = 16 blocks
     assert (tiny.splits, plan(1, 256, 4096, bf16, sms=16).splits) == (4, 1)
     assert plan(1, 128256, 4096, bf16).splits == 1
-    assert (plan(2048, 4096, 4096, bf16).bm, plan(2048, 4096, 4096, bf16).bn) == (128, 128)
-    small = plan(128, 1024, 4096, bf16)      # 8 blocks of 128x128, but 64 K steps: no split
-    assert (small.bm, small.bn, small.splits) == (128, 128, 1)
-    assert plan(128, 1024, 6144, bf16).splits == 2    # 96 K steps: two parts of 48
-    long_k = plan(128, 4096, 14336, bf16)    # 32 blocks, 224 K steps: about a block per SM
-    assert (long_k.bm, long_k.bn, long_k.splits) == (128, 128, 4)
-    assert plan(128, 14336, 4096, bf16).splits == 1   # 112 blocks: over half the SMs
-    assert plan(128, 1024, 64, bf16).splits == 1  # one K step: nothing to split
+    def tile(*shape, sms=132):
+        p = plan(*shape, bf16, sms=sms)
+        return p.bm, p.bn, p.splits
+
+    # prefill: the largest tile whose blocks fill 2/3 of the SMs (88 of 132), one per block
+    assert tile(2048, 4096, 4096) == tile(512, 4096, 4096) == (128, 128, 1)   # 512, 128 blocks
+    assert tile(128, 14336, 4096) == (128, 128, 1)                            # 112 blocks
+    assert tile(256, 4096, 4096) == tile(128, 6144, 2048) == (128, 64, 1)     # 128, 96 blocks
+    assert tile(128, 4096, 4096) == tile(128, 4096, 14336) == (64, 64, 1)     # 128 blocks
+    assert tile(128, 4096, 4096, sms=16) == (128, 128, 1)                     # 32 blocks
+    # none does: 128x64 tiles, K split to about a block per SM, at least 16 K steps a part
+    assert tile(128, 1024, 4096) == (128, 64, 4)     # 16 blocks, 64 K steps: 4 parts
+    assert tile(128, 1024, 14336) == (128, 64, 8)    # 224 K steps: 8 parts, 128 blocks
+    assert tile(128, 2048, 2048) == (128, 64, 2)     # 32 K steps: 2 parts
+    assert tile(128, 1024, 64)[2] == 1               # one K step: nothing to split
+    assert tile(64, 4096, 4096) == (64, 64, 2)       # bm follows T: 64 blocks, 2 parts
     assert (plan(2048, 4096, 4096, f32).bm, plan(2048, 4096, 4096, f32).bn) == (128, 64)
 
 

@@ -177,6 +177,21 @@ def test_simplify_drops_unused_tile_ops_and_keeps_stores():
                                              "tile.load", "tile.store"]
 
 
+# persistent -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("single", [False, True])
+def test_persistent_loops_the_body_over_the_blocks_tiles_unless_each_block_has_one(single):
+    k = Kernel()
+    k.op("tile.store", [k.out, k.load(k.x).result])
+    fn = k.function()
+    scheduled = T.TensorView(F32, 2, T.Role.OUT, (16, 32), schedule=T.Persistent(single=single))
+    fn.params[0] = Param("out", scheduled, k.out)
+    k.out.type = scheduled
+    names = [op.name for op in run(fn, "persistent").walk()]
+    assert ("scf.for" in names and "tile.select" in names) is not single
+    assert names.count("tile.store") == 1
+
+
 # memory_order -----------------------------------------------------------------------------------
 
 def test_loads_and_stores_of_a_stored_out_are_ordered_and_the_rest_free():

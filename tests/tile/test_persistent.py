@@ -109,11 +109,23 @@ def test_a_persistent_gemm_matches_numpy(backend, schedule):
     np.testing.assert_array_less(np.abs(c.unpartition().numpy() - a64 @ b64), bound + 1e-30)
 
 
-def test_the_launch_runs_the_schedules_blocks_at_most_one_per_tile(backend):
+def test_the_launch_runs_the_schedules_blocks_or_one_per_tile_when_no_more_tiles(backend):
     t = fl.zeros((100, 100), f32)
-    assert t.partition((10, 10), schedule=ft.persistent(blocks=7)).launch_grid() == (7, 1, 1)
+    part = t.partition((10, 10), schedule=ft.persistent(blocks=7))
+    assert part.launch_grid() == (7, 1, 1) and not part.one_tile_each()
     t = fl.zeros((100, 100), f32)
-    assert t.partition((50, 50), schedule=ft.persistent(blocks=7)).launch_grid() == (4, 1, 1)
+    # 4 tiles, 7 blocks: no block would get a second tile, so one block per tile, as unscheduled
+    part = t.partition((50, 50), schedule=ft.persistent(blocks=7))
+    assert part.launch_grid() == grid_of((100, 100), (50, 50)) and part.one_tile_each()
+    t = fl.zeros((100, 100), f32)
+    assert t.partition((50, 50), schedule=ft.persistent(blocks=4)).one_tile_each()
+    t = fl.zeros((100, 100), f32)
+    # the default blocks (one per SM, the cpu backend counting one, times the occupancy)
+    assert t.partition((50, 50), schedule=ft.persistent()).one_tile_each(per_sm=4)
+    t = fl.zeros((100, 100), f32)
+    assert not t.partition((50, 50), schedule=ft.persistent()).one_tile_each(per_sm=3)
+    t = fl.zeros((100, 100), f32)
+    assert not t.partition((50, 50), schedule=ft.stream_k(blocks=7)).one_tile_each()
     t = fl.zeros((100, 100), f32)
     # the default: one block per SM (the cpu backend counts one), times the occupancy
     assert t.partition((10, 10), schedule=ft.persistent()).launch_grid(2) == (2, 1, 1)
@@ -166,20 +178,25 @@ def test_a_kernel_that_returns_early_cannot_run_persistently(backend):
     x = fl.asarray(rng.standard_normal(64).astype(np.float32))
     o = fl.zeros(64, f32).partition(16)
     o, _ = early_exit(o, x).sync()       # one block per tile: fine
-    o = o.unpartition().partition(16, schedule=ft.persistent(blocks=2))
-    with pytest.raises(CompileError, match="once per tile") as info:
-        early_exit(o, x)
-    assert "return" in str(info.value) and "early_exit" in str(info.value)
+    # refused also where no block would get a second tile (4 tiles, 4 blocks): whether a
+    # kernel compiles does not depend on the size of its output
+    for blocks in (2, 4):
+        o = o.unpartition().partition(16, schedule=ft.persistent(blocks=blocks))
+        with pytest.raises(CompileError, match="once per tile") as info:
+            early_exit(o, x)
+        assert "return" in str(info.value) and "early_exit" in str(info.value)
 
 
 def test_the_schedule_is_part_of_the_compiled_specialisation():
     types = []
-    for schedule in (None, ft.persistent(blocks=2), ft.persistent(blocks=5),
-                     ft.persistent(order="row")):
+    for schedule in (None, ft.persistent(blocks=2), ft.persistent(blocks=3),
+                     ft.persistent(order="row"), ft.persistent(blocks=4)):
         o = fl.zeros((32, 32), f32).partition((16, 16), schedule=schedule)
         types.append(mark._signature([o, fl.zeros((32, 32), f32)], "cpu")[0][0])
     assert types[0].schedule is None and types[1] == types[2] != types[3]
-    assert "persistent grouped 8" in str(types[1])
+    assert "persistent grouped 8" in str(types[1]) and "one tile" not in str(types[1])
+    # 4 tiles on 4 blocks: compiled as one tile per block, the loop left out
+    assert types[4].schedule.single and "(one tile per block)" in str(types[4])
 
 
 def test_a_tileiras_that_compiles_persistent_loops_slowly_is_named(monkeypatch, tmp_path):

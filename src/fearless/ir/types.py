@@ -119,11 +119,14 @@ class Persistent:
     orders are bijections onto the tiles, so every tile still has exactly one writer.
     ``stream_k``: the blocks also split the iterations of the kernel's reduction loop
     (``passes/stream_k.py``): the last waves' tiles are shared by consecutive blocks, whose
-    partial sums the block that completes a tile adds before it runs the rest of the body."""
+    partial sums the block that completes a tile adds before it runs the rest of the body.
+    ``single``: the launch has no more tiles than blocks, so no block gets a second tile: the
+    kernel compiles as with one tile block per tile (``passes/persistent.py`` only checks it)."""
 
     order: str = "grouped"
     group: int = 8
     stream_k: bool = False
+    single: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,8 @@ class TensorView:
         if self.schedule is not None:
             tile += f", {'stream-k' if self.schedule.stream_k else 'persistent'} " \
                 f"{self.schedule.order}" + (
-                f" {self.schedule.group}" if self.schedule.order == "grouped" else "")
+                f" {self.schedule.group}" if self.schedule.order == "grouped" else "") + (
+                " (one tile per block)" if self.schedule.single else "")
         return f"tensor<{self.dtype.name}, {self.ndim}d, {self.role.value}{tile}>"
 
 

@@ -179,7 +179,8 @@ class TileKernel(BaseKernel):
                 if arg.schedule is not None:  # what the compiled kernel depends on
                     order = arg.schedule.order
                     schedule = T.Persistent(order, arg.schedule.group if order == "grouped"
-                                            else 1, isinstance(arg.schedule, StreamK))
+                                            else 1, isinstance(arg.schedule, StreamK),
+                                            arg.one_tile_each(self.per_sm(backend)))
             infos.append(P.ArgInfo(t.dtype, t.ndim, tile_shape=tile_shape,
                                    layout=self._layout(t, backend, ahead), schedule=schedule))
             tensors.append(t)
@@ -239,7 +240,8 @@ class TileKernel(BaseKernel):
             tc = tileiras.find()
             built_by = tc.fingerprint() if tc is not None else None
             if tc is not None and tc.release() < PERSISTENT_RELEASE and any(
-                    getattr(t, "schedule", None) is not None for t in types):
+                    getattr(t, "schedule", None) is not None and not t.schedule.single
+                    for t in types):
                 warn_user(f"tile kernel '{self.name}': {tc.fingerprint()} compiles the "
                           f"loop of a persistent kernel without warp specialisation or "
                           f"asynchronous MMA (an f16 GEMM 4096^3 on the H200: 335 TFLOP/s "
@@ -285,7 +287,8 @@ class TileKernel(BaseKernel):
         if device._chosen == "cuda":
             full = args if not kwargs and len(args) == len(self.params) else \
                 self._positional(args, kwargs)
-            found = tile_fast.signature(self.params, full) if full is not None else None
+            found = tile_fast.signature(self.params, full, self.per_sm) \
+                if full is not None else None
             if found is not None:
                 plan = self._plans.get(found[0])
                 if plan is not None:
@@ -368,7 +371,7 @@ class TileKernel(BaseKernel):
     def _remember(self, args, types, constants: dict, entry) -> None:
         """Keep the plan of a call the slow path accepted, under its fast-path key (which
         holds the constants' values: the plan's ``requires`` check reuses them)."""
-        found = tile_fast.signature(self.params, args)
+        found = tile_fast.signature(self.params, args, self.per_sm)
         if found is None:
             return
         runtime = self.runtime_params

@@ -60,10 +60,11 @@ def _tensor_facts(t: Tensor, view):
     return facts or None
 
 
-def signature(params, args):
+def signature(params, args, per_sm=lambda backend: 1):
     """``(key, views, outs, values)`` of a cuda call with positional ``args`` (``values``: the
     runtime arguments, ``ft.Const`` ones left out), or None when the fast path does not
-    apply."""
+    apply. ``per_sm(backend)``: the kernel's persistent blocks per SM (asked only for a
+    persistent partition: whether it launches one tile per block is part of the key)."""
     if len(args) != len(params):
         return None
     readers = args_.READERS_CUDA
@@ -79,7 +80,10 @@ def signature(params, args):
                 return None
             view = args_.of_tensor(v._tensor)
             facts = _tensor_facts(v._tensor, view)
-            key.append((view[0], v.tile_shape, v.schedule, facts))
+            schedule = v.schedule
+            if schedule is not None:
+                schedule = (schedule, v.one_tile_each(per_sm("cuda")))
+            key.append((view[0], v.tile_shape, schedule, facts))
             outs.append(v)
         elif pk is IN or pk is ATOMIC:
             if kind is Partition:

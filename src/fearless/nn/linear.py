@@ -147,30 +147,45 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
     and 2048 x 6144 in 14.7 us, where K split into 4-8 parts plus the reducing kernel took
     10.9 and 18.5 us (the split's f32 partial sums and its second launch cost more than the
     idle SMs); (16, 16) tiles fall off a cliff (75-560 us), (16, 32) tiles run 10-20% slower.
-    Prefill: 128x128 tiles (bm no larger than t's power of two; f32: 128x64, its three mma
-    spill registers at 128x128), bk 64 (f32: 32), however few blocks that gives: on the H200
-    (bf16, 16 calls captured in a graph, 2026-12-03) 128x128 tiles beat the 64x64 and 128x64
-    tiles that gave a block per SM at every shape tried (T 128-512, N 2048-14336, K 2048-4096:
-    23.1 against 33.5 us at 128 x 4096 x 4096, 25.3 against 34.8 at 512 x 4096 x 4096). K is
-    split only when the blocks fill under half the SMs and K is long: into a power of two of
-    parts with at most about a block per SM, each part keeping at least 48 K steps (3072 of
-    K). Split, 128 x 4096 x 14336 took 52.8 us in 4 parts against 69.3 in one; at K 4096 the
-    split lost (31.7-32.5 against 23.1 us), with the reduce's former (16, 16) tiles; its wider
-    tiles (``_reduce_tile``) are not timed yet.
+    Prefill (f16, bf16): the largest of the tiles 128x128, 128x64 and 64x64 (bm no larger than
+    t's power of two) whose blocks fill two thirds of the SMs, bk 64; when none does, 128x64
+    tiles with K split (below). On the H200 (f16, 128 x N x K, 10 calls captured in a graph,
+    cuBLAS the same way, 2026-12-03, session 14), one tile per block: N 4096, K 4096: 64x64
+    (128 blocks) 12.9 us, 128x64 13.4, 128x128 (32 blocks) 22.4, cuBLAS 14.5; N 14336: 128x128
+    (112 blocks) 35.6, 128x64 39.4, 64x64 50.0, cuBLAS 34.9; N 4096, K 14336: 64x64 40.5,
+    cuBLAS 39.1; and where no tile fills the SMs, N 1024, K 4096: 128x64 in 4 parts 9.8, 2 parts
+    12.8, one 13.0, cuBLAS 9.5 (itself split). Where 128x128 tiles already give a block per SM,
+    the smaller ones lose (T 512, N 4096: 25.3 against 34.8 us for 128x64, session 12). f32:
+    128x64 tiles (the three TF32 mma spill registers at 128x128), bk 32. K is split when the
+    blocks fill under half the SMs: into a power of two of parts with at most about a block per
+    SM, each part keeping at least 16 K steps (f32: 48, not measured lower).
     """
     wide = dtype.itemsize == 4
     form = "mma"
     if t <= DECODE_MAX_T:
         form, bm, bn, bk, least = "mma_t", 16, 64, 128 if wide else 256, 2
         want = target = max(1, sms // 8)
+    elif wide:
+        bm, bn, bk, least, want, target = min(128, c.pow2(t)), 64, 32, 48, sms // 2, sms
     else:
-        bm, bn = min(128, c.pow2(t)), 64 if wide else 128
-        bk, least, want, target = 32 if wide else 64, 48, sms // 2, sms
+        bm, bn = _prefill_tile(t, n, sms)
+        bk, least, want, target = 64, 16, sms // 2, sms
     blocks = max(1, -(-t // bm) * -(-n // bn))
     splits = 1
     if blocks < want:
         splits = min(_pow2_at_most(target // blocks), _pow2_at_most(-(-k // bk) // least))
     return Plan(form, bm, bn, bk, max(1, splits))
+
+
+def _prefill_tile(t: int, n: int, sms: int) -> tuple[int, int]:
+    """The f16/bf16 prefill tile of y (``plan``): the largest of (bm, 128), (bm, 64), (64, 64)
+    (bm = t's power of two up to 128) whose blocks number at least 2/3 of ``sms``, else
+    (bm, 64), whose K the plan splits."""
+    bm = min(128, c.pow2(t))
+    for tile in ((bm, 128), (bm, 64), (min(bm, 64), 64)):
+        if 3 * -(-t // tile[0]) * -(-n // tile[1]) >= 2 * sms:
+            return tile
+    return bm, 64
 
 
 @functools.lru_cache(maxsize=1024)

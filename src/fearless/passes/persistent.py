@@ -18,6 +18,12 @@ the checks and before ``memory_order``, which then orders the loop's accesses li
 
 A ``return`` that leaves the kernel (one outside every inlined device function) would end the
 block's whole share rather than the current tile: refused (CompileError at the ``return``).
+
+A launch with no more tiles than blocks (``Persistent.single``) gives no block a second tile: it
+keeps the body as written and launches a block per tile, the loop left out. The refusal above
+still applies, so that whether a kernel compiles does not depend on the size of its output. On
+the H200 (tileiras 13.5, 128 x 4096 x 4096 f16) the loop made the 64-wide tiles 1.7-2.6x slower
+than one block per tile with the same blocks (benchmarks/RESULTS.md, session 14).
 """
 from __future__ import annotations
 
@@ -34,6 +40,8 @@ def run(fn: Function, options) -> Function:
         return fn
     refuse_returns(fn, fn.body, "persistent")
     out, schedule = outs[0].value, outs[0].type.schedule
+    if schedule.single:  # no block gets a second tile: the body runs as one tile per block
+        return fn
     entry = Region()
     b = Builder(entry)
     start = b.create(Op.TILE_LAUNCH_BLOCK, []).result

@@ -80,7 +80,8 @@ def is_grouped(types) -> bool:
     (first) Out partition is 2-d launch 1-d and map block ids to tiles in groups (see
     ``Lowering.grouped``); the launcher multiplies the grid out (``runtime/tile_launch.hardware_grid``)."""
     outs = [t for t in types if isinstance(t, T.TensorView) and t.role is T.Role.OUT]
-    return bool(outs) and outs[0].ndim == 2 and outs[0].schedule is None
+    return bool(outs) and outs[0].ndim == 2 and (outs[0].schedule is None
+                                                 or outs[0].schedule.single)
 
 
 def grouped_output(fn: Function):
