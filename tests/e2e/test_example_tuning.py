@@ -72,7 +72,8 @@ def test_the_spaces_are_the_documented_ones():
     assert [(c.tile, c.schedule, c.hints) for c in GEMM] == [
         (tile, schedule, {"sm_90": {"num_cta_in_cga": 2}} if 256 in tile else {})
         for tile in ((128, 128), (128, 256), (256, 128))
-        for schedule in (ft.persistent(), None)]
+        for schedule in (ft.persistent(), None)] + [
+        (tile, None, {}) for tile in ((128, 64), (64, 64))]
     assert all(c.consts == {} for c in GEMM)      # matmul's own bk=64
     assert ROWWISE == ft.configs.rowwise(occupancy=(3, 2, 4))
     assert tile_layernorm.layernorm_tuned.configs == ROWWISE

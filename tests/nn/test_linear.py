@@ -111,12 +111,12 @@ def test_plan_chooses_from_t_and_n():
     assert tile(256, 4096, 4096) == tile(128, 6144, 2048) == (128, 64, 1)     # 128, 96 blocks
     assert tile(128, 4096, 4096) == tile(128, 4096, 14336) == (64, 64, 1)     # 128 blocks
     assert tile(128, 4096, 4096, sms=16) == (128, 128, 1)                     # 32 blocks
-    # none does: 128x64 tiles, K split to about a block per SM, at least 16 K steps a part
-    assert tile(128, 1024, 4096) == (128, 64, 4)     # 16 blocks, 64 K steps: 4 parts
-    assert tile(128, 1024, 14336) == (128, 64, 8)    # 224 K steps: 8 parts, 128 blocks
-    assert tile(128, 2048, 2048) == (128, 64, 2)     # 32 K steps: 2 parts
+    # none does: 64x64 tiles, K split to about a block per SM, at least 16 K steps a part
+    assert tile(128, 1024, 4096) == (64, 64, 4)      # 32 blocks, 64 K steps: 4 parts
+    assert tile(128, 2048, 6144) == (64, 64, 2)      # 64 blocks: 2 parts
+    assert tile(128, 2048, 1024) == (64, 64, 1)      # 16 K steps: too few to split
     assert tile(128, 1024, 64)[2] == 1               # one K step: nothing to split
-    assert tile(64, 4096, 4096) == (64, 64, 2)       # bm follows T: 64 blocks, 2 parts
+    assert tile(32, 4096, 4096) == (32, 64, 2)       # bm follows T: 64 blocks, 2 parts
     assert (plan(2048, 4096, 4096, f32).bm, plan(2048, 4096, 4096, f32).bn) == (128, 64)
 
 

@@ -148,17 +148,18 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
     10.9 and 18.5 us (the split's f32 partial sums and its second launch cost more than the
     idle SMs); (16, 16) tiles fall off a cliff (75-560 us), (16, 32) tiles run 10-20% slower.
     Prefill (f16, bf16): the largest of the tiles 128x128, 128x64 and 64x64 (bm no larger than
-    t's power of two) whose blocks fill two thirds of the SMs, bk 64; when none does, 128x64
-    tiles with K split (below). On the H200 (f16, 128 x N x K, 10 calls captured in a graph,
-    cuBLAS the same way, 2026-12-03, session 14), one tile per block: N 4096, K 4096: 64x64
-    (128 blocks) 12.9 us, 128x64 13.4, 128x128 (32 blocks) 22.4, cuBLAS 14.5; N 14336: 128x128
-    (112 blocks) 35.6, 128x64 39.4, 64x64 50.0, cuBLAS 34.9; N 4096, K 14336: 64x64 40.5,
-    cuBLAS 39.1; and where no tile fills the SMs, N 1024, K 4096: 128x64 in 4 parts 9.8, 2 parts
-    12.8, one 13.0, cuBLAS 9.5 (itself split). Where 128x128 tiles already give a block per SM,
-    the smaller ones lose (T 512, N 4096: 25.3 against 34.8 us for 128x64, session 12). f32:
-    128x64 tiles (the three TF32 mma spill registers at 128x128), bk 32. K is split when the
-    blocks fill under half the SMs: into a power of two of parts with at most about a block per
-    SM, each part keeping at least 16 K steps (f32: 48, not measured lower).
+    t's power of two) whose blocks fill two thirds of the SMs, bk 64; when none does, 64x64
+    tiles with K split (below). Measured on the H200 (session 14, 2026-12-03; bf16, L2 flushed,
+    ``bench_linear.py`` in benchmarks/RESULTS.md), Llama-3.1-8B at T 128: q/o (N 4096) 64x64
+    (128 blocks) 19.2 us, 128x64 22.0, 128x128 (32 blocks) 28.4, cuBLAS 18.8; gate (N 14336)
+    128x128 (112 blocks) 42.9, 128x64 45.8, 64x64 56.9, cuBLAS 42.8; at T 512 128x128 wins
+    (29.6 against 36.5 for 128x64). Where no tile fills the SMs (kv, N 1024): 64x64 in 4 parts
+    14.6, in one 14.9, 128x64 in 4 parts 16.3, cuBLAS 12.3 (itself split); Qwen3-1.7B's N 1024-
+    2048, K 2048-6144 rows at T 128-256 alike (the split 64x64 within 0.6 us of the best
+    config, 1.1-1.5 us ahead of 128x64 split). f32: 128x64 tiles (the three TF32 mma spill
+    registers at 128x128), bk 32. K is split when the blocks fill under half the SMs (f16/bf16:
+    two thirds): into a power of two of parts with at most about a block per SM, each part
+    keeping at least 16 K steps (f32: 48, not measured lower).
     """
     wide = dtype.itemsize == 4
     form = "mma"
@@ -169,7 +170,7 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
         bm, bn, bk, least, want, target = min(128, c.pow2(t)), 64, 32, 48, sms // 2, sms
     else:
         bm, bn = _prefill_tile(t, n, sms)
-        bk, least, want, target = 64, 16, sms // 2, sms
+        bk, least, want, target = 64, 16, -(-2 * sms // 3), sms
     blocks = max(1, -(-t // bm) * -(-n // bn))
     splits = 1
     if blocks < want:
@@ -179,13 +180,14 @@ def plan(t: int, n: int, k: int, dtype: dtypes.DType, sms: int = _H200_SMS) -> P
 
 def _prefill_tile(t: int, n: int, sms: int) -> tuple[int, int]:
     """The f16/bf16 prefill tile of y (``plan``): the largest of (bm, 128), (bm, 64), (64, 64)
-    (bm = t's power of two up to 128) whose blocks number at least 2/3 of ``sms``, else
-    (bm, 64), whose K the plan splits."""
+    (bm = t's power of two up to 128) whose blocks number at least 2/3 of ``sms``, else the
+    smallest, whose K the plan splits."""
     bm = min(128, c.pow2(t))
-    for tile in ((bm, 128), (bm, 64), (min(bm, 64), 64)):
+    tiles = ((bm, 128), (bm, 64), (min(bm, 64), 64))
+    for tile in tiles:
         if 3 * -(-t // tile[0]) * -(-n // tile[1]) >= 2 * sms:
             return tile
-    return bm, 64
+    return tiles[-1]
 
 
 @functools.lru_cache(maxsize=1024)
