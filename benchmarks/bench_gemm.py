@@ -35,8 +35,8 @@ cuBLAS's C, and the warnings of its compile (``PerformanceWarning``: spills, los
 captured per specialisation. Then the issue's targets: per dtype the geometric mean of
 best-fearless / cuBLAS over the square sizes 2048-16384 (>= 98%, none below 95%), the LLM shapes
 with M >= 128 (each >= 95%), M <= 16 (>= 85% of copy bandwidth), and every config >= 70% of the
-best of its shape unless its compile warned (for M <= 16 only nn.linear counts: the GEMM tiles of
-128 rows are not what fearless offers for a decode step).
+best of its shape unless its compile or launch warned (for M <= 16 only nn.linear counts: the
+GEMM tiles of 128 rows are not what fearless offers for a decode step).
 
 Run from the repository root on the GPU machine:
     PYTHONPATH=src:. python3 benchmarks/bench_gemm.py [--quick] [--full]
@@ -68,6 +68,7 @@ from fearless import tile as ft
 from fearless.errors import PerformanceWarning
 from fearless.ir import types as T
 from fearless.kernel.tile_fast import pow2_div
+from fearless.runtime.tile_launch import idle_sm_advice
 from examples.tile_gemm import matmul
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmark modules
@@ -226,7 +227,9 @@ class Case:
     """One row of a shape. ``first()``: the first call (the compile, the autotuning);
     ``run(mark)``: one timed launch, calling ``mark()`` right after enqueuing it; ``check()``:
     {"ok", "err"} from the output the timed runs left (None: not checked); ``key``: the
-    specialisation whose compile warnings the case shares. ``measure`` fills in the rest."""
+    specialisation whose compile warnings the case shares; ``launch``: the warnings of this
+    shape's launch (a kernel's first launch of a specialisation gives them, so a later shape's
+    are worked out: ``launch_advice``). ``measure`` fills in the rest."""
 
     config: str
     who: str
@@ -234,6 +237,7 @@ class Case:
     run: Callable
     check: Callable | None = None
     key: tuple | None = None
+    launch: list = field(default_factory=list)
     first_ms: float = 0.0
     warnings: list = field(default_factory=list)
     cover: float = 0.0       # ms of sleep that covers the host's enqueue of one run
@@ -264,8 +268,9 @@ def measure(rep: Report, clock, shape: Shape, cases: list[Case], reps: int,
     def warm(case: Case) -> None:
         case.first_ms, warned = compiled_first(case.first)
         if case.key is not None:  # a specialisation warns at its compile only: remember it
-            warned = rep.spec_warnings.setdefault(case.key, warned) or warned
-        case.warnings = warned
+            warned = [w for w in rep.spec_warnings.setdefault(case.key, warned) or warned
+                      if not any(why in w for why in LAUNCH_WARNINGS)]
+        case.warnings = list(dict.fromkeys(warned + case.launch))
         case.cover = clock.warm(case.run)
 
     def timed(case: Case) -> None:
@@ -289,6 +294,21 @@ def measure(rep: Report, clock, shape: Shape, cases: list[Case], reps: int,
     for case in ready:
         if not case.failed:
             guarded(case, record)
+
+
+def launch_advice(shape: Shape, cfg: Config, sms: int) -> list[str]:
+    """The PerformanceWarning a first launch of ``cfg`` over ``shape`` gives when its tiles
+    leave SMs idle (``tile_launch.idle_sm_advice``), as ``compiled_first`` words it."""
+    tiles = -(-shape.m // cfg.tile[0]) * -(-shape.n // cfg.tile[1])
+    why = idle_sm_advice((shape.m, shape.n), cfg.tile, min(tiles, sms) if cfg.persistent
+                         else tiles, sms)
+    if why is None:
+        return []
+    LAUNCH_WARNINGS.add(why)
+    return [f"{PerformanceWarning.__name__}: tile kernel 'matmul': {why}"]
+
+
+LAUNCH_WARNINGS: set = set()   # launch_advice's reasons: a shape's own, not a compile's
 
 
 def compiled_first(first) -> tuple[float, list[str]]:
@@ -366,13 +386,14 @@ class Report(RunLog):
                      f"{', '.join(s['weak']) or '-'}")
         self.log("triton, cutile: % of cuBLAS; %copy: bytes of B / time, % of the copy "
                  "bandwidth (M <= 16); below 70%: configs under 70% of the shape's best whose "
-                 "compile did not warn")
+                 "compile or launch did not warn")
         for line in target_lines(summary(self.shapes)):
             self.log(line)
 
 
 def flagged(row: dict) -> bool:
-    """Whether the row's compile raised a PerformanceWarning (it says why it is slow)."""
+    """Whether the row's compile or launch raised a PerformanceWarning (it says why it is
+    slow)."""
     return any(w.startswith(PerformanceWarning.__name__ + ":") for w in row.get("warnings", ()))
 
 
@@ -456,7 +477,7 @@ def target_lines(summ: dict) -> list[str]:
         if "tuned_min_pct" in d:
             lines.append(f"  {dt} ft.autotune: at worst {d['tuned_min_pct']:.1f}% of the best "
                          f"config (issue 15: >= 99): {verdict(d['tuned_min_pct'] >= 99)}")
-        lines.append(f"  {dt} every config >= 70% of its shape's best or warned at compile: "
+        lines.append(f"  {dt} every config >= 70% of its shape's best or warned (compile, launch): "
                      f"{verdict(not d['weak_configs'])}"
                      + "".join(f"\n      {w}" for w in d["weak_configs"]))
     return lines
@@ -514,7 +535,8 @@ def bench_shape(rep: Report, clock: FlushClock, torch, shape: Shape, ct_run, cop
         cases.append(Case(cfg.name, "fearless", owned.call,
                           lambda mark, owned=owned: owned.run_chain(1, mark),
                           lambda owned=owned, out=out: (owned.done(), checked(out))[1],
-                          (cfg.name, shape.dtype.name, layout_key(shape))))
+                          (cfg.name, shape.dtype.name, layout_key(shape)),
+                          launch_advice(shape, cfg, fl.multiprocessor_count())))
     tuned_out = poisoned()
     cases.append(tuned_case(fa, fb, tuned_out, lambda _done: checked(tuned_out), rep))
     if shape.kind == "llm":   # the models' own GEMM path: split-K where tiles leave SMs idle

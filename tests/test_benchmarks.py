@@ -107,3 +107,17 @@ def test_only_the_offered_path_counts_against_a_decode_shapes_best():
     flipped = bench.shape_summary(bench.Shape("llm", 16, 4096, 4096, f16),
                                   rows([(bench.DECODE, 3.0), ("128x128", 1.0)]))
     assert flipped["weak"] == [bench.DECODE]
+
+
+def test_a_config_whose_launch_leaves_sms_idle_is_counted_as_warned():
+    """A first launch warns of idle SMs (tile_launch.idle_sm_advice); a later shape's first
+    call takes the fast path, so the benchmark works the warning out per shape."""
+    bench = _bench_gemm()
+    m128 = bench.Shape("llm", 128, 4096, 4096, f16)
+    big, small = bench.Config((128, 128)), bench.Config((64, 64), max_m=bench.SMALL_M)
+    assert "32 tile blocks on 132 SMs" in bench.launch_advice(m128, big, 132)[0]
+    assert bench.launch_advice(m128, small, 132) == []
+    assert bench.launch_advice(bench.Shape("square", 4096, 4096, 4096, f16),
+                               bench.Config((128, 128), persistent=True), 132) == []
+    row = {"warnings": bench.launch_advice(m128, bench.Config((256, 128), True), 132)}
+    assert bench.flagged(row)

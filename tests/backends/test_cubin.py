@@ -44,6 +44,7 @@ def _compile_gemm(tile, monkeypatch, tmp_path, schedule=None):
 @pytest.mark.parametrize("tile, spills", [((128, 128), False), ((128, 256), True)])
 def test_a_gemm_tile_that_spills_is_named_at_compile(tile, spills, monkeypatch, tmp_path):
     compiled, named = _compile_gemm(tile, monkeypatch, tmp_path)
+    assert compiled.info.mma      # an ft.mma kernel: tile_launch.idle_sm_advice weighs it
     assert (frame_bytes(compiled.cubin) > 0) is spills
     assert bool(named) is spills
     if spills:
@@ -66,8 +67,9 @@ def test_spill_advice_names_the_cluster_hint_only_for_a_large_mma_tile_on_sm_90(
     from fearless.ir.opdef import Op
 
     def state(arch, ops):
-        fn = SimpleNamespace(walk=lambda: [SimpleNamespace(name=n) for n in ops], attrs={})
-        return SimpleNamespace(arch=arch, out=SimpleNamespace(fn=fn))
+        fn = SimpleNamespace(attrs={})
+        info = SimpleNamespace(mma=Op.TILE_MMA in ops)
+        return SimpleNamespace(arch=arch, out=SimpleNamespace(fn=fn, info=info))
 
     gemm = state("sm_90", [Op.TILE_MMA])
     assert "num_cta_in_cga" in pipeline._spill_advice(gemm, [(128, 256)])

@@ -567,7 +567,9 @@ def test_bad_configs_and_keys_are_refused_before_anything_runs():
 
 
 @pytest.mark.gpu
-def test_a_tuned_kernel_on_the_gpu(backend):
+def test_a_tuned_kernel_on_the_gpu(backend, monkeypatch, tmp_path):
+    # a fresh disk cache: a ranking an earlier run left there would be used without tuning
+    monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(BASE.CONFIG, cache_dir=tmp_path))
     tuned = ft.autotune([ft.Config(tile=256), ft.Config(tile=1024),
                          ft.Config(tile=1024, hints={"sm_90": {"occupancy": 2}})])(copy_some)
     x = np.random.default_rng(3).standard_normal(1 << 20).astype(np.float32)

@@ -310,3 +310,21 @@ def test_a_grid_past_cudas_limits_is_refused_before_it_runs():
         iota3(part)
     out = part.unpartition()     # the partition is still the caller's
     iota3(out.partition((1, 1, 1), schedule=ft.persistent(blocks=4))).cancel()
+
+
+@pytest.mark.parametrize("shape, tile, blocks, named", [
+    ((128, 4096), (128, 128), 32, "32 tile blocks on 132 SMs"),   # most SMs idle
+    ((128, 4096), (256, 128), 16, "spans 256 along axis 0"),      # half of each tile past the edge
+    ((100, 4096), (256, 64), 64, "at most 128 there"),
+    ((128, 4096), (64, 64), 128, None),                           # a block per SM
+    ((128, 1024), (64, 64), 32, None),          # few blocks, but no smaller tile to offer
+    ((16, 4096), (16, 64), 64, None),           # nn.linear's decode tiles
+    ((4096, 4096), (128, 128), 132, None),      # persistent: a block per SM
+    ((8, 64, 128), (1, 64, 128), 8, None),      # not a 2-d GEMM output: blocks not weighed
+])
+def test_a_launch_that_leaves_tensor_cores_idle_is_named(shape, tile, blocks, named):
+    from fearless.runtime.tile_launch import idle_sm_advice
+    why = idle_sm_advice(shape, tile, blocks, 132)
+    assert (why is None) is (named is None), why
+    if named is not None:
+        assert named in why

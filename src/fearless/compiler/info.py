@@ -48,7 +48,8 @@ class KernelInfo:
     grids it depends on before any memory access, so it may be launched with programmatic
     stream serialization: ``backends/tileir/lower.py``'s ``uses_pdl``); ``stream_k`` (a
     stream-K launch's workspace: the dtype and tile shape of one block's partial sum, ``()``
-    for other kernels; ``runtime/workspace.py``)."""
+    for other kernels; ``runtime/workspace.py``); ``mma`` (the kernel calls ``ft.mma``: its
+    speed is the tensor cores', which ``tile_launch.idle_sm_advice`` weighs)."""
 
     params: tuple
     abi: Abi | None = None
@@ -63,6 +64,7 @@ class KernelInfo:
     built_by: str | None = None
     pdl: bool = False
     stream_k: tuple = ()
+    mma: bool = False
 
     @property
     def names(self) -> list[str]:

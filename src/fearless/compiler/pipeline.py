@@ -208,7 +208,8 @@ def _tileir(s: _State):
     acc = s.out.fn.attrs.get("stream_k")
     s.out.info = KernelInfo(params_info(s.params), tile_abi(types, acc is not None),
                             grouped=is_grouped(types), pdl=uses_pdl(version, s.arch),
-                            stream_k=() if acc is None else (acc.dtype, tuple(acc.shape)))
+                            stream_k=() if acc is None else (acc.dtype, tuple(acc.shape)),
+                            mma=any(op.name == Op.TILE_MMA for op in s.out.fn.walk()))
 
 
 def _tile_cubin(s: _State):
@@ -237,8 +238,7 @@ def _spill_advice(s: _State, tiles: list) -> str:
                 "times slower than launched with ft.persistent() on the H200; partition with "
                 "schedule=ft.persistent() instead (benchmarks/RESULTS.md, session 13)")
     big = any(math.prod(t) >= 128 * 256 for t in tiles)
-    mma = any(op.name == Op.TILE_MMA for op in s.out.fn.walk())
-    if big and mma and int("".join(ch for ch in s.arch if ch.isdigit()) or 0) >= 90:
+    if big and s.out.info.mma and int("".join(ch for ch in s.arch if ch.isdigit()) or 0) >= 90:
         return (f"an f16 GEMM of 128 x 256 or 256 x 128 tiles spills so and runs at 6-11% of "
                 f"cuBLAS on the H200; use smaller tiles, or the hint "
                 f"hints={{'{s.arch}': {{'num_cta_in_cga': 2}}}}, which splits a tile over the two "

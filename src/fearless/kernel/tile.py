@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, replace
+from math import prod
 from typing import Any, Callable, overload
 
 from fearless.backends.tileir.lower import is_grouped
@@ -339,6 +340,12 @@ class TileKernel(BaseKernel):
                     tile_launch.launch_cuda(loaded, grid, tensors, scalars, stream)
             if loaded is not None:
                 self._remember(values, types, constants, entry)
+                if entry.compiled.info.mma and partitions:
+                    why = tile_launch.idle_sm_advice(partitions[0].shape,
+                                                     partitions[0].tile_shape, prod(grid),
+                                                     device.multiprocessor_count())
+                    if why is not None:
+                        warn_user(f"tile kernel '{self.name}': {why}", PerformanceWarning)
         return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
                                writes=writes, partitions=partitions,
                                label=f"kernel '{self.name}'")
