@@ -65,7 +65,7 @@ import numpy as np
 import fearless as fl
 from fearless import bf16, f16, f32
 from fearless import tile as ft
-from fearless.errors import PerformanceWarning
+from fearless.errors import OccupancyWarning, PerformanceWarning
 from fearless.ir import types as T
 from fearless.kernel.tile_fast import pow2_div
 from fearless.runtime.tile_launch import idle_sm_advice
@@ -305,7 +305,7 @@ def launch_advice(shape: Shape, cfg: Config, sms: int) -> list[str]:
     if why is None:
         return []
     LAUNCH_WARNINGS.add(why)
-    return [f"{PerformanceWarning.__name__}: tile kernel 'matmul': {why}"]
+    return [f"{OccupancyWarning.__name__}: tile kernel 'matmul': {why}"]
 
 
 LAUNCH_WARNINGS: set = set()   # launch_advice's reasons: a shape's own, not a compile's
@@ -394,7 +394,8 @@ class Report(RunLog):
 def flagged(row: dict) -> bool:
     """Whether the row's compile or launch raised a PerformanceWarning (it says why it is
     slow)."""
-    return any(w.startswith(PerformanceWarning.__name__ + ":") for w in row.get("warnings", ()))
+    return any(w.startswith((PerformanceWarning.__name__ + ":", OccupancyWarning.__name__ + ":"))
+               for w in row.get("warnings", ()))
 
 
 def shape_summary(shape: Shape, rows: list[dict]) -> dict:

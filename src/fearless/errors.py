@@ -173,6 +173,12 @@ class PerformanceWarning(UserWarning):
     """The code runs right but slower than it could (the reason is in the message)."""
 
 
+class OccupancyWarning(PerformanceWarning):
+    """A launch's tiles leave SMs or tensor cores idle for its output's shape: a
+    PerformanceWarning about one call's shape, not about the compiled kernel (``ft.autotune``
+    does not carry it from one shape's tuning to another's)."""
+
+
 class CacheWarning(UserWarning):
     """A JIT cache entry was damaged (and is compiled again), the GPU driver refused cached code
     (compiled again), or the cache folder cannot be written. Never a wrong result: filter it with

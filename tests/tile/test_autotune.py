@@ -777,3 +777,15 @@ def test_under_a_time_bound_configs_compile_one_by_one(tune, monkeypatch):
     assert compiled == [0]
     assert [c.skipped is not None for c in tuned.report] == [False] + [True] * 5
     np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(64))
+
+
+def test_a_trials_occupancy_warning_is_not_kept_for_later_shapes():
+    """An OccupancyWarning is about the trial's shape: a later tuning (another shape) whose
+    winner is that config must not hand it to the caller; compile warnings are kept."""
+    from types import SimpleNamespace
+
+    from fearless.autotuning import tuner
+    from fearless.errors import OccupancyWarning
+    tuned = SimpleNamespace(compile_warnings={})
+    tuner._keep(tuned, {0: [("spills", PerformanceWarning), ("32 blocks", OccupancyWarning)]})
+    assert tuned.compile_warnings == {0: [("spills", PerformanceWarning)]}

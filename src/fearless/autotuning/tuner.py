@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fearless.errors import AutotuneError, FearlessError, InternalError
+from fearless.errors import AutotuneError, FearlessError, InternalError, OccupancyWarning
 from fearless.kernel import base
 from fearless.runtime import memory, timing
 from fearless.runtime.tensor import Tensor, as_tensor, empty
@@ -128,11 +128,12 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
 
 
 def _keep(tuned, said: dict) -> None:
-    """Add {config: [(message, category)]} to ``tuned.compile_warnings``, each message once."""
+    """Add {config: [(message, category)]} to ``tuned.compile_warnings``, each message once,
+    but an OccupancyWarning (about the trial's shape, not the compile)."""
     for n, pairs in said.items():
         kept = tuned.compile_warnings.setdefault(n, [])
         for pair in pairs:
-            if pair not in kept:
+            if pair not in kept and not issubclass(pair[1], OccupancyWarning):
                 kept.append(pair)
 
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, overload
 from fearless.backends.tileir.lower import is_grouped
 from fearless.compiler import Compiled, compile_tile, show
 from fearless.errors import ArgumentTypeError, ContractError, FearlessError, InternalError, \
-    PerformanceWarning
+    OccupancyWarning, PerformanceWarning
 from fearless.ir import types as T
 from fearless.kernel import base, params as P, tile_fast
 from fearless.kernel.base import VERSION, BaseKernel, cached_compile
@@ -345,7 +345,7 @@ class TileKernel(BaseKernel):
                                                      partitions[0].tile_shape, prod(grid),
                                                      device.multiprocessor_count())
                     if why is not None:
-                        warn_user(f"tile kernel '{self.name}': {why}", PerformanceWarning)
+                        warn_user(f"tile kernel '{self.name}': {why}", OccupancyWarning)
         return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
                                writes=writes, partitions=partitions,
                                label=f"kernel '{self.name}'")
