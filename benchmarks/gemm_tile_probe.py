@@ -1,0 +1,159 @@
+"""GEMM tile probe on the GPU (issue 13): which tile, entry hint, schedule and K split a few
+rows of M = 128 want, against cuBLAS, with cuBLAS's own kernel names.
+
+For each shape (M, N, K), f16: cuBLAS (``a @ b``) once under the torch profiler (its kernel
+names: tile and split-K), then 10 calls captured in a torch CUDA graph; each fearless variant
+checked once against float64 NumPy (f32 sums of exact products, one rounding to f16), then 10
+calls captured with ``fl.capture()`` and replayed (best of 5 replays, microseconds per call).
+Variants: ``examples.tile_gemm.matmul`` with tiles 128x128, 128x64, 64x128, 64x64, each with the
+entry hints none / ``num_worker_warps_per_cta: 8`` / ``occupancy: 2`` / both, one tile per block
+and ``ft.persistent()``; and a hand split-K (``part``: f32 partial sums (S, M, N) of K/S each,
+``reduce``: their sum, rounded once) in 2 and 4 parts. 4096^3 times the large tiles instead.
+The L2 is not flushed: weights up to 32 MB stay in the H200's L2 between the 10 calls.
+
+    PYTHONPATH=src:. python3 benchmarks/gemm_tile_probe.py [--quick]
+"""
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+import numpy as np
+
+import fearless as fl
+from fearless import f16, f32
+from fearless import tile as ft
+from examples.tile_gemm import matmul
+
+CALLS = 10
+HINTS = {"-": {}, "ww8": {"num_worker_warps_per_cta": 8}, "occ2": {"occupancy": 2},
+         "ww8occ2": {"num_worker_warps_per_cta": 8, "occupancy": 2}}
+CGA2 = {"num_cta_in_cga": 2}
+
+
+@ft.kernel
+def part(p: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
+    """p (S, M, N) f32 tile (1, bm, bn): split s sums K chunks [s * per, s * per + per)."""
+    bm, bn = p.tile_shape[1], p.tile_shape[2]
+    s, i, j = p.tile_index
+    per = ft.cdiv(ft.cdiv(a.shape[1], bk), p.shape[0])
+    acc = ft.zeros((bm, bn), f32)
+    for k in range(s * per, s * per + per):
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    p.store(acc.reshape((1, bm, bn)))
+
+
+@ft.kernel
+def reduce(c: ft.Out, p: ft.In, splits: ft.Const[int] = 2):
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    c.store(ft.sum(ft.load(p, (0, i, j), (splits, bm, bn)), axis=0).astype(c.dtype))
+
+
+def variants(big: bool) -> list[tuple]:
+    """(name, kernel, tile, schedule, splits) of each variant."""
+    if big:
+        return [(f"{t[0]}x{t[1]} {h} persistent", _hinted(matmul, h, 256 in t), t,
+                 ft.persistent(), 1)
+                for t, h in (((128, 128), "-"), ((128, 128), "ww8"), ((128, 256), "-"),
+                             ((128, 256), "ww8"), ((256, 128), "ww8"))]
+    out = [(f"{t[0]}x{t[1]} {h} {'persistent' if s else 'one per block'}", _hinted(matmul, h),
+            t, s, 1) for t in ((128, 128), (128, 64), (64, 128), (64, 64)) for h in HINTS
+           for s in (None, ft.persistent())]
+    return out + [(f"split {t[0]}x{t[1]} {h} in {n}", _hinted(part, h), t, None, n)
+                  for t in ((128, 128), (128, 64), (64, 128)) for h in ("-", "ww8")
+                  for n in (2, 4)]
+
+
+_KERNELS: dict = {}
+
+
+def _hinted(kernel, hint: str, cluster: bool = False):
+    hints = dict(HINTS[hint], **(CGA2 if cluster else {}))
+    key = (kernel.name, hint, cluster)
+    if key not in _KERNELS:
+        _KERNELS[key] = ft.kernel(kernel.fn, hints={"sm_90": hints} if hints else None)
+    return _KERNELS[key]
+
+
+def best(fn, sync, reps: int = 5) -> float:
+    fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return min(times) / CALLS
+
+
+def probe(torch, m: int, n: int, k: int) -> None:
+    from torch.profiler import ProfilerActivity, profile
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn((m, k), generator=g, device="cuda", dtype=torch.float16)
+    b = torch.randn((k, n), generator=g, device="cuda", dtype=torch.float16)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        a @ b
+        torch.cuda.synchronize()
+    names = sorted({e.name.split("(")[0] for e in prof.events() if "CUDA" in str(e.device_type)})
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(CALLS):
+            a @ b
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        for _ in range(CALLS):
+            a @ b
+    ref = best(graph.replay, torch.cuda.synchronize)
+    print(f"{m}x{n}x{k}: cuBLAS {ref * 1e6:.1f} us, kernels {names}", flush=True)
+    fa, fb = fl.asarray(a), fl.asarray(b)
+    a64, b64 = a.double().cpu().numpy(), b.double().cpu().numpy()
+    want = a64 @ b64
+    bound = (np.abs(a64) @ np.abs(b64)) * (k * 2.0 ** -23 + 2.0 ** -11) + np.abs(want) * 2.0 ** -11
+    rows = []
+    for name, kern, tile, schedule, splits in variants(m >= 4096):
+        parts = [fl.empty((splits, m, n), f32) for _ in range(CALLS + 1)] if splits > 1 else None
+        rt = (64, 64) if splits <= 2 else (32, 64)
+
+        def call(c, i, kern=kern, tile=tile, schedule=schedule, splits=splits, parts=parts,
+                 rt=rt):
+            if splits == 1:
+                return kern(c.partition(tile, schedule=schedule), fa, fb)
+            return kern(parts[i].partition((1, *tile)), fa, fb).then(
+                lambda r: reduce(c.partition(rt), r[0].unpartition(), splits=splits))
+        try:
+            got = call(fl.full((m, n), np.nan, f16), CALLS).sync()[0].unpartition().numpy()
+            ok = bool(np.all(np.abs(got.astype(np.float64) - want) <= bound))
+            outs = [fl.empty((m, n), f16) for _ in range(CALLS)]
+            with fl.capture() as captured:
+                for i in range(CALLS):
+                    call(outs[i], i).enqueue()
+            t = best(captured.replay, fl.synchronize)
+            captured.release()
+        except Exception as exc:  # noqa: BLE001 - one variant must not stop the probe
+            print(f"  {name}: failed {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+            continue
+        rows.append((t, name))
+        print(f"  {name}: {t * 1e6:7.1f} us {ref / t * 100:5.1f}% of cuBLAS"
+              f"{'' if ok else ' WRONG'}", flush=True)
+    rows.sort()
+    print(f"best at {m}x{n}x{k}: " + "; ".join(f"{nm} {t * 1e6:.1f} us ({ref / t:.0%})"
+                                              for t, nm in rows[:4]), flush=True)
+
+
+def main() -> None:
+    import torch
+    fl.set_backend("cuda")
+    warnings.simplefilter("ignore")
+    shapes = [(128, 4096, 4096), (128, 1024, 4096), (128, 4096, 14336), (128, 14336, 4096),
+              (4096, 4096, 4096)]
+    for shape in shapes[:1] if "--quick" in sys.argv else shapes:
+        probe(torch, *shape)
+
+
+if __name__ == "__main__":
+    main()
