@@ -115,7 +115,7 @@ class Config:
         return cga_matmul if self.cga else matmul
 
 
-# The 64-wide tiles, one per block (persistent, they ran 2-3x slower: RESULTS.md, session 14),
+# The 64-wide tiles, one per block (persistent, 1.6-2.7x slower: RESULTS.md, session 14),
 # are timed where M <= SMALL_M: there 128 x 128 tiles leave most SMs idle (M 128, N 4096: 32
 # blocks on 132 SMs).
 SMALL_M = 1024
@@ -296,19 +296,21 @@ def measure(rep: Report, clock, shape: Shape, cases: list[Case], reps: int,
             guarded(case, record)
 
 
+LAUNCH_WARNINGS: set = set()   # launch_advice's reasons: a shape's own, not a compile's
+
+
 def launch_advice(shape: Shape, cfg: Config, sms: int) -> list[str]:
     """The PerformanceWarning a first launch of ``cfg`` over ``shape`` gives when its tiles
     leave SMs idle (``tile_launch.idle_sm_advice``), as ``compiled_first`` words it."""
     tiles = -(-shape.m // cfg.tile[0]) * -(-shape.n // cfg.tile[1])
-    why = idle_sm_advice((shape.m, shape.n), cfg.tile, min(tiles, sms) if cfg.persistent
-                         else tiles, sms)
+    if cfg.persistent and tiles > sms:   # a persistent loop: no advice (one block per SM)
+        return []
+    why = idle_sm_advice((shape.m, shape.n), cfg.tile, tiles, sms)
     if why is None:
         return []
     LAUNCH_WARNINGS.add(why)
     return [f"{OccupancyWarning.__name__}: tile kernel 'matmul': {why}"]
 
-
-LAUNCH_WARNINGS: set = set()   # launch_advice's reasons: a shape's own, not a compile's
 
 
 def compiled_first(first) -> tuple[float, list[str]]:
@@ -692,8 +694,10 @@ def gpu_view(dt, shape: tuple, tile=None, schedule=None) -> T.TensorView:
 def specialisations(shape: Shape) -> list[tuple]:
     """(name, kernel, types, constants) of each GPU compile that timing ``shape`` makes."""
     dt, (m, n, k) = shape.dtype, (shape.m, shape.n, shape.k)
+    sms = linear_module._H200_SMS
     out = [(f"{cfg.name} {dt.name}", cfg.kernel,
-            (gpu_view(dt, (m, n), cfg.tile, T.Persistent() if cfg.persistent else None),
+            (gpu_view(dt, (m, n), cfg.tile, None if not cfg.persistent else T.Persistent(
+                single=-(-m // cfg.tile[0]) * -(-n // cfg.tile[1]) <= sms)),
              gpu_view(dt, (m, k)), gpu_view(dt, (k, n))), {"bk": cfg.bk}) for cfg in CONFIGS
            if cfg.applies(m)]
     if shape.kind == "llm":

@@ -20,6 +20,8 @@
     +-- ModelInputError         input a model refuses before running (a prompt longer than the
     |                           context, a token id past the vocabulary, a full KV cache)
     +-- InternalError           a bug in fearless; keeps its traceback
+PerformanceWarning (a UserWarning)  right, but slower than it could be (the message says why)
++-- OccupancyWarning                a launch's tiles leave SMs idle for its output's shape
 CacheWarning (a UserWarning)    a damaged or unwritable JIT cache entry, recompiled instead
 
 Messages read like a compiler's: ``kernel 'k', parameter 'p': what went wrong``, then the source

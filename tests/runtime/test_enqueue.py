@@ -119,7 +119,7 @@ class _Loaded:  # a LoadedTile stand-in
 
 
 def _plan_op(part, x, s):
-    found = tile_fast.signature(affine.params, (part, x, s))
+    found = tile_fast.signature(affine.params, (part, x, s), affine.per_sm)
     assert found is not None
     plan = tile_fast.TilePlan("affine", list(affine.params), _Loaded(), {2: fl.f32})
     return plan.operation(found[3], found[1], found[2])

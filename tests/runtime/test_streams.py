@@ -320,19 +320,28 @@ class _Loaded:  # a stand-in for a LoadedTile: operations here are cancelled, ne
     function, grouped, params, name, pdl, stream_k = 0, False, None, "add_one", False, ()
 
 
+def _signature(*args):
+    # per_sm: one block per SM (add_one has no occupancy hint; reading the hints needs a GPU)
+    return tile_fast.signature(add_one.params, args, lambda backend: 1)
+
+
 def test_the_tile_fast_path_keys_and_refusals():
     x = fl.asarray(rng.standard_normal(64).astype(np.float32))
     part = fl.zeros(64).partition(16)
-    key, views, outs, values = tile_fast.signature(add_one.params, (part, x, 2.0))
-    again = tile_fast.signature(add_one.params, (fl.zeros(64).partition(16), x, 3.0))
+    key, views, outs, values = _signature(part, x, 2.0)
+    again = _signature(fl.zeros(64).partition(16), x, 3.0)
     assert again[0] == key and values == (part, x, 2.0) and outs == [part]
-    assert tile_fast.signature(add_one.params, (fl.zeros(64).partition(32), x, 2.0))[0] != key
-    assert tile_fast.signature(add_one.params, (part, x)) is None  # a missing argument
+    assert _signature(fl.zeros(64).partition(32), x, 2.0)[0] != key
+    assert _signature(part, x) is None  # a missing argument
+    # a persistent launch with no more tiles than blocks compiles apart from a longer one
+    few = _signature(fl.zeros(64).partition(16, schedule=ft.persistent(blocks=4)), x, 2.0)
+    many = _signature(fl.zeros(128).partition(16, schedule=ft.persistent(blocks=4)), x, 2.0)
+    assert few[0] != many[0] and key not in (few[0], many[0])
     plan = tile_fast.TilePlan("add_one", [p for p in add_one.params], _Loaded(), {2: fl.f32})
     op = plan.operation(values, views, outs)
     assert op is not None and op.cancel() == (part, x, 2.0)
     op = plan.operation(values, views, outs)  # part is now held by op ...
-    assert tile_fast.signature(add_one.params, (part, x, 2.0)) is None  # ... so not free
+    assert _signature(part, x, 2.0) is None  # ... so not free
     op.cancel()
     x.partition(64)  # x moved: the plan sends the call to the slow path
     assert plan.operation(values, views, outs) is None

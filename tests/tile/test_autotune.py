@@ -779,7 +779,7 @@ def test_under_a_time_bound_configs_compile_one_by_one(tune, monkeypatch):
     np.testing.assert_array_equal(o.unpartition().numpy(), np.arange(64))
 
 
-def test_a_trials_occupancy_warning_is_not_kept_for_later_shapes():
+def test_the_tuner_keeps_compile_warnings_but_not_a_trials_occupancy_warning():
     """An OccupancyWarning is about the trial's shape: a later tuning (another shape) whose
     winner is that config must not hand it to the caller; compile warnings are kept."""
     from types import SimpleNamespace

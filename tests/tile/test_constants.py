@@ -66,6 +66,6 @@ def test_constant_keys_tell_types_signs_and_nested_values_apart():
 def test_the_tile_fast_path_keys_signed_zero_constants_apart():
     from fearless.kernel import tile_fast
     x = fl.asarray(np.ones(4, np.float32))
-    keys = [tile_fast.signature(over_constant.params, (fl.zeros(4).partition(4), x, c))[0]
-            for c in (0.0, -0.0, 0.0)]
+    keys = [tile_fast.signature(over_constant.params, (fl.zeros(4).partition(4), x, c),
+                                over_constant.per_sm)[0] for c in (0.0, -0.0, 0.0)]
     assert keys[0] != keys[1] and keys[0] == keys[2]

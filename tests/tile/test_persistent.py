@@ -316,7 +316,10 @@ def test_a_grid_past_cudas_limits_is_refused_before_it_runs():
     ((128, 4096), (128, 128), 32, "32 tile blocks on 132 SMs"),   # most SMs idle
     ((128, 4096), (256, 128), 16, "spans 256 along axis 0"),      # half of each tile past the edge
     ((100, 4096), (256, 64), 64, "at most 128 there"),
+    ((128, 8), (64, 64), 2, "at most 16 there"),                  # not under the mma's 16
     ((128, 4096), (64, 64), 128, None),                           # a block per SM
+    ((128, 4096), (128, 64), 64, None),         # half the SMs: 108% of cuBLAS on the H200
+    ((0, 4096), (128, 128), 0, None),           # an empty output: nothing runs
     ((128, 1024), (64, 64), 32, None),          # few blocks, but no smaller tile to offer
     ((16, 4096), (16, 64), 64, None),           # nn.linear's decode tiles
     ((4096, 4096), (128, 128), 132, None),      # persistent: a block per SM
@@ -328,3 +331,22 @@ def test_a_launch_that_leaves_tensor_cores_idle_is_named(shape, tile, blocks, na
     assert (why is None) is (named is None), why
     if named is not None:
         assert named in why
+
+
+def test_a_compile_ahead_builds_both_forms_of_a_persistent_launch():
+    """The GPU's SM count decides whether each block has one tile; a compile ahead of it (the
+    cpu backend counts one SM) builds both forms, and the one-tile form has one type whatever
+    the order."""
+    from fearless.backends.tileir.lower import is_grouped
+    from fearless.ir import types as T
+    from fearless.kernel.tile import _either_schedule
+    o = fl.zeros((32, 32), f32).partition((16, 16), schedule=ft.persistent(order="row"))
+    types = mark._signature([o, fl.zeros((32, 32), f32)], "cpu")[0]
+    forms = _either_schedule(types, [o])
+    assert [t[0].schedule for t in forms] == [T.Persistent("row", 1), T.Persistent(single=True)]
+    assert [t[1] for t in forms] == [types[1], types[1]]
+    # the one-tile form of a 2-d output launches 1-d in grouped order, as with no schedule
+    assert [is_grouped(t) for t in forms] == [False, True]
+    plain = fl.zeros((32, 32), f32).partition((16, 16))
+    assert _either_schedule(mark._signature([plain, fl.zeros((32, 32), f32)], "cpu")[0],
+                            [plain])[0][0].schedule is None

@@ -93,6 +93,9 @@ class TileKernel(BaseKernel):
         self.requires = requirements(requires)
         check_names(self.name, self.requires, list(inspect.signature(fn).parameters))
         self._plans: dict = {}  # fast-path key -> tile_fast.TilePlan (cuda)
+        # an OccupancyWarning advises the author of a kernel's tiles: fearless's own kernels
+        # (fearless.nn) choose theirs, so their callers could not act on it
+        self._advises = not getattr(fn, "__module__", "").startswith("fearless.")
 
     def __repr__(self) -> str:
         return f"<fearless tile kernel {self.name}>"
@@ -177,11 +180,8 @@ class TileKernel(BaseKernel):
                                         param=p.name, help="give every output partition the "
                                                            "same schedule= (or none)")
                 grid, grid_from, first = g, p.name, arg
-                if arg.schedule is not None:  # what the compiled kernel depends on
-                    order = arg.schedule.order
-                    schedule = T.Persistent(order, arg.schedule.group if order == "grouped"
-                                            else 1, isinstance(arg.schedule, StreamK),
-                                            arg.one_tile_each(self.per_sm(backend)))
+                schedule = _schedule_type(arg.schedule,
+                                          arg.one_tile_each(self.per_sm(backend)))
             infos.append(P.ArgInfo(t.dtype, t.ndim, tile_shape=tile_shape,
                                    layout=self._layout(t, backend, ahead), schedule=schedule))
             tensors.append(t)
@@ -317,8 +317,10 @@ class TileKernel(BaseKernel):
             gpu_types = types if only else tuple(  # the checks passed: only layouts differ
                 ty if t is None else replace(ty, layout=self._layout(t, backend, True))
                 for ty, t in zip(types, tensors))
-            ahead.compile_each(self, gpu_types, constants, targets,
-                               lambda arch: self.compile_for(gpu_types, constants, "cuda", arch))
+            for each in _either_schedule(gpu_types, partitions):
+                ahead.compile_each(self, each, constants, targets,
+                                   lambda arch, each=each: self.compile_for(each, constants,
+                                                                            "cuda", arch))
         if only:
             def enqueue(stream):
                 pass  # compile-only: nothing runs
@@ -340,7 +342,8 @@ class TileKernel(BaseKernel):
                     tile_launch.launch_cuda(loaded, grid, tensors, scalars, stream)
             if loaded is not None:
                 self._remember(values, types, constants, entry)
-                if entry.compiled.info.mma and partitions:
+                if self._advises and entry.compiled.info.mma and partitions \
+                        and tuple(grid) == tuple(partitions[0].grid):  # one tile per block
                     why = tile_launch.idle_sm_advice(partitions[0].shape,
                                                      partitions[0].tile_shape, prod(grid),
                                                      device.multiprocessor_count())
@@ -409,6 +412,32 @@ class TileKernel(BaseKernel):
         elif STATS.on:
             STATS.compile(self.name, entry.compiled.label, "memory")
         return entry
+
+
+def _schedule_type(schedule, single: bool) -> T.Persistent | None:
+    """The compiled kernel's type of a partition's ``schedule`` (None: one tile per block). One
+    tile per block (``single``) compiles alike whatever the order, so it has one type."""
+    if schedule is None:
+        return None
+    if single:
+        return T.Persistent(single=True)
+    order = schedule.order
+    return T.Persistent(order, schedule.group if order == "grouped" else 1,
+                        isinstance(schedule, StreamK))
+
+
+def _either_schedule(types: tuple, partitions: list) -> list[tuple]:
+    """``types``, and for a persistent (not stream-K) launch the same with the other of its
+    two compiled forms: a compile ahead of the GPU (``fearless compile``, the cpu backend's
+    cross-compile) does not know the GPU's SM count, which decides whether each block has one
+    tile (``Partition.one_tile_each``), so it builds both."""
+    schedule = partitions[0].schedule if partitions else None
+    if schedule is None or isinstance(schedule, StreamK):
+        return [types]
+    single = next(ty.schedule.single for ty in types if getattr(ty, "schedule", None))
+    other = _schedule_type(schedule, not single)
+    return [types, tuple(replace(ty, schedule=other) if getattr(ty, "schedule", None) else ty
+                         for ty in types)]
 
 
 @overload

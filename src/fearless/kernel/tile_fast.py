@@ -60,7 +60,7 @@ def _tensor_facts(t: Tensor, view):
     return facts or None
 
 
-def signature(params, args, per_sm=lambda backend: 1):
+def signature(params, args, per_sm):
     """``(key, views, outs, values)`` of a cuda call with positional ``args`` (``values``: the
     runtime arguments, ``ft.Const`` ones left out), or None when the fast path does not
     apply. ``per_sm(backend)``: the kernel's persistent blocks per SM (asked only for a

@@ -22,8 +22,8 @@ block's whole share rather than the current tile: refused (CompileError at the `
 A launch with no more tiles than blocks (``Persistent.single``) gives no block a second tile: it
 keeps the body as written and launches a block per tile, the loop left out. The refusal above
 still applies, so that whether a kernel compiles does not depend on the size of its output. On
-the H200 (tileiras 13.5, 128 x 4096 x 4096 f16) the loop made the 64-wide tiles 1.7-2.6x slower
-than one block per tile with the same blocks (benchmarks/RESULTS.md, session 14).
+the H200 (tileiras 13.5, f16 GEMMs of 128 rows whose tiles all fit one wave) the loop made the
+64-wide tiles 1.6-2.7x slower than one block per tile (benchmarks/RESULTS.md, session 14).
 """
 from __future__ import annotations
 

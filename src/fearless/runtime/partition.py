@@ -59,9 +59,10 @@ def persistent(blocks: int | None = None, order: str = "grouped", group: int = 8
     ``"row"`` (axis 0 fastest). Inside the kernel nothing changes: ``out.tile_index`` and
     ``out.store`` are the current tile's. Where the tiles are no more than ``blocks``, no block
     would get a second one, and the launch runs a block per tile without the loop over tiles
-    (with the loop, 64-wide GEMM tiles ran 1.7-2.6x slower on the H200). A kernel with an early
-    ``return`` cannot be launched persistently, whatever the size (CompileError). Raises ArgumentTypeError for a non-integer ``blocks`` or
-    ``group``, PartitionError for ``blocks`` or ``group`` below 1 or an unknown order."""
+    (with the loop, 64-wide GEMM tiles ran 1.6-2.7x slower on the H200). A kernel with an
+    early ``return`` cannot be launched persistently, whatever the size (CompileError). Raises
+    ArgumentTypeError for a non-integer ``blocks`` or ``group``, PartitionError for ``blocks``
+    or ``group`` below 1 or an unknown order."""
     for name, value in (("blocks", blocks), ("group", group)):
         if value is None and name == "blocks":
             continue
@@ -205,13 +206,17 @@ class Partition:
 
     def one_tile_each(self, per_sm: int = 1) -> bool:
         """Whether a persistent (not stream-K) launch over this partition has no more tiles than
-        blocks (``per_sm`` as for ``launch_grid``): then no block gets a second tile, and the
-        launch runs one block per tile, compiled without the loop over tiles
-        (``ir.types.Persistent.single``)."""
+        blocks (``per_sm`` as for ``launch_grid``) and a grid of one block per tile fits CUDA's
+        limits: then no block gets a second tile, and the launch runs one block per tile,
+        compiled without the loop over tiles (``ir.types.Persistent.single``)."""
         s = self.schedule
         if s is None or isinstance(s, StreamK):
             return False
-        return prod(self.grid) <= (s.blocks or max(per_sm, 1) * multiprocessor_count())
+        if prod(self.grid) > (s.blocks or max(per_sm, 1) * multiprocessor_count()):
+            return False
+        # imported here: tile_launch imports this module (through runtime.args and tensor)
+        from fearless.runtime.tile_launch import fits, hardware_grid
+        return fits(hardware_grid(self.grid, len(self.tile_shape) == 2))
 
     @user_facing
     def unpartition(self):

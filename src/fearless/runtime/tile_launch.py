@@ -99,21 +99,24 @@ def check_grid(name: str, grid: tuple, grouped: bool) -> None:
 
 
 def idle_sm_advice(shape: tuple, tile: tuple, blocks: int, sms: int) -> str | None:
-    """Why a launch of an ``ft.mma`` kernel over a 2-d Out of ``shape`` (a GEMM's) in
-    ``tile``s, running ``blocks`` tile blocks on ``sms`` SMs, leaves tensor cores idle, or None:
-    a tile axis over twice the output's (rounded up to a power of two: over half of every tile
-    is past the edge), or under half the SMs busy with a tile axis of 128 or more (which a
-    smaller tile would spread). Other ranks (attention's heads) are not weighed. Measured on the H200 (f16, benchmarks/RESULTS.md, session 14):
-    over 128 x 4096 x 4096, 128 x 128 tiles (32 blocks) ran at 67% of cuBLAS, 64 x 64 (128
-    blocks) at 96%, and 256 x 128 tiles (half past the edge) at 58%."""
-    if len(shape) != 2:
+    """Why a launch of an ``ft.mma`` kernel over a 2-d Out of ``shape`` (a GEMM's), one tile
+    block per ``tile``, ``blocks`` of them on ``sms`` SMs, leaves tensor cores idle, or None:
+    a tile axis at least twice the output's extent rounded up to a power of two (at least
+    half of every tile past the edge; never advising under 16, the mma's least), or under a
+    third of the SMs busy with a tile axis of 128 or more (a smaller tile spreads the work).
+    Other ranks (attention's heads) are not weighed. Measured on the H200 (f16, 128 x 4096 x
+    4096, benchmarks/RESULTS.md, session 14): 128 x 128 tiles (32 blocks) at 64-67% of
+    cuBLAS, 256 x 128 (half past the edge) at 58%, where 64 x 64 (128 blocks) reached 96-112%
+    and 128 x 64 (64 blocks) 88-108%."""
+    if len(shape) != 2 or blocks == 0:
         return None
     for axis, (t, n) in enumerate(zip(tile, shape)):
-        if n and t >= 2 * (1 << (n - 1).bit_length()):
-            return (f"its tile {tuple(tile)} spans {t} along axis {axis}, where the output has "
-                    f"{n}: over half of every tile's loads and MMAs fall past the edge; use a "
-                    f"tile of at most {1 << (n - 1).bit_length()} there")
-    if 2 * blocks <= sms and max(tile) >= 128:
+        fit = max(16, 1 << (n - 1).bit_length())
+        if t >= 2 * fit:
+            return (f"its tile {tuple(tile)} spans {t} along axis {axis}, where the output "
+                    f"has {n}: half or more of every tile's loads and MMAs fall past the "
+                    f"edge; use a tile of at most {fit} there")
+    if 3 * blocks < sms and max(tile) >= 128:
         return (f"the launch runs {blocks} tile blocks on {sms} SMs, so most SMs idle (over "
                 f"128 x 4096 x 4096 on the H200, 128 x 128 tiles ran at 67% of cuBLAS and "
                 f"64 x 64 at 96%); use smaller tiles, or ft.autotune over ft.configs.gemm()")
