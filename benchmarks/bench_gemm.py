@@ -6,7 +6,7 @@ square sizes 1024-8192 (16384 with ``--full``) and the LLM shapes M (tokens) in 
 
 fearless: ``examples.tile_gemm.matmul`` with output tiles 128x128 (bk 64) and 128x256, 256x128
 (bk 64, with the hint ``{"sm_90": {"num_cta_in_cga": 2}}``), each launched one tile per block and
-persistent (``schedule=ft.persistent()``); where M <= 1024 also 128x64, 64x128 and 64x64, one
+persistent (``schedule=ft.persistent()``); where M <= 512 also 128x64, 64x128 and 64x64, one
 tile per block; for every LLM shape ``fearless.nn.linear`` (the
 models' path: its default plan, the decode GEMV for M <= 16 and split-K where the tiles leave
 SMs idle; on B.T stored as the (N, K) weight it takes: the same bytes); and ``ft.autotune`` over
@@ -118,7 +118,7 @@ class Config:
 # The 64-wide tiles, one per block (persistent, 1.6-2.7x slower: RESULTS.md, session 14),
 # are timed where M <= SMALL_M: there 128 x 128 tiles leave most SMs idle (M 128, N 4096: 32
 # blocks on 132 SMs).
-SMALL_M = 1024
+SMALL_M = 512   # from M 1024 on, 128 x 128 tiles give 2 blocks per SM at N 4096
 CONFIGS = tuple(Config(tile, 64, cga, p) for tile, cga in (((128, 128), False),
                                                           ((128, 256), True), ((256, 128), True))
                 for p in (False, True)) + tuple(

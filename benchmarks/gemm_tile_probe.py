@@ -11,7 +11,13 @@ and ``ft.persistent()``; and a hand split-K (``part``: f32 partial sums (S, M, N
 ``reduce``: their sum, rounded once) in 2 and 4 parts. 4096^3 times the large tiles instead.
 The L2 is not flushed: weights up to 32 MB stay in the H200's L2 between the 10 calls.
 
-    PYTHONPATH=src:. python3 benchmarks/gemm_tile_probe.py [--quick]
+``--set waves`` (not run yet): the shapes where 128 x 128 tiles make 1.5-2 waves and cuBLAS
+leads nn.linear by 13-22% (T 256 x 14336 x 4096, 512 x 6144 x 2048, 256 x 128256 x 4096),
+against 128 x 256 and 256 x 128 tiles with ``num_cta_in_cga: 2`` (under a wave); ``--set bk``
+(not run yet): the small GEMMs where cuBLAS takes 10 us and fearless 13.5 (128 x 2048 x 2048,
+128 x 1024 x 2048), 64 x 64 and 128 x 64 tiles with K steps of 64 and 128.
+
+    PYTHONPATH=src:. python3 benchmarks/gemm_tile_probe.py [--quick] [--set m128|waves|bk]
 """
 from __future__ import annotations
 
@@ -51,8 +57,26 @@ def reduce(c: ft.Out, p: ft.In, splits: ft.Const[int] = 2):
     c.store(ft.sum(ft.load(p, (0, i, j), (splits, bm, bn)), axis=0).astype(c.dtype))
 
 
-def variants(big: bool) -> list[tuple]:
-    """(name, kernel, tile, schedule, splits) of each variant."""
+SETS = {"m128": [(128, 4096, 4096), (128, 1024, 4096), (128, 4096, 14336),
+                 (128, 14336, 4096), (4096, 4096, 4096)],
+        "waves": [(256, 14336, 4096), (512, 6144, 2048), (256, 128256, 4096)],
+        "bk": [(128, 2048, 2048), (128, 1024, 2048)]}
+
+
+def variants(big: bool, which: str = "m128") -> list[tuple]:
+    """(name, kernel, tile, schedule, splits, bk) of each variant of the set ``which``."""
+    if which == "waves":
+        return [(f"{t[0]}x{t[1]}{' cga2' if 256 in t else ''} "
+                 f"{'persistent' if s else 'one per block'}", _hinted(matmul, "-", 256 in t),
+                 t, s, 1, 64)
+                for t in ((128, 128), (128, 256), (256, 128)) for s in (None, ft.persistent())]
+    if which == "bk":
+        return [(f"{t[0]}x{t[1]} bk {bk}", matmul, t, None, 1, bk)
+                for t in ((64, 64), (128, 64)) for bk in (64, 128)]
+    return [v + (64,) for v in _m128(big)]
+
+
+def _m128(big: bool) -> list[tuple]:
     if big:
         return [(f"{t[0]}x{t[1]} {h} persistent", _hinted(matmul, h, 256 in t), t,
                  ft.persistent(), 1)
@@ -89,7 +113,7 @@ def best(fn, sync, reps: int = 5) -> float:
     return min(times) / CALLS
 
 
-def probe(torch, m: int, n: int, k: int) -> None:
+def probe(torch, m: int, n: int, k: int, which: str) -> None:
     from torch.profiler import ProfilerActivity, profile
     g = torch.Generator(device="cuda").manual_seed(m + n + k)
     a = torch.randn((m, k), generator=g, device="cuda", dtype=torch.float16)
@@ -115,15 +139,15 @@ def probe(torch, m: int, n: int, k: int) -> None:
     want = a64 @ b64
     bound = (np.abs(a64) @ np.abs(b64)) * (k * 2.0 ** -23 + 2.0 ** -11) + np.abs(want) * 2.0 ** -11
     rows = []
-    for name, kern, tile, schedule, splits in variants(m >= 4096):
+    for name, kern, tile, schedule, splits, bk in variants(m >= 4096, which):
         parts = [fl.empty((splits, m, n), f32) for _ in range(CALLS + 1)] if splits > 1 else None
         rt = (64, 64) if splits <= 2 else (32, 64)
 
         def call(c, i, kern=kern, tile=tile, schedule=schedule, splits=splits, parts=parts,
-                 rt=rt):
+                 rt=rt, bk=bk):
             if splits == 1:
-                return kern(c.partition(tile, schedule=schedule), fa, fb)
-            return kern(parts[i].partition((1, *tile)), fa, fb).then(
+                return kern(c.partition(tile, schedule=schedule), fa, fb, bk=bk)
+            return kern(parts[i].partition((1, *tile)), fa, fb, bk=bk).then(
                 lambda r: reduce(c.partition(rt), r[0].unpartition(), splits=splits))
         try:
             got = call(fl.full((m, n), np.nan, f16), CALLS).sync()[0].unpartition().numpy()
@@ -149,10 +173,10 @@ def main() -> None:
     import torch
     fl.set_backend("cuda")
     warnings.simplefilter("ignore")
-    shapes = [(128, 4096, 4096), (128, 1024, 4096), (128, 4096, 14336), (128, 14336, 4096),
-              (4096, 4096, 4096)]
+    which = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "m128"
+    shapes = SETS[which]
     for shape in shapes[:1] if "--quick" in sys.argv else shapes:
-        probe(torch, *shape)
+        probe(torch, *shape, which)
 
 
 if __name__ == "__main__":
