@@ -105,6 +105,10 @@ class Config:
     def applies(self, m: int) -> bool:
         return self.max_m is None or m <= self.max_m
 
+    def tiles(self, m: int, n: int) -> int:
+        """Tiles of an (m, n) output."""
+        return -(-m // self.tile[0]) * -(-n // self.tile[1])
+
     @property
     def name(self) -> str:
         return (f"{self.tile[0]}x{self.tile[1]}{' cga2' if self.cga else ''}"
@@ -302,7 +306,7 @@ LAUNCH_WARNINGS: set = set()   # launch_advice's reasons: a shape's own, not a c
 def launch_advice(shape: Shape, cfg: Config, sms: int) -> list[str]:
     """The PerformanceWarning a first launch of ``cfg`` over ``shape`` gives when its tiles
     leave SMs idle (``tile_launch.idle_sm_advice``), as ``compiled_first`` words it."""
-    tiles = -(-shape.m // cfg.tile[0]) * -(-shape.n // cfg.tile[1])
+    tiles = cfg.tiles(shape.m, shape.n)
     if cfg.persistent and tiles > sms:   # a persistent loop: no advice (one block per SM)
         return []
     why = idle_sm_advice((shape.m, shape.n), cfg.tile, tiles, sms)
@@ -697,7 +701,7 @@ def specialisations(shape: Shape) -> list[tuple]:
     sms = linear_module._H200_SMS
     out = [(f"{cfg.name} {dt.name}", cfg.kernel,
             (gpu_view(dt, (m, n), cfg.tile, None if not cfg.persistent else T.Persistent(
-                single=-(-m // cfg.tile[0]) * -(-n // cfg.tile[1]) <= sms)),
+                single=cfg.tiles(m, n) <= sms)),
              gpu_view(dt, (m, k)), gpu_view(dt, (k, n))), {"bk": cfg.bk}) for cfg in CONFIGS
            if cfg.applies(m)]
     if shape.kind == "llm":

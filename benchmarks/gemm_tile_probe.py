@@ -22,8 +22,8 @@ against 128 x 256 and 256 x 128 tiles with ``num_cta_in_cga: 2`` (under a wave);
 from __future__ import annotations
 
 import sys
-import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +31,9 @@ import fearless as fl
 from fearless import f16, f32
 from fearless import tile as ft
 from examples.tile_gemm import matmul
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmark modules
+from bench_pdl import _best  # noqa: E402
 
 CALLS = 10
 HINTS = {"-": {}, "ww8": {"num_worker_warps_per_cta": 8}, "occ2": {"occupancy": 2},
@@ -102,15 +105,8 @@ def _hinted(kernel, hint: str, cluster: bool = False):
 
 
 def best(fn, sync, reps: int = 5) -> float:
-    fn()
-    sync()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return min(times) / CALLS
+    """Seconds per call: the best of ``reps`` replays of ``CALLS`` captured calls."""
+    return _best(fn, sync, reps) / CALLS
 
 
 def probe(torch, m: int, n: int, k: int, which: str) -> None:

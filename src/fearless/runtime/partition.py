@@ -196,12 +196,13 @@ class Partition:
         the kernel's occupancy) when there are more tiles than that, else ``grid``
         (``one_tile_each``); stream-K, ``(P, 1, 1)`` however few the tiles (none for no
         tiles)."""
-        if self.schedule is None or self.one_tile_each(per_sm):
+        if self.schedule is None:
             return self.grid
-        tiles = prod(self.grid)
-        blocks = self.schedule.blocks or max(per_sm, 1) * multiprocessor_count()
+        tiles, blocks = prod(self.grid), self._blocks(per_sm)
         if isinstance(self.schedule, StreamK):  # more blocks than tiles share their loops
             return (blocks if tiles else 0, 1, 1)
+        if self._one_each(tiles, blocks):
+            return self.grid
         return (min(blocks, tiles), 1, 1)
 
     def one_tile_each(self, per_sm: int = 1) -> bool:
@@ -209,10 +210,16 @@ class Partition:
         blocks (``per_sm`` as for ``launch_grid``) and a grid of one block per tile fits CUDA's
         limits: then no block gets a second tile, and the launch runs one block per tile,
         compiled without the loop over tiles (``ir.types.Persistent.single``)."""
-        s = self.schedule
-        if s is None or isinstance(s, StreamK):
+        if self.schedule is None or isinstance(self.schedule, StreamK):
             return False
-        if prod(self.grid) > (s.blocks or max(per_sm, 1) * multiprocessor_count()):
+        return self._one_each(prod(self.grid), self._blocks(per_sm))
+
+    def _blocks(self, per_sm: int) -> int:
+        """A persistent launch's tile blocks: the schedule's, else ``per_sm`` per SM."""
+        return self.schedule.blocks or max(per_sm, 1) * multiprocessor_count()
+
+    def _one_each(self, tiles: int, blocks: int) -> bool:
+        if tiles > blocks:
             return False
         # imported here: tile_launch imports this module (through runtime.args and tensor)
         from fearless.runtime.tile_launch import fits, hardware_grid
