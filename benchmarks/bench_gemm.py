@@ -4,8 +4,8 @@ C[M, N] = A[M, K] @ B[K, N] in f16 and bf16 (f32 accumulation, one rounding), ro
 square sizes 1024-8192 (16384 with ``--full``) and the LLM shapes M (tokens) in 1, 16, 128, 1024,
 8192 by (K, N) in (4096, 4096), (4096, 14336), (14336, 4096), (4096, 128256).
 
-fearless: ``examples.tile_gemm.matmul`` with output tiles 128x128 (bk 64) and 128x256, 256x128
-(bk 64, with the hint ``{"sm_90": {"num_cta_in_cga": 2}}``), each launched one tile per block and
+fearless: ``examples.tile_gemm.matmul`` with output tiles 128x128, 128x256 and 256x128 (bk 64;
+the large two with fearless's default ``num_worker_warps_per_cta: 8``), each launched one tile per block and
 persistent (``schedule=ft.persistent()``); where M <= 512 also 128x64, 64x128 and 64x64, one
 tile per block; for every LLM shape ``fearless.nn.linear`` (the
 models' path: its default plan, the decode GEMV for M <= 16 and split-K where the tiles leave
@@ -73,7 +73,7 @@ from examples.tile_gemm import matmul
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmark modules
 from bench_linear import fearless_runner, linear, linear_module  # noqa: E402
-from bench_tile import (Clock, Owned, bench_copy, cga_matmul, environment, lowered,  # noqa: E402
+from bench_tile import (Clock, Owned, bench_copy, environment, lowered,  # noqa: E402
                         rel_err)
 from run_log import RunLog  # noqa: E402
 from tile_peers import cutile_matmul, triton  # noqa: E402
@@ -93,12 +93,11 @@ TARGETS = {"square_geomean": 0.98, "square_min": 0.95, "llm_min": 0.95, "copy": 
 
 @dataclass(frozen=True)
 class Config:
-    """One fearless tile GEMM: output tile, K step, the num_cta_in_cga=2 hint, persistent,
-    and the largest M it is timed at (None: every M)."""
+    """One fearless tile GEMM: output tile, K step, persistent, and the largest M it is timed
+    at (None: every M)."""
 
     tile: tuple
     bk: int = 64
-    cga: bool = False
     persistent: bool = False
     max_m: int | None = None
 
@@ -111,27 +110,21 @@ class Config:
 
     @property
     def name(self) -> str:
-        return (f"{self.tile[0]}x{self.tile[1]}{' cga2' if self.cga else ''}"
-                f"{' persistent' if self.persistent else ''}")
-
-    @property
-    def kernel(self):
-        return cga_matmul if self.cga else matmul
+        return f"{self.tile[0]}x{self.tile[1]}{' persistent' if self.persistent else ''}"
 
 
 # The 64-wide tiles, one per block (persistent, 1.6-2.7x slower: RESULTS.md, session 14),
 # are timed where M <= SMALL_M: there 128 x 128 tiles leave most SMs idle (M 128, N 4096: 32
 # blocks on 132 SMs).
 SMALL_M = 512   # from M 1024 on, 128 x 128 tiles give 2 blocks per SM at N 4096
-CONFIGS = tuple(Config(tile, 64, cga, p) for tile, cga in (((128, 128), False),
-                                                          ((128, 256), True), ((256, 128), True))
+CONFIGS = tuple(Config(tile, 64, p) for tile in ((128, 128), (128, 256), (256, 128))
                 for p in (False, True)) + tuple(
     Config(tile, 64, max_m=SMALL_M) for tile in ((128, 64), (64, 128), (64, 64)))
 TUNED = "ft.autotune"   # the config name of the autotuned row (issue 15's target: within 1%)
 # the same configs as ft.Configs: the tuner picks one per shape (issue 15: within 1% of the best)
 tuned_matmul = ft.autotune(
-    [ft.Config(tile=c.tile, bk=c.bk, schedule=ft.persistent() if c.persistent else None,
-               hints={"sm_90": {"num_cta_in_cga": 2}} if c.cga else None) for c in CONFIGS],
+    [ft.Config(tile=c.tile, bk=c.bk, schedule=ft.persistent() if c.persistent else None)
+     for c in CONFIGS],
     key=("a", "b"))(matmul)
 
 
@@ -537,7 +530,7 @@ def bench_shape(rep: Report, clock: FlushClock, torch, shape: Shape, ct_run, cop
     fa, fb = fl.asarray(a), fl.asarray(b)
     for cfg in (c for c in CONFIGS if c.applies(m)):
         out = poisoned()
-        owned = Owned(lambda p, cfg=cfg: cfg.kernel(p, fa, fb, bk=cfg.bk), fl.asarray(out)
+        owned = Owned(lambda p, cfg=cfg: matmul(p, fa, fb, bk=cfg.bk), fl.asarray(out)
                       .partition(cfg.tile, schedule=ft.persistent() if cfg.persistent else None))
         cases.append(Case(cfg.name, "fearless", owned.call,
                           lambda mark, owned=owned: owned.run_chain(1, mark),
@@ -635,7 +628,7 @@ def dry_run(rep: Report, shapes: list[Shape]) -> int:
             fa, fb = fl.asarray(ah), fl.asarray(bh)
             cases = []
             for cfg in (c for c in CONFIGS if c.applies(m)):
-                owned = Owned(lambda p, cfg=cfg: cfg.kernel(p, fa, fb, bk=cfg.bk),
+                owned = Owned(lambda p, cfg=cfg: matmul(p, fa, fb, bk=cfg.bk),
                               fl.full((m, n), np.nan, dt).partition(
                                   cfg.tile,
                                   schedule=ft.persistent(blocks=3) if cfg.persistent else None))
@@ -680,8 +673,8 @@ def fake_rows():
     dec = Shape("llm", 1, 4096, 4096, f16)
     return [(sq, [("cuBLAS", "peer", 0.20, []), ("triton", "peer", 0.21, []),
                   ("128x128", "fearless", 0.205, []),
-                  ("128x256 cga2", "fearless", 0.40, ["PerformanceWarning: spills"]),
-                  ("256x128 cga2", "fearless", 0.35, [])]),
+                  ("128x256", "fearless", 0.40, ["PerformanceWarning: spills"]),
+                  ("256x128", "fearless", 0.35, [])]),
             (dec, [("cuBLAS", "peer", 0.012, []), ("128x128", "fearless", 0.030, []),
                    (DECODE, "fearless", 0.0125, [])])]
 
@@ -699,7 +692,7 @@ def specialisations(shape: Shape) -> list[tuple]:
     """(name, kernel, types, constants) of each GPU compile that timing ``shape`` makes."""
     dt, (m, n, k) = shape.dtype, (shape.m, shape.n, shape.k)
     sms = linear_module._H200_SMS
-    out = [(f"{cfg.name} {dt.name}", cfg.kernel,
+    out = [(f"{cfg.name} {dt.name}", matmul,
             (gpu_view(dt, (m, n), cfg.tile, None if not cfg.persistent else T.Persistent(
                 single=cfg.tiles(m, n) <= sms)),
              gpu_view(dt, (m, k)), gpu_view(dt, (k, n))), {"bk": cfg.bk}) for cfg in CONFIGS

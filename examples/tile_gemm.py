@@ -29,14 +29,14 @@ def matmul(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
 
 # The tuner times these per shape and dtype at the first call of each (a few seconds; the
 # ranking persists in the disk cache). First, and what runs where nothing tunes (the cpu
-# backend, FEARLESS_AUTOTUNE=0): the persistent 128x128 tile, 95-98% of cuBLAS at 2048-8192^3
-# on the H200 with tileiras 13.5 (L2 flushed). 128x256 and 256x128 spill registers unless a
-# cluster of two CTAs shares the tile (sm_90 and newer). 128x64 and 64x64, one tile per block,
-# for few rows: at M 128 128x128 tiles leave most SMs idle (N 4096: 32 blocks on 132 SMs;
-# 64x64 ran at 96% of cuBLAS there, 128x128 at 67%; benchmarks/RESULTS.md, session 14).
-CGA2 = {"sm_90": {"num_cta_in_cga": 2}}
+# backend, FEARLESS_AUTOTUNE=0): the persistent 128x128 tile, 94-100% of cuBLAS at 2048-8192^3
+# on the H200 with tileiras 13.5 (L2 flushed). 128x256 and 256x128 compile with two consumer
+# warp groups on sm_90 (fearless's default; backends/tileir/hints.py): 128x256 led at 4096^3
+# and 8192^3 (96-97% of cuBLAS, session 15). 128x64 and 64x64, one tile per block, for few
+# rows: at M 128 128x128 tiles leave most SMs idle (N 4096: 32 blocks on 132 SMs; 64x64 ran at
+# 96% of cuBLAS there, 128x128 at 67%; benchmarks/RESULTS.md, session 14).
 matmul_tuned = ft.autotune(configs=[
-    ft.Config(tile=tile, schedule=schedule, hints=CGA2 if 256 in tile else None)
+    ft.Config(tile=tile, schedule=schedule)
     for tile in ((128, 128), (128, 256), (256, 128)) for schedule in (ft.persistent(), None)
 ] + [ft.Config(tile=tile) for tile in ((128, 64), (64, 64))])(matmul)
 

@@ -119,5 +119,5 @@ def test_a_config_whose_launch_leaves_sms_idle_is_counted_as_warned():
     assert bench.launch_advice(m128, small, 132) == []
     assert bench.launch_advice(bench.Shape("square", 4096, 4096, 4096, f16),
                                bench.Config((128, 128), persistent=True), 132) == []
-    row = {"warnings": bench.launch_advice(m128, bench.Config((256, 128), cga=True), 132)}
+    row = {"warnings": bench.launch_advice(m128, bench.Config((256, 128)), 132)}
     assert bench.flagged(row)

@@ -155,8 +155,8 @@ def test_the_gemm_space_is_the_documented_one():
     assert [c.tile for c in space] == [t for t in tiles for _ in (1, 2)]
     for c in space:
         occ = c.hints["sm_80"]["occupancy"]
-        want = {"occupancy": occ, **({"num_cta_in_cga": 2} if max(c.tile) == 256 else {})}
-        assert c.hints == {"sm_80": {"occupancy": occ}, "sm_90": want} and c.consts == {}
+        assert c.hints == {"sm_80": {"occupancy": occ}, "sm_90": {"occupancy": occ}}
+        assert c.consts == {}
     assert [c.hints["sm_90"]["occupancy"] for c in space] == [1, 2] * 6
     with_k = ft.configs.gemm(k_tile="bk")
     assert len(with_k) == 24 and [c.consts for c in with_k[:4]] == [{"bk": 32}, {"bk": 64}] * 2

@@ -24,7 +24,6 @@ they finish.
 from __future__ import annotations
 
 import ast
-import math
 import sys
 from dataclasses import dataclass, field, replace
 
@@ -32,6 +31,7 @@ from fearless.backends.cubin import frame_bytes
 from fearless.backends.llvm.lower import abi as simt_abi, lower
 from fearless.backends.llvm.ptx import emit_ptx, optimize
 from fearless.backends.tileir import tileiras
+from fearless.backends.tileir.hints import SPILLING_ACC_BYTES, entry_hints, largest_accumulator
 from fearless.backends.tileir.lower import abi as tile_abi, is_grouped, lower_tile, uses_pdl
 from fearless.compiler.info import KernelInfo, ParamInfo
 from fearless.errors import BackendError, PerformanceWarning
@@ -203,7 +203,8 @@ def _tile_passes(s: _State):
 def _tileir(s: _State):
     tc = tileiras.find()
     version = tc.pick_version() if tc is not None else DEFAULT_TILE_VERSION
-    s.out.tileir = lower_tile(s.out.fn, version, s.hints, s.arch, tma=s.tma)
+    s.out.tileir = lower_tile(s.out.fn, version, entry_hints(s.out.fn, s.hints, s.arch),
+                              s.arch, tma=s.tma)
     types = [t for _, t in s.params]
     acc = s.out.fn.attrs.get("stream_k")
     s.out.info = KernelInfo(params_info(s.params), tile_abi(types, acc is not None),
@@ -228,21 +229,21 @@ def _tile_cubin(s: _State):
 
 def _spill_advice(s: _State, tiles: list) -> str:
     """What to do about a tile kernel's spills: for a stream-K kernel, the persistent schedule
-    (passes/stream_k.py says why it spills); for an ft.mma kernel with a large tile on sm_90
-    or newer, the 2-block cluster hint (measured on the H200: an f16 GEMM of 128 x 256 or
-    256 x 128 tiles spills and runs at 6-11% of cuBLAS, with the hint at 86-93%); else
+    (passes/stream_k.py says why it spills); for an ft.mma kernel with a 128 x 256 f32
+    accumulator or larger on sm_90, the worker-warp default its hints kept away
+    (``backends/tileir/hints.py``); else
     smaller tiles or a lower occupancy hint, which leaves each thread more registers."""
     if s.out.fn.attrs.get("stream_k") is not None:
         return ("with a stream-K schedule tileiras 13.5 spills the accumulator around the MMAs "
                 "(the partial sums' store and the atomic count), and such a GEMM ran 1.1 to 13.7 "
                 "times slower than launched with ft.persistent() on the H200; partition with "
                 "schedule=ft.persistent() instead (benchmarks/RESULTS.md, session 13)")
-    big = any(math.prod(t) >= 128 * 256 for t in tiles)
-    if big and s.out.info.mma and int("".join(ch for ch in s.arch if ch.isdigit()) or 0) >= 90:
-        return (f"an f16 GEMM of 128 x 256 or 256 x 128 tiles spills so and runs at 6-11% of "
-                f"cuBLAS on the H200; use smaller tiles, or the hint "
-                f"hints={{'{s.arch}': {{'num_cta_in_cga': 2}}}}, which splits a tile over the two "
-                f"blocks of a cluster (no spills, 86-93% of cuBLAS)")
+    if s.out.info.mma and largest_accumulator(s.out.fn) >= SPILLING_ACC_BYTES \
+            and s.arch == "sm_90":
+        return (f"an f16 GEMM of 128 x 256 or 256 x 128 tiles that spills so runs at 6-10% of "
+                f"cuBLAS on the H200; leave out the hints that keep fearless's default "
+                f"hints={{'{s.arch}': {{'num_worker_warps_per_cta': 8}}}} away (two consumer warp "
+                f"groups: no spills, 92-97% of cuBLAS), or use smaller tiles")
     return ("spills cost local-memory traffic in the kernel's loops; use smaller tiles, or a "
             "lower 'occupancy' hint (more registers per thread)")
 

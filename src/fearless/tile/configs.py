@@ -8,10 +8,11 @@ Each helper returns a plain list of ``ft.Config``, to use as it is, cut down or 
 whose tile does not fit a call's Out (another rank) is left out of that call's tuning with the
 reason in ``tuned.report``, so a list may mix ranks.
 
-Where the numbers come from (NVIDIA H200, sm_90, driver 580.159, tileiras 13.4, fp16 GEMM):
-- Measured 2026-12-01: 128x256 and 256x128 tiles run at 46-77 TFLOP/s without the hint
-  ``num_cta_in_cga=2`` (a cluster of two CTAs; apparently spilling) and at 651 TFLOP/s with it;
-  128x128 runs at 696 TFLOP/s without it and 495 with it. So only the two large tiles carry it.
+Where the numbers come from (NVIDIA H200, sm_90, driver 580.159, tileiras 13.4-13.5, fp16 GEMM):
+- 128x256 and 256x128 tiles carry no hint of their own: the compile gives them fearless's default
+  ``num_worker_warps_per_cta=8`` on sm_90 (``backends/tileir/hints.py``: without it they spill and
+  ran at 46-77 TFLOP/s; with it at 92-97% of cuBLAS at 4096^3 and 8192^3, session 15, where the
+  cluster hint ``num_cta_in_cga=2`` gave 88-92%).
 - ``occupancy`` (tile blocks per SM): at 128x128, ``occupancy=1`` took 4096^3 from 90.1% to
   91.7% of cuBLAS and 8192^3 from 97.2% to 97.7% (benchmarks/RESULTS.md, 2026-11-29). 2 is in
   the space because the smaller tiles leave room for two blocks per SM; not measured per tile.
@@ -20,8 +21,8 @@ Where the numbers come from (NVIDIA H200, sm_90, driver 580.159, tileiras 13.4, 
 - Row-wise kernels (softmax, layer norm, 8192x8192 f32; RESULTS.md, 2026-11-29): the occupancy
   hint took them from 50% of copy bandwidth to 93-95%; the best value was 2, 3 or 4 by kernel,
   so the space holds 1, 2 and 4.
-The occupancy hint is given for sm_80 and sm_90 (as ``fearless.nn.attention`` does); the cluster
-hint for sm_90 only (clusters begin there). On other archs the variants compile alike.
+The occupancy hint is given for sm_80 and sm_90 (as ``fearless.nn.attention`` does). On other
+archs the variants compile alike.
 """
 from __future__ import annotations
 
@@ -32,7 +33,6 @@ from fearless.tile import lang
 from fearless.tile.tuning import Config
 
 GEMM_TILES = ((64, 64), (128, 64), (64, 128), (128, 128), (128, 256), (256, 128))
-CLUSTERED = frozenset({(128, 256), (256, 128)})   # tiles that need num_cta_in_cga=2 on sm_90
 OCCUPANCY_ARCHS = ("sm_80", "sm_90")
 
 
@@ -43,7 +43,7 @@ def gemm(k_tile: str | None = None, k_values=(32, 64), occupancy=(1, 2),
     ``k_tile`` when given (the K step; without it the Const keeps its default), times
     ``schedules`` (None: one tile block per tile; ``ft.persistent()``: a persistent launch,
     95-98% of cuBLAS at 2048-8192^3 f16 and bf16 on the H200 with tileiras 13.5, L2 flushed;
-    half that with 13.4). 128x256 and 256x128 carry ``num_cta_in_cga=2`` on sm_90. Order: tile, then
+    half that with 13.4). Order: tile, then
     occupancy, then K step, then schedule. Raises AutotuneError for an empty ``k_values``,
     ``occupancy`` or ``schedules``."""
     _nonempty("k_values", k_values, k_tile is not None)
@@ -53,8 +53,6 @@ def gemm(k_tile: str | None = None, k_values=(32, 64), occupancy=(1, 2),
     for tile in GEMM_TILES:
         for occ in occupancy:
             hints = {arch: {"occupancy": occ} for arch in OCCUPANCY_ARCHS}
-            if tile in CLUSTERED:
-                hints["sm_90"]["num_cta_in_cga"] = 2
             for k in k_values if k_tile is not None else (None,):
                 consts = {k_tile: k} if k_tile is not None else {}
                 out += [Config(tile=tile, hints=hints, schedule=schedule, **consts)
