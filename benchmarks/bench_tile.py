@@ -3,10 +3,10 @@
 Sections (each fails alone: its traceback is printed and the run goes on):
 
 1. gemm: fp16 4096^3 and 8192^3, bf16 4096^3. ``examples.tile_gemm.matmul`` with output tiles
-   128x128, 256x128, 128x256 (bk 64), each also on a second kernel object with the entry hint
-   ``num_cta_in_cga=2`` (``ft.kernel(matmul.fn, hints=...)``), and persistent
-   (``schedule=ft.persistent()``: one tile block per SM, grouped order) for 128x128 and for
-   the two others with the hint, against ``torch.matmul``
+   128x128, 256x128, 128x256 (bk 64; the large two with fearless's default of eight worker
+   warps), each also on a second kernel object with the entry hint ``num_cta_in_cga=2``
+   (``ft.kernel(matmul.fn, hints=...)``), each one tile per block and persistent
+   (``schedule=ft.persistent()``: one tile block per SM, grouped order), against ``torch.matmul``
    (cuBLAS), a Triton matmul (autotuned; ``tile_peers.py``), and cuTile Python when ``cuda.tile``
    imports. TFLOP/s and % of cuBLAS.
 2. norm: row softmax and layer norm over 8192x8192 f32, tile rows 1, 2, 4, against torch
@@ -69,10 +69,9 @@ if triton is not None:
 
 SECTIONS = ("jit", "gemm", "norm", "add", "chain")
 GEMM_SHAPES = ((f16, 4096), (f16, 8192), (bf16, 4096))
-GEMM_CONFIGS = tuple((tile, 64, cga, False) for tile in ((128, 128), (256, 128), (128, 256))
-                     for cga in (False, True)) + (   # (output tile, bk, num_cta_in_cga=2,
-    ((128, 128), 64, False, True), ((256, 128), 64, True, True),  # persistent schedule)
-    ((128, 256), 64, True, True))
+GEMM_CONFIGS = tuple((tile, 64, cga, persistent)   # (output tile, bk, num_cta_in_cga=2,
+                     for tile in ((128, 128), (256, 128), (128, 256))   # persistent schedule)
+                     for cga in (False, True) for persistent in (False, True))
 NORM_M = NORM_N = 8192
 NORM_ROWS = (1, 2, 4)
 ADD_N, ADD_TILES = 1 << 27, (1024, 4096)

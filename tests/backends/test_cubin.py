@@ -67,21 +67,27 @@ def test_a_stream_k_gemm_that_spills_is_told_to_run_persistently(monkeypatch, tm
     assert frame_bytes(compiled.cubin) > 0 and "ft.persistent()" in named[0]
 
 
-def test_spill_advice_names_the_worker_warps_only_for_a_large_accumulator_on_sm_90():
+def test_spill_advice_names_the_worker_warps_only_where_the_kernels_hints_kept_them_out():
     from types import SimpleNamespace
     from fearless.compiler import pipeline
     from fearless.ir.opdef import Op
 
-    def state(arch, acc=None):
+    def state(arch, acc=None, hints=None):
         ops = [] if acc is None else [SimpleNamespace(name=Op.TILE_MMA, results=[
             SimpleNamespace(type=T.Tile(f32, acc))])]
         fn = SimpleNamespace(attrs={}, walk=lambda: iter(ops))
-        return SimpleNamespace(arch=arch, out=SimpleNamespace(fn=fn, info=SimpleNamespace(
-            mma=acc is not None)))
+        return SimpleNamespace(arch=arch, hints=hints or {}, out=SimpleNamespace(
+            fn=fn, info=SimpleNamespace(mma=acc is not None)))
 
-    for s in (state("sm_90", (128, 256)), state("sm_90", (256, 128))):
+    four = {"sm_90": {"num_worker_warps_per_cta": 4}}
+    cluster = {"default": {"num_cta_in_cga": 2}}
+    for s in (state("sm_90", (128, 256), four), state("sm_90a", (256, 128), cluster)):
         assert "num_worker_warps_per_cta" in pipeline._spill_advice(s, [(128, 256)])
-    for s in (state("sm_90", (128, 128)), state("sm_80", (128, 256)),
-              state("sm_100", (256, 128)), state("sm_90")):
+    # no hint kept the default out (a 256 x 256 tile spills even with it), a small
+    # accumulator, other archs, no mma, a cluster of one
+    for s in (state("sm_90", (256, 256)), state("sm_90", (128, 128), four),
+              state("sm_80", (128, 256), four), state("sm_100", (256, 128), four),
+              state("sm_90", None, four),
+              state("sm_90", (128, 256), {"sm_90": {"num_cta_in_cga": 1}})):
         advice = pipeline._spill_advice(s, [(128, 256)])
         assert "num_worker_warps_per_cta" not in advice and "occupancy" in advice

@@ -165,8 +165,8 @@ def test_the_notes_say_the_cpu_backend_ran_the_first_config():
 
 @pytest.mark.gpu
 def test_the_gemm_example_tunes_on_the_gpu(backend, tmp_path, monkeypatch):
-    """Unverified until run on the H200: the first call of a new shape times every config
-    (none dropped: the large tiles compile with two consumer warp groups) and the notes name the winner."""
+    """On the GPU: the first call of a new shape times every config (none dropped: the large
+    tiles compile with two consumer warp groups) and the notes name the winner."""
     monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(BASE.CONFIG,
                                                             cache_dir=tmp_path / "cache"))
     tuned = ft.autotune(GEMM)(tile_gemm.matmul)

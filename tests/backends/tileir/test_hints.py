@@ -53,6 +53,13 @@ def test_the_authors_worker_warps_or_cluster_keep_the_default_out(hints):
     assert entry_hints(_gemm_fn((128, 256)), hints, "sm_90") == hints
 
 
+def test_a_cluster_of_one_block_and_sm_90a_keep_the_default():
+    one = {"sm_90": {"num_cta_in_cga": 1}}
+    assert entry_hints(_gemm_fn((128, 256)), one, "sm_90") == \
+        {"sm_90": {"num_cta_in_cga": 1, **WW8}}
+    assert entry_hints(_gemm_fn((128, 256)), None, "sm_90a") == {"sm_90a": WW8}
+
+
 def test_a_kernel_without_mma_gets_no_default():
     # a row-wise kernel with a 1 x 65536 f32 tile: as large as the spilling accumulator, no mma
     infos = [P.ArgInfo(f32, 2, tile_shape=(1, 65536)), P.ArgInfo(f32, 2)]

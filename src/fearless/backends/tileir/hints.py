@@ -8,9 +8,11 @@ accumulator alone needs 256 registers per thread, so it spills (1792 bytes per t
 (benchmarks/RESULTS.md, 2026-12-01). ``num_worker_warps_per_cta: 8`` (in every bytecode
 release we emit, 13.3 on) gives it two consumer warp groups of 232 registers per thread: no
 spill, and 92-97% of cuBLAS at 4096^3 and 8192^3 (session 15), where the two-block cluster
-hint gave 88-92%. The default stays out where the author set either hint for the arch (or for
-all archs): a cluster of two with eight worker warps ran at 47-74% of cuBLAS, so the author's
-choice is kept as written. Other archs: not measured, so no default.
+hint gave 88-92%. The default stays out where the author set the worker warps, or a cluster of
+more than one block, for the arch (or for all archs): a cluster of two with eight worker warps
+ran at 47-74% of cuBLAS, so the author's choice is kept as written. It weighs the largest
+accumulator alone, not tiles live together (attention's scores and output). Other archs: not
+measured, so no default.
 """
 from __future__ import annotations
 
@@ -31,14 +33,21 @@ def entry_hints(fn, hints: dict | None, arch: str | None) -> dict:
     (the kernel's, which win) plus fearless's defaults for ``arch`` (module docstring); a new
     dict, ``hints`` is not changed."""
     out = {a: dict(h) if isinstance(h, dict) else h for a, h in (hints or {}).items()}
-    if arch is None or _sm(arch) != 90:
-        return out
-    given = {k for h in (out.get("default"), out.get(arch)) if isinstance(h, dict) for k in h}
-    if WORKER_WARPS in given or CLUSTER in given:
+    if arch is None or sm_number(arch) != 90 or kept_out(out, arch):
         return out
     if largest_accumulator(fn) >= SPILLING_ACC_BYTES:
         out.setdefault(arch, {})[WORKER_WARPS] = 8
     return out
+
+
+def kept_out(hints: dict | None, arch: str) -> bool:
+    """Whether the kernel's ``hints`` keep the worker-warp default away on ``arch``: they set
+    the worker warps, or a cluster of more than one block, for it or for all archs."""
+    given: dict = {}
+    for h in ((hints or {}).get("default"), (hints or {}).get(arch)):
+        if isinstance(h, dict):
+            given.update(h)
+    return WORKER_WARPS in given or given.get(CLUSTER, 1) > 1
 
 
 def largest_accumulator(fn) -> int:
@@ -48,6 +57,7 @@ def largest_accumulator(fn) -> int:
     return max(sizes, default=0)
 
 
-def _sm(arch: str) -> int:
+def sm_number(arch: str) -> int:
+    """The compute capability in an arch name: 90 for "sm_90" and "sm_90a" (0: none)."""
     digits = re.match(r"sm_(\d+)", arch)
     return int(digits.group(1)) if digits else 0
