@@ -239,8 +239,8 @@ def _spill_advice(s: _State, tiles: list) -> str:
                 "(the partial sums' store and the atomic count), and such a GEMM ran 1.1 to 13.7 "
                 "times slower than launched with ft.persistent() on the H200; partition with "
                 "schedule=ft.persistent() instead (benchmarks/RESULTS.md, session 13)")
-    if s.out.info.mma and largest_accumulator(s.out.fn) >= SPILLING_ACC_BYTES \
-            and sm_number(s.arch) == 90 and kept_out(s.hints, s.arch):
+    if largest_accumulator(s.out.fn) >= SPILLING_ACC_BYTES and sm_number(s.arch) == 90 \
+            and kept_out(s.hints, s.arch):
         return (f"an f16 GEMM of 128 x 256 or 256 x 128 tiles that spills so runs at 6-10% of "
                 f"cuBLAS on the H200; leave out the hints that keep fearless's default "
                 f"hints={{'{s.arch}': {{'num_worker_warps_per_cta': 8}}}} away (two consumer warp "

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 
 from fearless.backends.tileir import control, mathlib, memory, schedule, special, stream_k, \
     tir
 from fearless.backends.tileir.builder import Builder
+from fearless.backends.tileir.hints import sm_number
 from fearless.compiler.abi import SCALAR, Abi, Slot, array_slots, scalar_code
 from fearless.dtypes import DType, int_range
 from fearless.errors import InternalError
@@ -728,10 +728,7 @@ def uses_pdl(version: tuple[int, int], arch: str | None) -> bool:
     programmatic stream serialization lets it be scheduled, and run everything up to that
     access, while the kernel before it finishes; without a dependency the wait returns at
     once."""
-    if arch is None or version < (13, 4):
-        return False
-    digits = re.match(r"sm_(\d+)", arch)
-    return digits is not None and int(digits.group(1)) >= 90
+    return arch is not None and version >= (13, 4) and sm_number(arch) >= 90
 
 
 def lower_tile(fn: Function, version: tuple[int, int], hints: dict | None = None,
