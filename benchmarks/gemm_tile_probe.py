@@ -11,16 +11,21 @@ and ``ft.persistent()``; and a hand split-K (``part``: f32 partial sums (S, M, N
 ``reduce``: their sum, rounded once) in 2 and 4 parts. 4096^3 times the large tiles instead.
 The L2 is not flushed: weights up to 32 MB stay in the H200's L2 between the 10 calls.
 
-``--set square``: 4096^3, 8192^3 and 8448 x 7936 x 8192 (4092 tiles of 128 x 128: 31 whole
-waves on 132 SMs, where 8192^3 makes 31.03), the 128 x 256 and 256 x 128 tiles with
-``num_worker_warps_per_cta: 8`` (two consumer warp groups, no spill) against 128 x 128.
-Each variant's values are checked on 64 random rows. ``--set waves``: the shapes where 128 x 128 tiles make 1.5-2 waves and cuBLAS
-leads nn.linear by 13-22% (T 256 x 14336 x 4096, 512 x 6144 x 2048, 256 x 128256 x 4096),
-against 128 x 256 and 256 x 128 tiles with ``num_cta_in_cga: 2`` (under a wave); ``--set bk``
-(not run yet): the small GEMMs where cuBLAS takes 10 us and fearless 13.5 (128 x 2048 x 2048,
-128 x 1024 x 2048), 64 x 64 and 128 x 64 tiles with K steps of 64 and 128.
+``--set square``: 4096^3, 8192^3 and 8448 x 7936 x 8192 (4092 tiles of 128 x 128: 31 whole waves
+on 132 SMs, where 8192^3 makes 31.03), the 128 x 256 and 256 x 128 tiles with
+``num_worker_warps_per_cta: 8`` (two consumer warp groups, no spill) against 128 x 128. Each
+variant's values are checked on 64 random rows. ``--set streamk``: ``ft.stream_k()`` (three
+launches: whole waves, pieces, fixup) against one tile per block and ``ft.persistent()`` at the
+tail-wave shapes (4096^3: 7.76 waves of 128 x 128; M 128 and 512). ``--set waves``: the shapes
+where 128 x 128 tiles make 1.5-2 waves and cuBLAS leads nn.linear by 13-22% (T 256 x 14336 x
+4096, 512 x 6144 x 2048, 256 x 128256 x 4096), against 128 x 256 and 256 x 128 tiles with
+``num_cta_in_cga: 2`` (under a wave); ``--set bk``: the small GEMMs where cuBLAS
+takes 10 us and fearless 13.5 (128 x 2048 x 2048, 128 x 1024 x 2048), 64 x 64 and 128 x 64 tiles
+with K steps of 64 and 128.
 
-    PYTHONPATH=src:. python3 benchmarks/gemm_tile_probe.py [--quick] [--set m128|waves|bk]
+    PYTHONPATH=src:. python3 benchmarks/gemm_tile_probe.py [--quick] [--set NAME]
+
+NAME: m128 (the default), waves, bk, square, streamk.
 """
 from __future__ import annotations
 
@@ -67,7 +72,9 @@ SETS = {"m128": [(128, 4096, 4096), (128, 1024, 4096), (128, 4096, 14336),
                  (128, 14336, 4096), (4096, 4096, 4096)],
         "waves": [(256, 14336, 4096), (512, 6144, 2048), (256, 128256, 4096)],
         "bk": [(128, 2048, 2048), (128, 1024, 2048)],
-        "square": [(4096, 4096, 4096), (8192, 8192, 8192), (8448, 7936, 8192)]}
+        "square": [(4096, 4096, 4096), (8192, 8192, 8192), (8448, 7936, 8192)],
+        "streamk": [(4096, 4096, 4096), (8192, 8192, 8192), (128, 4096, 4096),
+                    (128, 1024, 4096), (512, 4096, 4096)]}
 
 
 def variants(big: bool, which: str = "m128") -> list[tuple]:
@@ -94,6 +101,11 @@ def variants(big: bool, which: str = "m128") -> list[tuple]:
                                    ((128, 256), "-", True, per, 64),
                                    ((128, 256), "ww8", True, per, 64),
                                    ((256, 128), "ww8", True, per, 64))]
+    if which == "streamk":
+        return [(f"{t[0]}x{t[1]} {name}", matmul, t, sched, 1, 64)
+                for t in ((128, 128), (128, 256), (128, 64), (64, 64))
+                for name, sched in (("one per block", None), ("persistent", ft.persistent()),
+                                    ("stream-K", ft.stream_k()))]
     if which == "bk":
         return [(f"{t[0]}x{t[1]} bk {bk}", matmul, t, None, 1, bk)
                 for t in ((64, 64), (128, 64)) for bk in (64, 128)]

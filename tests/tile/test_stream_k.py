@@ -1,8 +1,9 @@
 """Stream-K tile kernels (``t.partition(tile, schedule=ft.stream_k(...))``, passes/stream_k.py):
-the blocks of a persistent launch also split the iterations of the kernel's reduction loop,
-and the tile's last arriving block adds the partial sums. Every tile's sum is right and stored
-once; the result does not depend on which block arrives last; kernels whose loop is not a
-sum the compiler can split are refused at compile time, at the line that breaks the rule."""
+the blocks of a persistent launch also split the iterations of the kernel's reduction loop for
+the tiles past the whole waves, in three launches (whole tiles, pieces, fixup). Every tile's
+sum is right and stored once; the result does not depend on when each block ran; kernels whose
+loop is not a sum the compiler can split are refused at compile time, at the line that breaks
+the rule."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,39 +55,92 @@ def test_a_stream_k_gemm_matches_numpy_on_the_cpu(m, n, k, tile, blocks, bk):
     np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
 
 
-def test_the_loops_really_are_split_and_every_partial_is_added(monkeypatch):
-    seen = {"stores": 0, "loads": 0, "last": 0}
-    rules = dict(cpu_tile.RULES)
+def _counting(monkeypatch) -> dict:
+    """Counts of the cpu backend's partial stores and loads from here on."""
+    seen = {"stores": 0, "loads": 0}
+    for name, key in ((Op.TILE_PARTIAL_STORE, "stores"), (Op.TILE_PARTIAL_LOAD, "loads")):
+        def rule(block, op, inner=cpu_tile.RULES[name], key=key):
+            inner(block, op)
+            seen[key] += 1
+        monkeypatch.setitem(cpu_tile.RULES, name, rule)
+    return seen
 
-    def count(name, key):
-        def rule(block, op):
-            rules[name](block, op)
-            if name != Op.TILE_ARRIVE or bool(block.value(op.results[0])):
-                seen[key] += 1
-        return rule
-    monkeypatch.setitem(cpu_tile.RULES, Op.TILE_PARTIAL_STORE, count(Op.TILE_PARTIAL_STORE,
-                                                                      "stores"))
-    monkeypatch.setitem(cpu_tile.RULES, Op.TILE_PARTIAL_LOAD, count(Op.TILE_PARTIAL_LOAD,
-                                                                     "loads"))
-    monkeypatch.setitem(cpu_tile.RULES, Op.TILE_ARRIVE, count(Op.TILE_ARRIVE, "last"))
-    # 4 tiles of 12 iterations (K 384, step 32) over 7 blocks: shares of 6-7 iterations
+
+def test_the_loops_really_are_split_and_every_partial_is_added(monkeypatch):
+    seen = _counting(monkeypatch)
+    # 4 tiles of 12 iterations (K 384, step 32) over 7 blocks: no whole wave; 48 iterations in
+    # 7 balanced shares (six of 7, one of 6) from 0, 7, 14, 21, 28, 35, 42 to 48: 10 pieces
+    # (blocks 1, 3 and 5 span two tiles), each stored once and added once
     got, a64, b64 = _gemm(64, 64, 384, (32, 32), ft.stream_k(blocks=7))
     want, bound = _bound(a64, b64, f32)
     np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
-    assert seen["last"] == 4                       # each tile completed by one block
-    assert seen["stores"] == seen["loads"] >= 8    # every piece's partial read once
+    assert seen == {"stores": 10, "loads": 10}
+
+
+def test_whole_waves_run_without_partial_sums(monkeypatch):
+    seen = _counting(monkeypatch)
+    # 8 tiles over 4 blocks: two whole waves, nothing left to share
+    c = fl.zeros((64, 128), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
+    assert c.stream_k_phases() == (1,)
+    got, a64, b64 = _gemm(64, 128, 96, (32, 32), ft.stream_k(blocks=4))
+    want, bound = _bound(a64, b64, f32)
+    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
+    assert seen == {"stores": 0, "loads": 0}
+
+
+def test_the_tiles_past_the_whole_waves_are_shared(monkeypatch):
+    seen = _counting(monkeypatch)
+    # 10 tiles of 3 iterations over 4 blocks: 8 in two whole waves, 2 (6 iterations) shared
+    # in S = max(2, min(4, 6 // 4)) = 2 shares, one tile each: two pieces, two partials
+    c = fl.zeros((64, 160), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
+    assert c.stream_k_phases() == (1, 2, 3)
+    assert fl.zeros((0, 4), f32).partition((32, 32), schedule=ft.stream_k()).stream_k_phases() \
+        == ()
+    got, a64, b64 = _gemm(64, 160, 96, (32, 32), ft.stream_k(blocks=4))
+    want, bound = _bound(a64, b64, f32)
+    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
+    assert seen == {"stores": 2, "loads": 2}
 
 
 def test_short_loops_are_not_split_below_the_smallest_share(monkeypatch):
-    stores = []
-    rule = cpu_tile.RULES[Op.TILE_PARTIAL_STORE]
-    monkeypatch.setitem(cpu_tile.RULES, Op.TILE_PARTIAL_STORE,
-                        lambda block, op: (stores.append(1), rule(block, op)))
-    # 1 tile of 4 iterations over 50 blocks: one share (MIN_SHARE), no partial sums
+    seen = _counting(monkeypatch)
+    # 1 tile of 4 iterations over 50 blocks: one share (MIN_SHARE), so one partial sum
     got, a64, b64 = _gemm(32, 32, 128, (32, 32), ft.stream_k(blocks=50))
     want, bound = _bound(a64, b64, f32)
     np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
-    assert stores == []
+    assert seen == {"stores": 1, "loads": 1}
+
+
+def test_past_the_32_bit_shares_each_shared_tile_is_one_piece(monkeypatch, tmp_path):
+    # the shares' i32 arithmetic is exact while P q < 2^31; past it (forced here) the pieces
+    # launch gives each shared tile to one block, and the result is still right
+    import dataclasses
+    import importlib
+    from fearless.passes import stream_k
+    base = importlib.import_module("fearless.kernel.base")
+    monkeypatch.setattr(base, "CONFIG", dataclasses.replace(base.CONFIG, cache_dir=tmp_path))
+    monkeypatch.setattr(stream_k, "I32_LIMIT", 8)
+    seen = _counting(monkeypatch)
+    fresh = ft.kernel(matmul.fn)
+    a = rng.standard_normal((64, 384)).astype(np.float16)
+    b = rng.standard_normal((384, 160)).astype(np.float16)
+    # 10 tiles over 4 blocks: 8 whole, 2 shared (one piece each, not 3 shares of 4 iterations)
+    c = fl.full((64, 160), np.nan, f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
+    got = fresh(c, fl.asarray(a), fl.asarray(b), bk=32).sync()[0].unpartition().numpy()
+    want, bound = _bound(a.astype(np.float64), b.astype(np.float64), f32)
+    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
+    assert seen == {"stores": 2, "loads": 2}
+
+
+def test_a_stream_k_output_of_2_31_tiles_or_more_is_refused(monkeypatch):
+    from fearless.errors import ContractError
+    from fearless.kernel import tile as kernel_tile
+    monkeypatch.setattr(kernel_tile, "I32_LIMIT", 16)   # 16 tiles stand in for 2^31
+    a, b = fl.asarray(np.ones((128, 64), np.float16)), fl.asarray(np.ones((64, 128), np.float16))
+    c = fl.zeros((128, 128), f32).partition((32, 32), schedule=ft.stream_k(blocks=3))
+    with pytest.raises(ContractError, match="16 tiles") as info:
+        matmul(c, a, b)
+    assert info.value.kernel == "matmul"
 
 
 def test_which_block_sums_a_tile_does_not_change_the_result():
@@ -233,21 +287,18 @@ def test_a_streams_workspace_grows_keeps_old_buffers_and_is_freed_with_the_strea
     from types import SimpleNamespace
     from fearless.runtime import dispatch, memory, workspace
     _FakeBuffer.made.clear()
-    zeroed = []
     monkeypatch.setattr(memory, "allocate", lambda nbytes, stream: _FakeBuffer(nbytes))
-    monkeypatch.setattr(memory, "memset", lambda at, byte, n, stream: zeroed.append((at, n)))
     monkeypatch.setattr(workspace, "_quiet", [SimpleNamespace(core=SimpleNamespace(
         sync=lambda: None))])
 
     class FakeStream:
         core = SimpleNamespace(sync=lambda: None)
     stream = FakeStream()
-    partials, counters = workspace.views(stream, 132, f32, (128, 128))
-    # 264 counters (1056 bytes, rounded to 1280) zeroed first, then 264 slots of 64 KiB
-    assert counters[1] == _FakeBuffer.made[0].handle and counters[2] == (264,)
-    assert partials[1] == counters[1] + 1280 and partials[2] == (264,)
-    assert _FakeBuffer.made[0].nbytes == 1280 + 264 * 65536 and zeroed == [(counters[1], 1280)]
-    assert workspace.views(stream, 100, f32, (128, 128))[1][1] == counters[1]   # reused
+    (partials,) = workspace.views(stream, 132, f32, (128, 128))
+    # two slots of 64 KiB per block, nothing to clear (the pieces launch writes what it uses)
+    assert partials[1] == _FakeBuffer.made[0].handle and partials[2] == (264,)
+    assert _FakeBuffer.made[0].nbytes == 264 * 65536
+    assert workspace.views(stream, 100, f32, (128, 128))[0][1] == partials[1]   # reused
     workspace.views(stream, 200, f32, (128, 128))                               # grows
     assert len(_FakeBuffer.made) == 2 and len(workspace._spaces[id(stream)].buffers) == 2
     other = FakeStream()

@@ -229,16 +229,10 @@ def _tile_cubin(s: _State):
 
 
 def _spill_advice(s: _State, tiles: list) -> str:
-    """What to do about a tile kernel's spills: for a stream-K kernel, the persistent schedule
-    (passes/stream_k.py says why it spills); for an ft.mma kernel with a 128 x 256 f32
+    """What to do about a tile kernel's spills: for an ft.mma kernel with a 128 x 256 f32
     accumulator or larger on sm_90 whose hints kept the worker-warp default away
     (``backends/tileir/hints.py``), that default; else smaller tiles or a lower occupancy hint,
     which leaves each thread more registers."""
-    if s.out.fn.attrs.get("stream_k") is not None:
-        return ("with a stream-K schedule tileiras 13.5 spills the accumulator around the MMAs "
-                "(the partial sums' store and the atomic count), and such a GEMM ran 1.1 to 13.7 "
-                "times slower than launched with ft.persistent() on the H200; partition with "
-                "schedule=ft.persistent() instead (benchmarks/RESULTS.md, session 13)")
     if largest_accumulator(s.out.fn) >= SPILLING_ACC_BYTES and sm_number(s.arch) == 90 \
             and kept_out(s.hints, s.arch):
         return (f"an f16 GEMM of 128 x 256 or 256 x 128 tiles that spills so runs at 6-10% of "

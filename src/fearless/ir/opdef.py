@@ -144,7 +144,6 @@ class Op(StrEnum):
     TILE_SELECT = "tile.select"
     TILE_PARTIAL_STORE = "tile.partial_store"
     TILE_PARTIAL_LOAD = "tile.partial_load"
-    TILE_ARRIVE = "tile.arrive"
     TILE_DIM = "tile.dim"
     TILE_LOAD = "tile.load"
     TILE_LOAD_OWN = "tile.load_own"

@@ -118,8 +118,10 @@ class Persistent:
     walking axis 1 within the group, per axis-2 slice: Triton's L2-friendly matmul order). Both
     orders are bijections onto the tiles, so every tile still has exactly one writer.
     ``stream_k``: the blocks also split the iterations of the kernel's reduction loop
-    (``passes/stream_k.py``): the last waves' tiles are shared by consecutive blocks, whose
-    partial sums the block that completes a tile adds before it runs the rest of the body.
+    (``passes/stream_k.py``), in three launches, each compiled alone: ``phase`` 1 runs the
+    whole waves of tiles, 2 the pieces of the last, partial wave's tiles (partial sums to a
+    workspace), 3 adds each of those tiles' pieces and runs the rest of the body (0: not
+    stream-K).
     ``single``: the launch has no more tiles than blocks, so no block gets a second tile: the
     kernel compiles as with one tile block per tile (``passes/persistent.py`` only checks it)."""
 
@@ -127,6 +129,10 @@ class Persistent:
     group: int = 8
     stream_k: bool = False
     single: bool = False
+    phase: int = 0
+
+
+_STREAM_K_PHASES = {1: "stream-k whole tiles", 2: "stream-k pieces", 3: "stream-k fixup"}
 
 
 @dataclass(frozen=True)
@@ -144,8 +150,8 @@ class TensorView:
     def __str__(self) -> str:
         tile = f", tile {self.tile_shape}" if self.tile_shape else ""
         if self.schedule is not None:
-            tile += f", {'stream-k' if self.schedule.stream_k else 'persistent'} " \
-                f"{self.schedule.order}" + (
+            kind = _STREAM_K_PHASES[self.schedule.phase] if self.schedule.stream_k else "persistent"
+            tile += f", {kind} {self.schedule.order}" + (
                 f" {self.schedule.group}" if self.schedule.order == "grouped" else "") + (
                 " (one tile per block)" if self.schedule.single else "")
         return f"tensor<{self.dtype.name}, {self.ndim}d, {self.role.value}{tile}>"

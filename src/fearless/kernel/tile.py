@@ -33,6 +33,7 @@ from fearless.ir import types as T
 from fearless.kernel import base, params as P, tile_fast
 from fearless.kernel.base import VERSION, BaseKernel, cached_compile
 from fearless.observe import STATS
+from fearless.passes.stream_k import FIXUP, I32_LIMIT, PIECES, WHOLE
 from fearless.runtime import ahead, cache, device, launch as contracts, tile_launch
 from fearless.runtime.args import library_streams, scalar
 from fearless.runtime.contract import check_names, requirements
@@ -188,6 +189,12 @@ class TileKernel(BaseKernel):
         types = P.specialise(self.name, self.runtime_params, infos)
         contracts.check_arguments(self.name, names, [p.written for p in self.runtime_params],
                                   tensors)
+        if first is not None and isinstance(first.schedule, StreamK) \
+                and prod(first.grid) >= I32_LIMIT:
+            raise ContractError(f"a stream-K schedule counts its output's tiles in 32 bits, and "
+                                f"its partition has {prod(first.grid)} tiles",
+                                kernel=self.name, param=grid_from,
+                                help="use larger tiles, or schedule=ft.persistent()")
         if first is not None and first.schedule is not None:
             grid = first.launch_grid(self.per_sm(backend))
         if first is not None:
@@ -325,8 +332,11 @@ class TileKernel(BaseKernel):
             def enqueue(stream):
                 pass  # compile-only: nothing runs
         else:
-            entry = self._entry(types, names, constants, backend)
-            fn, loaded, params = entry.compiled.fn, entry.loaded, entry.compiled.info.params
+            # one launch, or a stream-K call's launches (one entry per phase, in order)
+            entries = [self._entry(each, names, constants, backend)
+                       for each in _launched(types, partitions, self.per_sm(backend))]
+            entry = entries[0] if entries else self._entry(types, names, constants, backend)
+            loaded, params = entry.loaded, entry.compiled.info.params
             written = [p.written for p in params]
             if loaded is None:   # the cpu backend's interpreter, imported when first needed
                 from fearless.backends.cpu.tile import run as interpret
@@ -336,11 +346,18 @@ class TileKernel(BaseKernel):
                 for theirs in foreign:  # torch's or CuPy's work before the call, on any stream
                     follow(stream, theirs)
                 if loaded is None:
-                    tile_launch.launch_cpu(fn, grid, params, tensors, scalars,
-                                           base.CONFIG.racecheck, interpret=interpret)
+                    partials: dict = {}   # a stream-K call's workspace, across its launches
+                    for each in entries:
+                        tile_launch.launch_cpu(each.compiled.fn, grid, params, tensors,
+                                               scalars, base.CONFIG.racecheck,
+                                               interpret=interpret, partials=partials)
+                    if partials:
+                        raise InternalError(f"stream-K call of '{self.name}': partial sums "
+                                            f"{sorted(partials)} left over")
                 else:
-                    tile_launch.launch_cuda(loaded, grid, tensors, scalars, stream)
-            if loaded is not None:
+                    for each in entries:
+                        tile_launch.launch_cuda(each.loaded, grid, tensors, scalars, stream)
+            if loaded is not None and len(entries) == 1 and not _is_stream_k(partitions):
                 self._remember(values, types, constants, entry)
                 if self._advises and entry.compiled.info.mma and partitions \
                         and tuple(grid) == tuple(partitions[0].grid):  # one tile per block
@@ -416,23 +433,46 @@ class TileKernel(BaseKernel):
 
 def _schedule_type(schedule, single: bool) -> T.Persistent | None:
     """The compiled kernel's type of a partition's ``schedule`` (None: one tile per block). One
-    tile per block (``single``) compiles alike whatever the order, so it has one type."""
+    tile per block (``single``) compiles alike whatever the order, so it has one type. A
+    stream-K schedule's is its first launch's (whole tiles); ``_phase`` gives the others."""
     if schedule is None:
         return None
     if single:
         return T.Persistent(single=True)
     order = schedule.order
-    return T.Persistent(order, schedule.group if order == "grouped" else 1,
-                        isinstance(schedule, StreamK))
+    stream_k = isinstance(schedule, StreamK)
+    return T.Persistent(order, schedule.group if order == "grouped" else 1, stream_k,
+                        phase=WHOLE if stream_k else 0)
+
+
+def _is_stream_k(partitions: list) -> bool:
+    return bool(partitions) and isinstance(partitions[0].schedule, StreamK)
+
+
+def _phase(types: tuple, phase: int) -> tuple:
+    """``types`` with the Out partitions' stream-K schedule set to launch ``phase``."""
+    return tuple(replace(ty, schedule=replace(ty.schedule, phase=phase))
+                 if getattr(ty, "schedule", None) is not None else ty for ty in types)
+
+
+def _launched(types: tuple, partitions: list, per_sm: int) -> list[tuple]:
+    """The types of each launch a call makes, in order: ``types``, or a stream-K call's
+    phases (``Partition.stream_k_phases``; none for an empty partition)."""
+    if not _is_stream_k(partitions):
+        return [types]
+    return [_phase(types, ph) for ph in partitions[0].stream_k_phases(per_sm)]
 
 
 def _either_schedule(types: tuple, partitions: list) -> list[tuple]:
-    """``types``, and for a persistent (not stream-K) launch the same with the other of its
-    two compiled forms: a compile ahead of the GPU (``fearless compile``, the cpu backend's
-    cross-compile) does not know the GPU's SM count, which decides whether each block has one
-    tile (``Partition.one_tile_each``), so it builds both."""
+    """``types``, and for a persistent launch the same with the other of its two compiled
+    forms: a compile ahead of the GPU (``fearless compile``, the cpu backend's cross-compile)
+    does not know the GPU's SM count, which decides whether each block has one tile
+    (``Partition.one_tile_each``), so it builds both; for a stream-K call, each of its three
+    launches (which of them run depends on the SM count too)."""
     schedule = partitions[0].schedule if partitions else None
-    if schedule is None or isinstance(schedule, StreamK):
+    if isinstance(schedule, StreamK):
+        return [_phase(types, ph) for ph in (WHOLE, PIECES, FIXUP)]
+    if schedule is None:
         return [types]
     single = next(ty.schedule.single for ty in types if getattr(ty, "schedule", None))
     other = _schedule_type(schedule, not single)

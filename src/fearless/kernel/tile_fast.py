@@ -25,7 +25,7 @@ from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.partition import Partition
 from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor
-from fearless.runtime.tile_launch import arguments, fits, hardware_grid
+from fearless.runtime.tile_launch import fits, hardware_grid
 
 INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
 
@@ -172,7 +172,6 @@ class TilePlan:
             return None   # the slow path's ContractError
         empty = 0 in grid
         tensors = [v[OBJ] if type(v) is tuple and type(v[OBJ]) is Tensor else None for v in views]
-        stream_k = bool(loaded.stream_k)   # the launch appends its stream's workspace
 
         def enqueue(stream):
             check_order(stream, name, names, tensors, written)
@@ -180,7 +179,6 @@ class TilePlan:
                 follow(stream, theirs)
             if not empty:
                 pack.launch(loaded.function, hw, (1, 1, 1), 0, stream.handle,
-                            loaded.params.fill(arguments(loaded, a, grid, stream) if stream_k
-                                               else a), name, loaded.pdl)
+                            loaded.params.fill(a), name, loaded.pdl)
         return DeviceOperation(enqueue, runtime_args, reads=reads, writes=writes,
                                partitions=partitions, label=self.label)

@@ -14,46 +14,56 @@ Nothing in the prefix or the loop may write memory (a piece's block may not comp
 tile) or leave the loop, and ``n`` must follow from the parameters alone (every tile has as
 many iterations): otherwise a CompileError points at what breaks the rule.
 
-The schedule (``P`` blocks, ``T`` tiles of ``q = max(n, 1)`` iterations): whole waves but the
-last one or two go one tile to a block as in ``persistent.py`` (block ``b`` takes tiles ``b +
-w P`` for ``w < W = max(T // P - 1, 0)``), a copy of the body as written; the ``I``
-iterations of the ``T - W P`` tiles left are cut into ``S = min(P, I // MIN_SHARE)`` equal
-shares, block ``b < S`` taking ``[b I / S, (b + 1) I / S)`` of them. A share is a run of
-pieces of consecutive tiles, and only its first and last piece may be part of a tile (slots
-``2b`` and ``2b + 1``). Per piece the body becomes:
+The schedule (``P`` blocks, ``T`` tiles of ``q = max(n, 1)`` iterations, ``W = T // P`` whole
+waves) runs as three launches of ``P`` blocks, each compiled alone (``ir.types.Persistent.phase``)
+and run in stream order, so each has the registers of its own code:
 
-    tile.select %out, t;  <prefix>;  for k in range(k0, k1): <loop>
-    if the piece is not the whole tile:
-        tile.partial_store acc, slot;  last = tile.arrive t, k1 - k0, q
-        if last:  acc = sum of tile.partial_load of every piece's slot, in block order
-    if the piece is the whole tile or last:  <suffix>
+1. whole tiles: block ``b`` takes tiles ``b, b + P, ...`` below ``W P``, the body as written
+   (as ``persistent.py`` runs it);
+2. pieces: the ``I = R q`` iterations of the ``R = T - W P`` tiles left are cut into ``S =
+   max(R, min(P, I // MIN_SHARE))`` balanced shares (the first ``I % S`` hold ``I // S + 1``
+   iterations, the rest ``I // S``), block ``b < S`` taking the b-th; S >= R keeps a share
+   within ``q`` iterations, so it touches at most two tiles, its pieces ``0`` and ``1``. This
+   arithmetic runs in i32 (i64 divisions are calls, around which tileiras spilled registers);
+   it is exact while ``P q < 2^31``, and past that each shared tile is one share (S = R). The
+   runtime refuses a stream-K output of 2^31 tiles or more. Per piece:
+       tile.select %out, t;  <prefix>;  for k in range(k0, k1): <loop>
+       tile.partial_store acc, 2b + piece
+3. fixup: block ``b`` takes shared tile ``W P + b`` (if any):
+       tile.select %out, t;  <prefix>;  acc = sum of tile.partial_load of the tile's pieces
+       <suffix>
+   The sum runs from zero over the pieces in block order, so the result does not depend on
+   when each block ran.
 
-``tile.arrive`` adds the piece's iterations to the tile's counter atomically; exactly one
-block's add completes ``q``, so each tile is still stored by exactly one block, after every
-piece's partial sum. The sum runs from zero over the pieces in block order, so the result
-does not depend on which block arrives last, and nothing waits for another block: no order
-in which the GPU runs the blocks can hang the launch. That block also resets the counter, so
-the workspace (``runtime/workspace.py``) is clean after every launch. This pass runs after
-the checks (on the body as written) and in place of ``persistent.py`` for these launches.
+Each tile is stored once: by its block in launch 1, or by its block in launch 3 after every
+piece of launch 2 (the stream orders the launches); a slot is written by one block and read by
+one. Nothing waits for another block, so no order of the blocks can hang. The workspace of
+partial sums (two slots per block) is the runtime's, per stream (``runtime/workspace.py``). This
+pass runs after the checks (on the body as written) and in place of ``persistent.py`` for these
+launches.
 
-Speed: with tileiras 13.5, on the H200, the best stream-K tile ran 1.1 to 3.1 times slower
-than the best persistent tile at every GEMM shape measured, and 128 x 128 against 128 x 128
-2.7 to 13.7 times (benchmarks/RESULTS.md, session 13): with a second use of the accumulator
-(the partial store) and the atomic, tileiras spills the accumulator around the MMAs of both
-loops.
+Speed: an earlier form, one launch in which the block that completed a tile (counted with an
+atomic) added its pieces, made tileiras 13.5 spill the accumulator around the MMAs of every
+loop, and ran 1.1 to 3.1 times slower than the best persistent tile (benchmarks/RESULTS.md,
+session 13). Compiled alone, none of the three launches spills (sm_90, 128 x 128 and
+128 x 256 f16 GEMM tiles, session 15).
 """
 from __future__ import annotations
 
 from fearless.errors import CompileError
-from fearless.ir.core import Builder, Function, Operation, Region, Value
+from fearless.ir.core import Builder, Function, Region, Value
 from fearless.ir.opdef import Op
 from fearless.ir.ops.arith import ARITH
-from fearless.ir.types import BOOL, INDEX, LocalRef, Role, TensorView, Tile
+from fearless.dtypes import i32
+from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
 from fearless.passes.persistent import refuse_returns
 
 # iterations of a share at least: a piece's partial sum costs a store and a load of the
 # accumulator tile, about what two iterations of a memory-bound GEMM's loop move (an estimate)
 MIN_SHARE = 4
+I32 = Scalar(i32)
+I32_LIMIT = 2 ** 31   # the shares' i32 arithmetic is exact where P q is below it
+WHOLE, PIECES, FIXUP = 1, 2, 3   # the launches of a stream-K call (ir.types.Persistent.phase)
 WRITES = (Op.TILE_STORE, Op.TILE_SCATTER, Op.TILE_ATOMIC, Op.TILE_ATOMIC_CAS)
 HELP = ("write the kernel as a sum over one loop (acc = ft.zeros(...); for k in range(n): acc "
         "= ft.mma(a_k, b_k, acc); out.store(acc)), or partition without stream_k")
@@ -79,129 +89,152 @@ def run(fn: Function, options) -> Function:
     b = s.b.create(Op.TILE_LAUNCH_BLOCK, []).result
     p = s.b.create(Op.TILE_LAUNCH_BLOCKS, []).result
     tiles = s.b.create(Op.TILE_NUM_TILES, [out]).result
-    n = _hoist(fn, prefix, loop.operands[1], s.b, loop)
-    # the whole tiles: b, b + P, ... below W P, the body as written (a copy)
-    whole = s.mul(s.max(s.sub(s.div(tiles, p), s.const(1)), s.const(0)), p)
-    each = Region([Value(INDEX, "tile")])
-    with s.b.at(each):
-        s.b.create(Op.TILE_SELECT, [out, each.args[0]], attrs=select)
-    each.ops.extend(_clone(ops, {}))
-    s.b.create(Op.SCF_FOR, [b, whole, p], attrs={"step_sign": 1}, regions=[each])
-    # the shared tiles' iterations, I of them from `base` on, in S equal shares of at least
-    # MIN_SHARE iterations (S <= P; blocks from S on have none); computed after the whole
-    # tiles' loop, so that they take no registers during it
-    q = s.max(n, s.const(1))
-    base = s.mul(whole, q)
-    shared = s.sub(s.mul(tiles, q), base)
-    shares = s.max(s.min(p, s.div(shared, s.const(MIN_SHARE))), s.const(1))
-    start = s.add(base, s.div(s.mul(s.min(b, shares), shared), shares))
-    end = s.add(base, s.div(s.mul(s.min(s.add(b, s.const(1)), shares), shared), shares))
-    first_t = s.div(start, q)
-    last_t = s.div(s.max(s.sub(end, s.const(1)), s.const(0)), q)
-    pieces = s.select(s.cmp("lt", start, end), s.add(s.sub(last_t, first_t), s.const(1)),
-                      s.const(0))
-    run_suffix = s.b.create(Op.LOCAL_ALLOC, [], [LocalRef(BOOL)]).result
-    body = Region([Value(INDEX, "piece")])
-    with s.b.at(body):
-        t = s.add(first_t, body.args[0])
-        tq = s.mul(t, q)
-        k0 = s.sub(s.max(start, tq), tq)
-        k1 = s.sub(s.min(end, s.add(tq, q)), tq)
-        s.b.create(Op.TILE_SELECT, [out, t], attrs=select)
-        loop.operands[0], loop.operands[1] = s.min(k0, n), s.min(k1, n)
-    body.ops.extend(prefix + [loop])
-    with s.b.at(body):
-        s.b.create(Op.LOCAL_STORE, [run_suffix, s.b.create(
-            Op.CONSTANT, [], [BOOL], attrs={"value": True}).result])
-        split = Region()
-        s.b.create(Op.SCF_IF, [s.or_(s.cmp("gt", k0, s.const(0)), s.cmp("lt", k1, q))],
-                   regions=[split, Region()])
-    with s.b.at(split):
-        # block b's first piece is slot 2b, its last 2b + 1
-        mine = s.add(s.mul(b, s.const(2)), s.select(s.cmp("eq", t, first_t), s.const(0),
-                                                    s.const(1)))
-        _finish_piece(s, acc, acc_type, mine, s.sub(t, whole), s.sub(k1, k0), run_suffix,
-                      (shares, q, tq, base, shared))
-    with s.b.at(body):
-        finish = Region()
-        s.b.create(Op.SCF_IF, [s.b.create(Op.LOCAL_LOAD, [run_suffix]).result],
-                   regions=[finish, Region()])
-    finish.ops.extend(suffix)
-    s.b.create(Op.SCF_FOR, [s.const(0), pieces, s.const(1)], attrs={"step_sign": 1},
-               regions=[body])
+    if schedule.phase == WHOLE:                # tiles b, b + P, ... below W P, as written
+        whole = s.mul(s.div(tiles, p), p)
+        body = Region([Value(INDEX, "tile")])
+        with s.b.at(body):
+            s.b.create(Op.TILE_SELECT, [out, body.args[0]], attrs=select)
+        body.ops.extend(ops)
+        s.b.create(Op.SCF_FOR, [b, whole, p], attrs={"step_sign": 1}, regions=[body])
+    else:
+        n = _hoist(fn, prefix, loop.operands[1], s.b, loop)
+        q = s.max(n, s.const(1))
+        # the shares' arithmetic runs in i32: i64 divisions are calls that made tileiras 13.5
+        # spill registers around them (24-32 bytes per thread). It cannot overflow where P q
+        # < 2^31 (every value is at most the I = R q < P q shared iterations, plus q); past
+        # that (a loop of millions of steps) each shared tile is one piece (`fits` false).
+        fits = s.cmp("lt", s.mul(p, q), s.const(I32_LIMIT))
+        s32 = _Scalars(s.b, I32)
+        # T < 2^31 (kernel/tile.py refuses more tiles), and so are P and q where fits
+        b32, p32, t32 = s32.narrow(b), s32.narrow(p), s32.narrow(tiles)
+        whole32 = s32.mul(s32.div(t32, p32), p32)
+        sh = _Shares(s32, s32.sub(t32, whole32), s32.narrow(q), p32, fits)
+        if schedule.phase == PIECES:
+            _pieces(s32, sh, b32, n, whole32, out, select, prefix, loop, acc)
+        elif schedule.phase == FIXUP:
+            _fixup(s32, sh, b32, p32, whole32, t32, out, select, prefix, suffix, acc, acc_type)
+        else:
+            raise ValueError(f"stream-K phase {schedule.phase}: one of 1, 2, 3")
     fn.body = entry
     fn.attrs["stream_k"] = acc_type
     return fn
 
 
-def _finish_piece(s, acc, acc_type, slot, counter, done, run_suffix, shape) -> None:
-    """A piece of a shared tile: store its partial sum, count its ``done`` iterations; the
-    block that completes the tile sums the pieces and runs the rest of the body."""
-    s.b.create(Op.TILE_PARTIAL_STORE, [s.b.create(Op.LOCAL_LOAD, [acc]).result,
-                                       slot])
-    last = s.b.create(Op.TILE_ARRIVE, [counter, done, shape[1]]).result
-    s.b.create(Op.LOCAL_STORE, [run_suffix, last])
-    reduce = Region()
-    s.b.create(Op.SCF_IF, [last], regions=[reduce, Region()])
-    with s.b.at(reduce):
-        _sum_partials(s, acc, acc_type, *shape)
+class _Shares:
+    """The partial wave's shares, the same i32 arithmetic in the pieces and the fixup launch
+    (the module docstring's R, q, I, S): iterations are counted from the first shared one, so
+    tile ``W P + t`` holds ``[t q, t q + q)``. The S shares are balanced: the first ``E = I %
+    S`` hold ``L + 1 = I // S + 1`` iterations, the rest ``L``. Where ``fits`` is false (P q
+    >= 2^31, where I could overflow) each shared tile is one share (S = R)."""
+
+    def __init__(self, s, r, q, p, fits):
+        self.s, self.r, self.q, self.fits = s, r, q, fits
+        total = s.mul(r, q)
+        spread = s.max(r, s.min(p, s.div(total, s.const(MIN_SHARE))))
+        self.shares = s.select(fits, spread, r)
+        self.length = s.div(total, self.shares)
+        self.extra = s.mod(total, self.shares)
+
+    def start(self, c):
+        """The first iteration of share ``c`` (``c`` = S: the end)."""
+        s = self.s
+        return s.add(s.mul(c, self.length), s.min(c, self.extra))
+
+    def owner(self, x):
+        """The share that holds iteration ``x``."""
+        s = self.s
+        long = s.mul(self.extra, s.add(self.length, s.const(1)))  # iterations of the first E
+        return s.select(s.cmp("lt", x, long), s.div(x, s.add(self.length, s.const(1))),
+                        s.add(self.extra, s.div(s.sub(x, long), self.length)))
 
 
-def _sum_partials(s, acc, acc_type, shares, q, tq, base, shared) -> None:
-    """In the last arriving block of a shared tile: ``acc`` becomes the sum of every piece's
-    partial (its own among them), added in block order from zero, so that the result does
-    not depend on which block arrived last."""
+def _pieces(s, sh: _Shares, b, n, whole, out, select, prefix, loop, acc) -> None:
+    """Block b's share [start, end): per piece (the share's part of one tile, at most two),
+    the body up to the end of the loop over the piece's iterations, then its partial sum to
+    slot 2b + piece."""
+    start = sh.start(s.min(b, sh.shares))
+    end = sh.start(s.min(s.add(b, s.const(1)), sh.shares))
+    first_t = s.select(sh.fits, s.div(start, sh.q), b)
+    last_t = s.div(s.max(s.sub(end, s.const(1)), s.const(0)), sh.q)
+    split = s.select(s.cmp("lt", start, end), s.add(s.sub(last_t, first_t), s.const(1)),
+                     s.const(0))
+    pieces = s.select(sh.fits, split, s.select(s.cmp("lt", b, sh.r), s.const(1), s.const(0)))
+    body = Region([Value(INDEX, "piece")])
+    with s.b.at(body):
+        piece = s.narrow(body.args[0])
+        t = s.add(first_t, piece)
+        tq = s.mul(t, sh.q)
+        k0 = s.index(s.sub(s.max(start, tq), tq))
+        k1 = s.index(s.sub(s.min(end, s.add(tq, sh.q)), tq))
+        zero = s.b.create(Op.CONSTANT, [], [INDEX], attrs={"value": 0}).result
+        k0 = s.b.create(Op.SELECT, [sh.fits, s.b.create(Op.MIN, [k0, n]).result, zero]).result
+        k1 = s.b.create(Op.SELECT, [sh.fits, s.b.create(Op.MIN, [k1, n]).result, n]).result
+        s.b.create(Op.TILE_SELECT, [out, s.index(s.add(whole, t))], attrs=select)
+        loop.operands[0], loop.operands[1] = k0, k1
+    body.ops.extend(prefix + [loop])
+    with s.b.at(body):
+        slot = s.index(s.add(s.mul(b, s.const(2)), piece))
+        s.b.create(Op.TILE_PARTIAL_STORE, [s.b.create(Op.LOCAL_LOAD, [acc]).result, slot])
+    s.b.create(Op.SCF_FOR, [s.index(s.const(0)), s.index(pieces), s.index(s.const(1))],
+               attrs={"step_sign": 1}, regions=[body])
+
+
+def _fixup(s, sh: _Shares, b, p, whole, tiles, out, select, prefix, suffix, acc,
+           acc_type) -> None:
+    """The shared tiles W P + b, W P + b + P, ... (launched with P blocks, so each block has at
+    most one): the body before the loop, the sum of every piece's partial, then the body after
+    the loop."""
+    body = Region([Value(INDEX, "tile")])
+    with s.b.at(body):
+        s.b.create(Op.TILE_SELECT, [out, body.args[0]], attrs=select)
+    body.ops.extend(prefix)
+    with s.b.at(body):
+        _sum_partials(s, acc, acc_type, sh, s.sub(s.narrow(body.args[0]), whole))
+    body.ops.extend(suffix)
+    s.b.create(Op.SCF_FOR, [s.index(s.add(whole, b)), s.index(tiles), s.index(p)],
+               attrs={"step_sign": 1}, regions=[body])
+
+
+def _sum_partials(s, acc, acc_type, sh: _Shares, t) -> None:
+    """``acc`` becomes the sum of the partials of shared tile ``t`` (counted from W P), added
+    in block order from zero, so that the result does not depend on when each block ran."""
     s.b.create(Op.LOCAL_STORE, [acc, s.b.create(Op.CONSTANT, [], [acc_type],
                                                 attrs={"value": 0.0}).result])
-    # the blocks whose shares hold the tile's first and last iterations: the largest c with
-    # c * I // S <= x is ((x + 1) * S - 1) // I
-    x = s.sub(tq, base)
-    first = s.div(s.sub(s.mul(s.add(x, s.const(1)), shares), s.const(1)), shared)
-    last = s.div(s.sub(s.mul(s.add(x, q), shares), s.const(1)), shared)
+    tq = s.mul(t, sh.q)
+    first = s.select(sh.fits, sh.owner(tq), t)
+    last = s.select(sh.fits, sh.owner(s.add(tq, s.sub(sh.q, s.const(1)))), t)
     each = Region([Value(INDEX, "block")])
-    s.b.create(Op.SCF_FOR, [first, s.add(last, s.const(1)), s.const(1)],
-               attrs={"step_sign": 1}, regions=[each])
+    s.b.create(Op.SCF_FOR, [s.index(first), s.index(s.add(last, s.const(1))),
+                            s.index(s.const(1))], attrs={"step_sign": 1}, regions=[each])
     with s.b.at(each):
-        c = each.args[0]
-        lo = s.div(s.mul(c, shared), shares)
-        hi = s.div(s.mul(s.add(c, s.const(1)), shared), shares)
-        has = Region()
-        s.b.create(Op.SCF_IF, [s.cmp("lt", lo, hi)], regions=[has, Region()])
-    with s.b.at(has):
+        c = s.narrow(each.args[0])
+        lo = sh.start(c)
         # the block's first piece (slot 2c) when the tile is its share's first, else its last
-        first_of_c = s.cmp("eq", s.mul(s.div(s.add(base, lo), q), q), tq)
+        first_of_c = s.b.create(Op.OR, [s.cmp("eq", s.div(lo, sh.q), t),
+                                        s.not_(sh.fits)]).result
         slot = s.add(s.mul(c, s.const(2)), s.select(first_of_c, s.const(0), s.const(1)))
-        part = s.b.create(Op.TILE_PARTIAL_LOAD, [slot], [acc_type]).result
+        part = s.b.create(Op.TILE_PARTIAL_LOAD, [s.index(slot)], [acc_type]).result
         now = s.b.create(Op.LOCAL_LOAD, [acc]).result
         s.b.create(Op.LOCAL_STORE, [acc, s.b.create(Op.ADD, [now, part]).result])
 
 
-def _clone(ops, values: dict) -> list:
-    """Copies of ``ops`` (and their regions) with fresh results; ``values`` maps the ids of
-    replaced values to their copies, and gains the copies' results."""
-    out = []
-    for op in ops:
-        regions = []
-        for region in op.regions:
-            copy = Region([Value(a.type, a.hint) for a in region.args])
-            values.update((id(a), c) for a, c in zip(region.args, copy.args))
-            copy.ops = _clone(region.ops, values)
-            regions.append(copy)
-        new = Operation(op.name, [values.get(id(v), v) for v in op.operands],
-                        [r.type for r in op.results], op.attrs, regions, op.span)
-        values.update((id(r), c) for r, c in zip(op.results, new.results))
-        out.append(new)
-    return out
-
-
 class _Scalars:
-    """i64 arithmetic appended through a Builder, one method per op."""
+    """Integer arithmetic of scalar type ``ty`` (i64 or i32) appended through a Builder, one
+    method per op."""
 
-    def __init__(self, b: Builder):
-        self.b = b
+    def __init__(self, b: Builder, ty=INDEX):
+        self.b, self.ty = b, ty
 
     def const(self, value: int):
-        return self.b.create(Op.CONSTANT, [], [INDEX], attrs={"value": value}).result
+        return self.b.create(Op.CONSTANT, [], [self.ty], attrs={"value": value}).result
+
+    def narrow(self, v):
+        """``v`` converted to this arithmetic's type."""
+        return v if v.type == self.ty else self.b.create(Op.CAST, [v], [self.ty]).result
+
+    def index(self, v):
+        """``v`` converted to i64, the type of loop bounds, tile numbers and slots."""
+        return v if v.type == INDEX else self.b.create(Op.CAST, [v], [INDEX]).result
 
     def _op(self, name, *args):
         return self.b.create(name, list(args)).result
@@ -211,9 +244,9 @@ class _Scalars:
     def mul(self, x, y): return self._op(Op.MUL, x, y)        # noqa: E704
     def div(self, x, y): return self._op(Op.FLOORDIV, x, y)   # noqa: E704
     def mod(self, x, y): return self._op(Op.MOD, x, y)        # noqa: E704
+    def not_(self, x): return self._op(Op.NOT, x)             # noqa: E704
     def min(self, x, y): return self._op(Op.MIN, x, y)        # noqa: E704
     def max(self, x, y): return self._op(Op.MAX, x, y)        # noqa: E704
-    def or_(self, x, y): return self._op(Op.OR, x, y)         # noqa: E704
 
     def cmp(self, pred: str, x, y):
         return self.b.create(Op.CMP, [x, y], attrs={"pred": pred}).result

@@ -17,8 +17,9 @@ of one per tile: block ``b`` of ``P`` runs the kernel body for tiles ``b, b + P,
 an order the runtime builds (``ir.types.Persistent``), each a bijection onto the tiles. The user
 names an order, never a mapping, so no schedule can give one tile to two blocks or leave one out.
 A stream-K schedule (``fearless.tile.stream_k``) also splits the kernel's reduction loop between
-blocks for the last waves' tiles; each tile's output is still stored by one block, the one that
-completes the tile, which adds every block's partial sum first (``passes/stream_k.py``).
+blocks for the last, partial wave's tiles, in three launches; each tile's output is still
+stored by one block, for a shared tile the fixup launch's, which adds every piece's partial sum
+first (``passes/stream_k.py``).
 """
 from __future__ import annotations
 
@@ -78,7 +79,8 @@ def persistent(blocks: int | None = None, order: str = "grouped", group: int = 8
 @dataclass(frozen=True)
 class StreamK(Persistent):
     """A stream-K schedule (make it with ``fearless.tile.stream_k``): a persistent launch whose
-    blocks also share the reduction loops of the last waves' tiles (``passes/stream_k.py``)."""
+    blocks also share the reduction loops of the last, partial wave's tiles
+    (``passes/stream_k.py``)."""
 
 
 @user_facing
@@ -88,19 +90,19 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     (default: one per SM times the kernel's ``occupancy`` hint, also when there are fewer
     tiles), which split the loop's iterations evenly (Osama et al., "Stream-K: Work-centric
     Parallel Decomposition for Dense Matrix-Matrix Multiplication on the GPU", PPoPP 2023):
-    whole waves of tiles go one to a block as with ``persistent``, and the last one or two
-    waves' iterations are cut into equal shares, so a tile may be summed by several blocks.
-    Each piece's partial sum goes to a workspace the runtime keeps per stream; the block whose
-    piece completes the tile (counted atomically; whichever finishes last) adds every piece's
-    partial, in the accumulator's dtype and in block order from zero, and runs the rest of the
-    body, so each tile is stored once and the result is the same bits whichever block
-    finishes last (it differs from one block's sum only by the order of the additions). No
-    block waits for another. ``order`` and ``group`` as for ``persistent``. The kernel must
+    whole waves of tiles go one to a block as with ``persistent``, and the last, partial
+    wave's iterations are cut into equal shares, so a tile may be summed by several blocks.
+    It runs as three launches, each compiled alone: the whole waves; the pieces, whose
+    partial sums go to a workspace the runtime keeps per stream; and the fixup, in which one
+    block per shared tile adds its pieces' partials, in the accumulator's dtype and in block
+    order from zero, and runs the rest of the body. So each tile is stored once, and the
+    result is the same bits every call (it differs from one block's sum only by the order of
+    the additions). No block waits for another. ``order`` and ``group`` as for
+    ``persistent``. The kernel must
     be a sum the compiler can split (CompileError otherwise, at the line): one top-level
     ``for k in range(n)`` whose loop-carried value starts at zero and is only updated as
     ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value carried between
-    iterations or out of the loop, nothing stored before or inside the loop. With tileiras
-    13.5 it is slower than ``persistent`` (passes/stream_k.py says why). Raises
+    iterations or out of the loop, nothing stored before or inside the loop. Raises
     ArgumentTypeError or PartitionError as ``persistent`` does."""
     p = persistent(blocks, order, group)
     return StreamK(p.blocks, p.order, p.group)
@@ -204,6 +206,14 @@ class Partition:
         if self._one_each(tiles, blocks):
             return self.grid
         return (min(blocks, tiles), 1, 1)
+
+    def stream_k_phases(self, per_sm: int = 1) -> tuple[int, ...]:
+        """The launches a stream-K call over this partition makes (``passes/stream_k.py``), in
+        order: 1 (whole tiles) when there is a whole wave of tiles for the ``P`` blocks
+        (``per_sm`` as for ``launch_grid``), 2 and 3 (the pieces of the tiles left, then their
+        fixup) when tiles are left; none for no tiles."""
+        tiles, blocks = prod(self.grid), self._blocks(per_sm)
+        return ((1,) if tiles // blocks else ()) + ((2, 3) if tiles % blocks else ())
 
     def one_tile_each(self, per_sm: int = 1) -> bool:
         """Whether a persistent (not stream-K) launch over this partition has no more tiles than

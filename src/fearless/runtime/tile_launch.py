@@ -29,7 +29,7 @@ class LoadedTile:
     params: pack.ParamBuffer       # the entry parameters, packed at their byte offsets
     grouped: bool                  # launched 1-d in grouped tile order (a 2-d Out partition)
     pdl: bool = False              # launched with programmatic stream serialization
-    stream_k: tuple = ()           # (dtype, shape) of a stream-K launch's partial sums
+    stream_k: tuple = ()           # (dtype, shape) of a stream-K call's partial sums
 
 
 OBSERVER = None  # fl.stats while it counts (runtime/stats.py): told of each launch
@@ -136,12 +136,13 @@ def launch_cuda(loaded: LoadedTile, grid: tuple, tensors: list, scalars: list,
 
 
 def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list,
-               racecheck: bool = False, *, interpret) -> None:
+               racecheck: bool = False, *, interpret, partials: dict | None = None) -> None:
     """Interpret the tile kernel now, one tile block after another; ``params``: the kernel's
     ParamInfo (its In tensors are handed over read-only). With ``racecheck`` (the kernel layer
     passes FEARLESS_RACECHECK's) a scatter that writes one element twice raises RaceError
     when the launch ends. ``interpret``: the cpu backend's tile interpreter, which the kernel
-    layer hands over (``backends.cpu.tile.run``: the runtime imports no backend)."""
+    layer hands over (``backends.cpu.tile.run``: the runtime imports no backend);
+    ``partials``: a stream-K call's workspace, shared by its launches."""
     observer, mark = OBSERVER, None
     if observer is not None:
         observer.launch(getattr(fn, "name", "?"))
@@ -157,6 +158,6 @@ def launch_cpu(fn, grid: tuple, params, tensors: list, scalars: list,
             view.flags.writeable = False
         args.append(view)
     if 0 not in grid:
-        interpret(fn, grid, args, racecheck)
+        interpret(fn, grid, args, racecheck, partials)
     if mark is not None:
         observer.stop(getattr(fn, "name", "?"), None, mark)

@@ -1,18 +1,18 @@
-"""Stream-K workspaces: the partial sums and counters of stream-K tile launches, one per stream
-(what the kernel does with them: ``backends/tileir/stream_k.py``).
+"""Stream-K workspaces: the partial sums of stream-K tile calls, one per stream (what the
+kernels do with them: ``passes/stream_k.py``, ``backends/tileir/stream_k.py``).
 
-A launch of ``P`` tile blocks takes ``2 P`` slots of its accumulator tile (two pieces per
-block at most) and ``2 P`` i32 counters (fewer tiles are shared), every counter zero when it
-starts. The kernel leaves them zero when it ends (the block that completes a tile resets its
-counter), so one workspace serves the stream-K launches of a stream one after another; launches on different streams may overlap, so each stream has its
+A call of ``P`` tile blocks takes ``2 P`` slots of its accumulator tile (two pieces per block at
+most): its pieces launch writes the slots it uses and its fixup launch, after it on the same
+stream, reads them, so the memory needs no clearing and one workspace serves the calls of a
+stream one after another. Calls on different streams may overlap, so each stream has its
 own, and so has each graph (a capture records on a stream of its own: ``graph.py``,
-``capture.py``). The memory is allocated and zeroed on a private stream, which is synchronised
-before the launch is enqueued (so no allocation becomes a node of a graph being captured). It
-is kept while its stream lives (a graph keeps its capture stream until it is released), every
-buffer of a stream that grew (a captured graph keeps the addresses of the one it used), and
-freed when the stream is garbage (after its work has finished) or forgotten with a released
-graph's (``dispatch.forget_stream``). Layout: the counters first (a fixed capacity per buffer), then the
-slots; a launch with more blocks than the capacity, or bigger slots, gets a new buffer.
+``capture.py``). The memory is allocated on a private stream, which is synchronised before the
+launch is enqueued (so no allocation becomes a node of a graph being captured). It is kept
+while its stream lives (a graph keeps its capture stream until it is released), every buffer
+of a stream that grew (a captured graph keeps the addresses of the one it used), and freed
+when the stream is garbage (after its work has finished) or forgotten with a released graph's
+(``dispatch.forget_stream``). A call with more blocks than the capacity, or bigger slots, gets
+a new buffer.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from math import prod
 
 from fearless.runtime import memory
 
-ALIGN = 256   # bytes: the slots' start (the kernel assumes 16: backends/tileir/stream_k.py)
+ALIGN = 256   # bytes: a slot's size is a multiple (the kernel assumes 16-byte slots)
 
 
 class _Workspace:
@@ -37,9 +37,9 @@ _quiet: list = []   # the private stream that allocates and zeroes workspaces
 
 
 def views(stream, blocks: int, dtype, shape: tuple) -> list:
-    """The launch views (``runtime/args.py``'s layout: pointer, shape, strides) of the partial
-    sums and the counters for a stream-K launch of ``blocks`` tile blocks on ``stream`` whose
-    accumulator is a ``dtype`` tile of ``shape``: the kernel's last two array parameters."""
+    """The launch view (``runtime/args.py``'s layout: pointer, shape, strides) of the partial
+    sums for a stream-K call of ``blocks`` tile blocks on ``stream`` whose accumulator is a
+    ``dtype`` tile of ``shape``: the kernel's last array parameter."""
     slot = -(-prod(shape) * dtype.itemsize // ALIGN) * ALIGN
     ws = _spaces.get(id(stream))
     if ws is None:
@@ -48,8 +48,7 @@ def views(stream, blocks: int, dtype, shape: tuple) -> list:
     slots = 2 * blocks
     if slots > ws.slots or slot > ws.slot_bytes:
         _grow(ws, max(slots, ws.slots), max(slot, ws.slot_bytes))
-    counters = -(-ws.slots * 4 // ALIGN) * ALIGN
-    return [(None, ws.address + counters, (slots,), (1,)), (None, ws.address, (slots,), (1,))]
+    return [(None, ws.address, (slots,), (1,))]
 
 
 def forget(stream) -> None:
@@ -72,10 +71,7 @@ def _grow(ws: _Workspace, slots: int, slot_bytes: int) -> None:
     if not _quiet:
         _quiet.append(Stream())
     quiet = _quiet[0]
-    counters = -(-slots * 4 // ALIGN) * ALIGN
-    buffer = memory.allocate(counters + slots * slot_bytes, quiet)
-    address = int(buffer.handle)
-    memory.memset(address, 0, counters, quiet)
+    buffer = memory.allocate(slots * slot_bytes, quiet)
     quiet.core.sync()
     ws.buffers.append(buffer)
-    ws.address, ws.slots, ws.slot_bytes = address, slots, slot_bytes
+    ws.address, ws.slots, ws.slot_bytes = int(buffer.handle), slots, slot_bytes

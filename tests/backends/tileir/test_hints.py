@@ -77,3 +77,12 @@ def test_the_tile_ir_of_a_large_tile_carries_the_hint():
     for arch, present in (("sm_90", True), ("sm_80", False)):
         code = compile_tile(matmul.captured, params, {"bk": 64}, arch, "tileir").tileir
         assert (b"num_worker_warps_per_cta" in code) is present
+
+
+def test_a_stream_k_accumulator_counts_without_an_mma():
+    # the fixup launch sums 128 x 256 f32 partials with no mma: two warp groups keep it from
+    # spilling (408 bytes per thread with one)
+    fn = _gemm_fn((128, 128))
+    fn.attrs["stream_k"] = T.Tile(f32, (128, 256))
+    assert largest_accumulator(fn) == 128 * 256 * 4
+    assert entry_hints(fn, None, "sm_90") == {"sm_90": WW8}

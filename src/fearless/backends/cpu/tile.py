@@ -46,7 +46,7 @@ class _Block:
     def __init__(self, fn: Function, args: list, coords: tuple, grid: tuple,
                  races: list | None = None, partials: dict | None = None):
         self.coords, self.grid = coords, grid     # the own tile, and the partition's grid
-        self.partials = partials  # a stream-K launch's partial sums by slot, and counts
+        self.partials = partials  # a stream-K call's partial sums by slot
         self.launch = coords[0] + grid[0] * (coords[1] + grid[1] * coords[2])  # tile.select
         self.launched = grid[0] * grid[1] * grid[2]                            # changes coords
         self.races = races  # the launch's races found (the first is kept), None: not looked for
@@ -70,7 +70,8 @@ class _Block:
             rule(self, op)
 
 
-def run(fn: Function, grid: tuple[int, int, int], args: list, racecheck: bool = False) -> None:
+def run(fn: Function, grid: tuple[int, int, int], args: list, racecheck: bool = False,
+        partials: dict | None = None) -> None:
     """Run ``fn`` over ``grid`` (x, y, z) tile blocks.
 
     ``args``: per parameter, a NumPy array view for tensors (writable for Out partitions and
@@ -78,11 +79,13 @@ def run(fn: Function, grid: tuple[int, int, int], args: list, racecheck: bool = 
     floating-point and overflow warnings are off: the ops' results (wrap-around, inf, NaN) are
     their definitions. With ``racecheck``, a scatter that writes one element twice is a data
     race, raised as RaceError once every block has run (blocks never race with each other:
-    they write only their own tiles, and atomics are atomic).
+    they write only their own tiles, and atomics are atomic). ``partials``: a stream-K call's
+    workspace (slot -> partial sum), which its pieces launch fills and its fixup launch empties
+    (``passes/stream_k.py``), shared by its launches; the caller checks it ends empty.
     """
     gx, gy, gz = grid
     races = [] if racecheck else None
-    partials: dict = {}
+    partials = {} if partials is None else partials
     with np.errstate(all="ignore"):
         for z in range(gz):
             for y in range(gy):
@@ -92,9 +95,6 @@ def run(fn: Function, grid: tuple[int, int, int], args: list, racecheck: bool = 
                         block.region(fn.body)
                     except _Return:
                         pass
-    if partials:  # passes/stream_k.py: each partial is read by its tile's owner
-        raise InternalError(f"stream-K launch of '{fn.name}': partial sums or counts "
-                            f"{sorted(partials, key=str)} left over")
     if races:
         raise races[0].with_kernel(fn.name)
 
@@ -299,24 +299,11 @@ def _partial_store(block, op):
     block.partials[slot] = np.array(block.value(op.operands[0]))
 
 
-def _arrive(block, op):
-    """Count a shared tile's iterations (``passes/stream_k.py``); blocks run in order here,
-    so the last to arrive is the highest-numbered, as it may be on the GPU."""
-    key = ("arrived", int(block.value(op.operands[0])))
-    done = block.partials.get(key, 0) + int(block.value(op.operands[1]))
-    last = done == int(block.value(op.operands[2]))
-    if last:
-        block.partials.pop(key, None)
-    else:
-        block.partials[key] = done
-    block.set(op, np.bool_(last))
-
-
 def _partial_load(block, op):
     slot = int(block.value(op.operands[0]))
     if slot not in block.partials:
         raise InternalError(f"stream-K: block {block.launch} reads slot {slot}, which no block "
-                            f"wrote")
+                            f"of the pieces launch wrote")
     block.set(op, block.partials.pop(slot))
 
 
@@ -339,7 +326,6 @@ RULES = {
     Op.TILE_SELECT: _select,
     Op.TILE_PARTIAL_STORE: _partial_store,
     Op.TILE_PARTIAL_LOAD: _partial_load,
-    Op.TILE_ARRIVE: _arrive,
     Op.TILE_DIM: lambda block, op: block.set(
         op, np.int64(block.value(op.operands[0]).shape[op.attrs["axis"]])),
     Op.TILE_LOAD: _load,

@@ -2,17 +2,17 @@
 from the kernel's tiles where the author left a hint out.
 
 One default so far, for tileiras's worker warps on sm_90: an ``ft.mma`` whose accumulator holds
-128 x 256 f32 values or more. With tileiras's default of one consumer warp group the
-accumulator alone needs 256 registers per thread, so it spills (1792 bytes per thread at
-128 x 256, 1024 at 256 x 128) and an f16 GEMM ran at 6-10% of cuBLAS on the H200
-(benchmarks/RESULTS.md, 2026-12-01). ``num_worker_warps_per_cta: 8`` (in every bytecode
-release we emit, 13.3 on) gives it two consumer warp groups of 232 registers per thread: no
-spill, and 92-97% of cuBLAS at 4096^3 and 8192^3 (session 15), where the two-block cluster
-hint gave 88-92%. The default stays out where the author set the worker warps, or a cluster of
-more than one block, for the arch (or for all archs): a cluster of two with eight worker warps
-ran at 47-74% of cuBLAS, so the author's choice is kept as written. It weighs the largest
-accumulator alone, not tiles live together (attention's scores and output). Other archs: not
-measured, so no default.
+128 x 256 f32 values or more (or a stream-K launch's, ``largest_accumulator``). With tileiras's
+default of one consumer warp group the accumulator alone needs 256 registers per thread, so it
+spills (1792 bytes per thread at 128 x 256, 1024 at 256 x 128) and an f16 GEMM ran at 6-10% of
+cuBLAS on the H200 (benchmarks/RESULTS.md, 2026-12-01). ``num_worker_warps_per_cta: 8`` (in
+every bytecode release we emit, 13.3 on) gives it two consumer warp groups of 232 registers per
+thread: no spill, and 92-97% of cuBLAS at 4096^3 and 8192^3 (session 15), where the two-block
+cluster hint gave 88-92%. The default stays out where the author set the worker warps, or a
+cluster of more than one block, for the arch (or for all archs): a cluster of two with eight
+worker warps ran at 47-74% of cuBLAS, so the author's choice is kept as written. It weighs the
+largest accumulator alone, not tiles live together (attention's scores and output). Other archs:
+not measured, so no default.
 """
 from __future__ import annotations
 
@@ -51,9 +51,14 @@ def kept_out(hints: dict | None, arch: str) -> bool:
 
 
 def largest_accumulator(fn) -> int:
-    """Bytes of the largest accumulator tile of an ``ft.mma`` in ``fn`` (0: none)."""
+    """Bytes of the largest accumulator tile in ``fn``: an ``ft.mma``'s result, or a stream-K
+    launch's sum (its fixup launch adds partial sums of it without an mma; a 128 x 256 one
+    spilled 408 bytes per thread with one warp group, none with two); 0: none."""
     sizes = [prod(op.results[0].type.shape) * op.results[0].type.dtype.itemsize
              for op in fn.walk() if op.name == Op.TILE_MMA]
+    acc = fn.attrs.get("stream_k")
+    if acc is not None:
+        sizes.append(prod(acc.shape) * acc.dtype.itemsize)
     return max(sizes, default=0)
 
 

@@ -58,9 +58,9 @@ def tile_type(t) -> tir.TileType:
 def abi(types, workspace: bool = False) -> Abi:
     """The entry parameters for IR parameter types, in the order ``Lowering`` declares them: per
     tensor its pointer, i32 extents and the i32 strides of all axes but a unit-stride inner one;
-    per scalar its value; with ``workspace`` (a stream-K kernel, ``stream_k.py``) then two
-    arrays of one axis, the partial sums and the counters, as parameters ``len(types)`` and
-    ``len(types) + 1``. The launcher packs arguments in this order."""
+    per scalar its value; with ``workspace`` (a stream-K kernel, ``stream_k.py``) then an
+    array of one axis, the partial sums, as parameter ``len(types)``. The launcher packs
+    arguments in this order."""
     slots = []
     for i, t in enumerate(types):
         if isinstance(t, T.TensorView):
@@ -68,7 +68,7 @@ def abi(types, workspace: bool = False) -> Abi:
         else:
             slots.append(Slot(SCALAR, i, 0, scalar_code(t.dtype)))
     if workspace:
-        slots += array_slots(len(types), 1, 0, "i") + array_slots(len(types) + 1, 1, 0, "i")
+        slots += array_slots(len(types), 1, 0, "i")
     return Abi(tuple(slots))
 
 
@@ -125,7 +125,7 @@ class Lowering:
         self.exits: list = []  # control.py: the loops and return targets around the op
         self.tail = False  # whether the op being lowered is in tail position (region())
         self.condition = None  # the value of the last scf.condition (a while's test)
-        self.workspace = None  # a stream-K kernel's (partials view, counters, tile shape)
+        self.workspace = None  # a stream-K kernel's (partials view, tile shape)
 
     # values -----------------------------------------------------------------------------------
 

@@ -15,10 +15,8 @@
                                                tile, into slot %s of the launch's workspace
                                                (``passes/stream_k.py``: slots 2b and 2b + 1
                                                are block b's, one per piece)
-    tile.arrive %i, %n, %q       -> bool       add %n to shared tile %i's counter (after the
-                                               block's partial store); true in the one block
-                                               whose add completes %q, which resets it to 0
-    tile.partial_load %s         -> tile       read slot %s (after an arrive that gave true)
+    tile.partial_load %s         -> tile       read slot %s (in the fixup launch, after the
+                                               pieces launch that wrote it)
     tile.load %t, %i0, ...       -> tile       attr shape: the tile at tile coordinates (i0, ...)
                                                of the grid of ``shape`` tiles over %t; elements
                                                past the tensor's edge read as zero
@@ -43,7 +41,7 @@ from __future__ import annotations
 
 from math import prod
 
-from fearless.dtypes import bool_, i32
+from fearless.dtypes import i32
 from fearless.ir.opdef import Op, all_of, define, no_results
 from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
 
@@ -262,16 +260,9 @@ def _partial_load(op):
     return None if slot.type == INDEX else "the slot is an i64"
 
 
-def _arrive(op):
-    return None if all(v.type == INDEX for v in op.operands) else "operands are i64"
-
-
 define(Op.TILE_PARTIAL_STORE, "store a stream-K block's partial sum in a workspace slot",
        _partial_store, side_effects=True, track="tile", result=no_results, operands=2,
        results=0)
-define(Op.TILE_ARRIVE, "count a shared tile's iterations done; true for the block that "
-       "completes them", _arrive, side_effects=True, track="tile", operands=3, results=1,
-       result=lambda ts, attrs: [Scalar(bool_)])
 define(Op.TILE_PARTIAL_LOAD, "read a workspace slot's partial sum", _partial_load,
        side_effects=True, track="tile", operands=1, results=1)
 define(Op.TILE_DIM, "extent of one axis of a tensor parameter",
