@@ -308,3 +308,20 @@ def test_a_streams_workspace_grows_keeps_old_buffers_and_is_freed_with_the_strea
     key = id(stream)
     del stream                                   # a stream that became garbage
     assert key not in workspace._spaces
+
+
+def test_a_schedule_type_pairs_stream_k_with_a_phase():
+    from fearless.ir import types as T
+    assert str(T.TensorView(f32, 2, T.Role.OUT, (32, 32), schedule=T.Persistent(
+        stream_k=True, phase=2))).endswith("stream-k pieces grouped 8>")
+    for bad in (dict(stream_k=True), dict(stream_k=True, phase=4), dict(phase=1)):
+        with pytest.raises(ValueError, match="phase"):
+            T.Persistent(**bad)
+
+
+def test_the_fast_path_refuses_a_stream_k_launch():
+    from types import SimpleNamespace
+    from fearless.errors import InternalError
+    from fearless.kernel.tile_fast import TilePlan
+    with pytest.raises(InternalError, match="stream-K"):
+        TilePlan("matmul", [], SimpleNamespace(stream_k=(f32, (32, 32))), {})

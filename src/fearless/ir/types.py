@@ -131,6 +131,11 @@ class Persistent:
     single: bool = False
     phase: int = 0
 
+    def __post_init__(self):
+        if (self.phase in _STREAM_K_PHASES) != self.stream_k:
+            raise ValueError(f"a stream-K schedule has a phase in 1..3, any other 0; got "
+                             f"stream_k={self.stream_k}, phase={self.phase}")
+
 
 _STREAM_K_PHASES = {1: "stream-k whole tiles", 2: "stream-k pieces", 3: "stream-k fixup"}
 

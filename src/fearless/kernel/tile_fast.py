@@ -16,7 +16,7 @@ Atomic tensors) takes the slow path.
 """
 from __future__ import annotations
 
-from fearless.errors import ArgumentTypeError
+from fearless.errors import ArgumentTypeError, InternalError
 from fearless.kernel.params import ATOMIC, CONST, IN, OUT, SCALAR, const_key
 from fearless.runtime import args as args_, pack
 from fearless.runtime.args import HI, LO, OBJ, PTR, SCALAR_TYPES, SHAPE, STRIDES, converter, \
@@ -122,6 +122,8 @@ class TilePlan:
 
     def __init__(self, kernel: str, runtime_params, loaded, scalar_dtypes: dict,
                  requires=None, per_sm: int = 1):
+        if loaded.stream_k:   # its launches need the stream's workspace: the slow path's
+            raise InternalError(f"kernel '{kernel}': a stream-K launch has no fast-path plan")
         self.kernel, self.loaded, self.requires = kernel, loaded, requires
         self.per_sm = per_sm    # a persistent launch's default tile blocks per SM
         self.scalars = tuple((k, runtime_params[k].name, converter(dt))

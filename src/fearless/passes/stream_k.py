@@ -103,11 +103,14 @@ def run(fn: Function, options) -> Function:
         # spill registers around them (24-32 bytes per thread). It cannot overflow where P q
         # < 2^31 (every value is at most the I = R q < P q shared iterations, plus q); past
         # that (a loop of millions of steps) each shared tile is one piece (`fits` false).
-        fits = s.cmp("lt", s.mul(p, q), s.const(I32_LIMIT))
+        limit = s.const(I32_LIMIT)   # min(q, 2^31) P < 2^62: no wrap (P, a grid, < 2^31)
+        fits = s.cmp("lt", s.mul(p, s.min(q, limit)), limit)
         s32 = _Scalars(s.b, I32)
         # T < 2^31 (kernel/tile.py refuses more tiles), and so are P and q where fits
         b32, p32, t32 = s32.narrow(b), s32.narrow(p), s32.narrow(tiles)
         whole32 = s32.mul(s32.div(t32, p32), p32)
+        # past `fits` the arithmetic is unused but defined: lower.py's integer division gives 0
+        # for a zero divisor (docs/semantics.md)
         sh = _Shares(s32, s32.sub(t32, whole32), s32.narrow(q), p32, fits)
         if schedule.phase == PIECES:
             _pieces(s32, sh, b32, n, whole32, out, select, prefix, loop, acc)
@@ -116,7 +119,8 @@ def run(fn: Function, options) -> Function:
         else:
             raise ValueError(f"stream-K phase {schedule.phase}: one of 1, 2, 3")
     fn.body = entry
-    fn.attrs["stream_k"] = acc_type
+    if schedule.phase != WHOLE:   # the launches that use the workspace take it as a parameter
+        fn.attrs["stream_k"] = acc_type
     return fn
 
 
@@ -191,7 +195,8 @@ def _fixup(s, sh: _Shares, b, p, whole, tiles, out, select, prefix, suffix, acc,
     with s.b.at(body):
         _sum_partials(s, acc, acc_type, sh, s.sub(s.narrow(body.args[0]), whole))
     body.ops.extend(suffix)
-    s.b.create(Op.SCF_FOR, [s.index(s.add(whole, b)), s.index(tiles), s.index(p)],
+    first = s.b.create(Op.ADD, [s.index(whole), s.index(b)]).result   # i64: W P + b may pass
+    s.b.create(Op.SCF_FOR, [first, s.index(tiles), s.index(p)],      # 2^31 where T is near it
                attrs={"step_sign": 1}, regions=[body])
 
 

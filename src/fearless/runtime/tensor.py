@@ -259,8 +259,8 @@ class Tensor:
         one dimension >= 1 per axis, rank 1 to 3) for exclusive use as a kernel output;
         ``schedule``: None (one tile block per tile), ``fearless.tile.persistent(...)`` (a
         fixed number of tile blocks, each running the kernel for its tiles in turn) or
-        ``fearless.tile.stream_k(...)`` (persistent, the last waves' reduction loops split
-        between blocks).
+        ``fearless.tile.stream_k(...)`` (persistent, the reduction loops of the last, partial
+        wave's tiles split between blocks).
 
         This handle is moved: later uses other than ``shape``/``strides``/``dtype`` raise
         MovedError; ``Partition.unpartition()`` returns a fresh tensor. Raises AliasError when

@@ -21,7 +21,7 @@ from math import prod
 
 from fearless.runtime import memory
 
-ALIGN = 256   # bytes: a slot's size is a multiple (the kernel assumes 16-byte slots)
+ALIGN = 256   # bytes: the slots are counted in multiples (the kernel's stride is the tile's)
 
 
 class _Workspace:
@@ -33,7 +33,7 @@ class _Workspace:
 
 
 _spaces: dict[int, _Workspace] = {}
-_quiet: list = []   # the private stream that allocates and zeroes workspaces
+_quiet: list = []   # the private stream that allocates workspaces
 
 
 def views(stream, blocks: int, dtype, shape: tuple) -> list:
