@@ -122,7 +122,7 @@ class TilePlan:
 
     def __init__(self, kernel: str, runtime_params, loaded, scalar_dtypes: dict,
                  requires=None, per_sm: int = 1):
-        if loaded.stream_k:   # its launches need the stream's workspace: the slow path's
+        if getattr(loaded, "stream_k", ()):   # its launches need the workspace: slow path
             raise InternalError(f"kernel '{kernel}': a stream-K launch has no fast-path plan")
         self.kernel, self.loaded, self.requires = kernel, loaded, requires
         self.per_sm = per_sm    # a persistent launch's default tile blocks per SM
