@@ -357,7 +357,7 @@ class TileKernel(BaseKernel):
                 else:
                     for each in entries:
                         tile_launch.launch_cuda(each.loaded, grid, tensors, scalars, stream)
-            if loaded is not None and len(entries) == 1 and not _is_stream_k(partitions):
+            if loaded is not None and not _is_stream_k(partitions):   # one launch
                 self._remember(values, types, constants, entry)
                 if self._advises and entry.compiled.info.mma and partitions \
                         and tuple(grid) == tuple(partitions[0].grid):  # one tile per block
