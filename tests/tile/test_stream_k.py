@@ -256,16 +256,20 @@ def test_a_loop_that_is_not_a_splittable_sum_is_refused_at_compile_time(kernel, 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [f16, bf16], ids=str)
-@pytest.mark.parametrize("m, n, k, tile", [(128, 1024, 4096, (128, 64)), (100, 300, 1000, (64, 64)),
-                                           (1000, 700, 2000, (128, 128)),
-                                           (600, 500, 3000, (64, 128))])
-def test_a_stream_k_gemm_is_right_and_repeatable_on_the_gpu(m, n, k, tile, dtype):
+@pytest.mark.parametrize("m, n, k, tile, blocks", [
+    (128, 1024, 4096, (128, 64), None), (100, 300, 1000, (64, 64), None),
+    (1000, 700, 2000, (128, 128), None), (600, 500, 3000, (64, 128), None),
+    # 40 tiles on 7 blocks: 5 whole waves, then 5 tiles shared by 7 blocks (all three launches)
+    (300, 500, 1000, (64, 64), 7),
+    # 1088 tiles: 8 whole waves of 132 SMs and a tail of 32 (the H200's SM count)
+    (2048, 2176, 512, (64, 64), None)])
+def test_a_stream_k_gemm_is_right_and_repeatable_on_the_gpu(m, n, k, tile, blocks, dtype):
     a = rng.standard_normal((m, k)).astype(dtype.numpy)
     b = rng.standard_normal((k, n)).astype(dtype.numpy)
     fa, fb = fl.asarray(a), fl.asarray(b)
 
     def run():
-        c = fl.full((m, n), np.nan, dtype).partition(tile, schedule=ft.stream_k())
+        c = fl.full((m, n), np.nan, dtype).partition(tile, schedule=ft.stream_k(blocks=blocks))
         return matmul(c, fa, fb, bk=64).sync()[0].unpartition().numpy().astype(np.float64)
     got = run()
     want, bound = _bound(a.astype(np.float64), b.astype(np.float64), dtype)

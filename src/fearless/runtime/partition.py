@@ -103,7 +103,8 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     ``for k in range(n)`` whose loop-carried value starts at zero and is only updated as
     ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value carried between
     iterations or out of the loop, nothing stored before or inside the loop. Raises
-    ArgumentTypeError or PartitionError as ``persistent`` does."""
+    ArgumentTypeError or PartitionError as ``persistent`` does. Speed: on the H200 no shape
+    timed so far ran faster than under ``persistent`` (benchmarks/RESULTS.md, session 16)."""
     p = persistent(blocks, order, group)
     return StreamK(p.blocks, p.order, p.group)
 
