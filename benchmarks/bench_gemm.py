@@ -297,12 +297,10 @@ LAUNCH_WARNINGS: set = set()   # launch_advice's reasons: a shape's own, not a c
 
 
 def launch_advice(shape: Shape, cfg: Config, sms: int) -> list[str]:
-    """The PerformanceWarning a first launch of ``cfg`` over ``shape`` gives when its tiles
-    leave SMs idle (``tile_launch.idle_sm_advice``), as ``compiled_first`` words it."""
-    tiles = cfg.tiles(shape.m, shape.n)
-    if cfg.persistent and tiles > sms:   # a persistent loop: no advice (one block per SM)
-        return []
-    why = idle_sm_advice((shape.m, shape.n), cfg.tile, tiles, sms)
+    """The PerformanceWarning a first launch of ``cfg`` over ``shape`` gives when its tiles do
+    not suit the shape (``tile_launch.idle_sm_advice``; one tile per block or persistent
+    alike), as ``compiled_first`` words it."""
+    why = idle_sm_advice((shape.m, shape.n), cfg.tile, cfg.tiles(shape.m, shape.n), sms)
     if why is None:
         return []
     LAUNCH_WARNINGS.add(why)

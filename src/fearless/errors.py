@@ -21,7 +21,7 @@
     |                           context, a token id past the vocabulary, a full KV cache)
     +-- InternalError           a bug in fearless; keeps its traceback
 PerformanceWarning (a UserWarning)  right, but slower than it could be (the message says why)
-+-- OccupancyWarning                a launch's tiles leave SMs idle for its output's shape
++-- OccupancyWarning                a launch's tiles do not suit its output's shape
 CacheWarning (a UserWarning)    a damaged or unwritable JIT cache entry, recompiled instead
 
 Messages read like a compiler's: ``kernel 'k', parameter 'p': what went wrong``, then the source
@@ -176,9 +176,9 @@ class PerformanceWarning(UserWarning):
 
 
 class OccupancyWarning(PerformanceWarning):
-    """A launch's tiles leave SMs or tensor cores idle for its output's shape: a
-    PerformanceWarning about one call's shape, not about the compiled kernel (``ft.autotune``
-    does not carry it from one shape's tuning to another's)."""
+    """A launch's tiles do not suit its output's shape (SMs or tensor cores idle, or tiles far
+    smaller than the shape allows): a PerformanceWarning about one call's shape, not about the
+    compiled kernel (``ft.autotune`` does not carry it from one shape's tuning to another's)."""
 
 
 class CacheWarning(UserWarning):

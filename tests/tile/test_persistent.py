@@ -312,7 +312,7 @@ def test_a_grid_past_cudas_limits_is_refused_before_it_runs():
     iota3(out.partition((1, 1, 1), schedule=ft.persistent(blocks=4))).cancel()
 
 
-@pytest.mark.parametrize("shape, tile, blocks, named", [
+@pytest.mark.parametrize("shape, tile, tiles, named", [
     ((128, 4096), (128, 128), 32, "32 tile blocks on 132 SMs"),   # most SMs idle
     ((128, 4096), (256, 128), 16, "spans 256 along axis 0"),      # half of each tile past the edge
     ((100, 4096), (256, 64), 64, "at most 128 there"),
@@ -322,12 +322,21 @@ def test_a_grid_past_cudas_limits_is_refused_before_it_runs():
     ((0, 4096), (128, 128), 0, None),           # an empty output: nothing runs
     ((128, 1024), (64, 64), 32, None),          # few blocks, but no smaller tile to offer
     ((16, 4096), (16, 64), 64, None),           # nn.linear's decode tiles
-    ((4096, 4096), (128, 128), 132, None),      # persistent: a block per SM
+    ((4096, 4096), (128, 128), 1024, None),     # 7.8 waves (persistent or not)
     ((8, 64, 128), (1, 64, 128), 8, None),      # not a 2-d GEMM output: blocks not weighed
+    # small tiles where 128 x 128 would still fill the SMs: 52% and 63% of its speed at
+    # 4096^3 on the H200, 57% and 81% at 512 x 4096
+    ((4096, 4096), (64, 64), 4096, "smaller than 128 x 128"),
+    ((4096, 4096), (128, 64), 2048, "of which the output holds 1024"),
+    ((512, 4096), (64, 128), 256, "smaller than 128 x 128"),
+    ((256, 4096), (64, 64), 256, None),         # 64 tiles of 128 x 128: under 2/3 of the SMs
+    ((64, 14336), (64, 128), 112, None),        # 64 rows: 64 x 128 is the largest that fits
+    ((40, 14336), (64, 128), 112, None),
+    ((64, 14336), (64, 64), 224, "smaller than 64 x 128"),
 ])
-def test_a_launch_that_leaves_tensor_cores_idle_is_named(shape, tile, blocks, named):
+def test_a_launch_whose_tiles_do_not_suit_its_output_is_named(shape, tile, tiles, named):
     from fearless.runtime.tile_launch import idle_sm_advice
-    why = idle_sm_advice(shape, tile, blocks, 132)
+    why = idle_sm_advice(shape, tile, tiles, 132)
     assert (why is None) is (named is None), why
     if named is not None:
         assert named in why

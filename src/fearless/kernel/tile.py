@@ -359,10 +359,10 @@ class TileKernel(BaseKernel):
                         tile_launch.launch_cuda(each.loaded, grid, tensors, scalars, stream)
             if loaded is not None and not _is_stream_k(partitions):   # one launch
                 self._remember(values, types, constants, entry)
-                if self._advises and entry.compiled.info.mma and partitions \
-                        and tuple(grid) == tuple(partitions[0].grid):  # one tile per block
+                if self._advises and entry.compiled.info.mma and partitions:
                     why = tile_launch.idle_sm_advice(partitions[0].shape,
-                                                     partitions[0].tile_shape, prod(grid),
+                                                     partitions[0].tile_shape,
+                                                     prod(partitions[0].grid),
                                                      device.multiprocessor_count())
                     if why is not None:
                         warn_user(f"tile kernel '{self.name}': {why}", OccupancyWarning)

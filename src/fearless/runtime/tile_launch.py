@@ -98,28 +98,44 @@ def check_grid(name: str, grid: tuple, grouped: bool) -> None:
                      "(ft.persistent())")
 
 
-def idle_sm_advice(shape: tuple, tile: tuple, blocks: int, sms: int) -> str | None:
-    """Why a launch of an ``ft.mma`` kernel over a 2-d Out of ``shape`` (a GEMM's), one tile
-    block per ``tile``, ``blocks`` of them on ``sms`` SMs, leaves tensor cores idle, or None:
-    a tile axis at least twice the output's extent rounded up to a power of two (at least
-    half of every tile past the edge; never advising under 16, the mma's least), or under a
-    third of the SMs busy with a tile axis of 128 or more (a smaller tile spreads the work).
-    Other ranks (attention's heads) are not weighed. Measured on the H200 (f16, 128 x 4096 x
-    4096, benchmarks/RESULTS.md, session 14): 128 x 128 tiles (32 blocks) at 64-67% of
-    cuBLAS, 256 x 128 (half past the edge) at 58%, where 64 x 64 (128 blocks) reached 96-112%
-    and 128 x 64 (64 blocks) 88-108%."""
-    if len(shape) != 2 or blocks == 0:
+def idle_sm_advice(shape: tuple, tile: tuple, tiles: int, sms: int) -> str | None:
+    """Why a launch of an ``ft.mma`` kernel over a 2-d Out of ``shape`` (a GEMM's) in tiles of
+    ``tile``, ``tiles`` of them on ``sms`` SMs, wastes the tensor cores, or None:
+
+    * a tile axis at least twice the output's extent rounded up to a power of two (at least
+      half of every tile past the edge; never advising under 16, the mma's least);
+    * under a third of the SMs busy with a tile axis of 128 or more (a smaller tile spreads
+      the work);
+    * a tile smaller than 128 x 128 (each capped at the extent's power of two) where tiles of
+      that size would still number two thirds of the SMs or more (``nn.linear``'s prefill rule):
+      small tiles load more of A and B per output element.
+
+    Other ranks (attention's heads) are not weighed. Measured on the H200 (f16, bk 64,
+    benchmarks/RESULTS.md): over 128 x 4096 x 4096, 128 x 128 tiles (32 blocks) ran at 64-67%
+    of cuBLAS and 256 x 128 (half past the edge) at 58%, where 64 x 64 (128 blocks) reached
+    96-119% and 128 x 64 (64 blocks) 88-108% (sessions 14, 16); at 4096^3, 64 x 64 tiles ran at
+    52% of 128 x 128's speed and 128 x 64 at 63%, at 512 x 4096 x 4096 at 57% and 81% (session
+    16, one tile per block; persistent, 31-39% of cuBLAS)."""
+    if len(shape) != 2 or tiles == 0:
         return None
-    for axis, (t, n) in enumerate(zip(tile, shape)):
-        fit = max(16, 1 << (n - 1).bit_length())
+    fits = [max(16, 1 << (n - 1).bit_length()) for n in shape]
+    for axis, (t, n, fit) in enumerate(zip(tile, shape, fits)):
         if t >= 2 * fit:
             return (f"its tile {tuple(tile)} spans {t} along axis {axis}, where the output "
                     f"has {n}: half or more of every tile's loads and MMAs fall past the "
                     f"edge; use a tile of at most {fit} there")
-    if 3 * blocks < sms and max(tile) >= 128:
-        return (f"the launch runs {blocks} tile blocks on {sms} SMs, so most SMs idle (over "
+    if 3 * tiles < sms and max(tile) >= 128:
+        return (f"the launch runs {tiles} tile blocks on {sms} SMs, so most SMs idle (over "
                 f"128 x 4096 x 4096 on the H200, 128 x 128 tiles ran at 67% of cuBLAS and "
                 f"64 x 64 at 96%); use smaller tiles, or ft.autotune over ft.configs.gemm()")
+    big = [min(128, fit) for fit in fits]
+    big_tiles = -(-shape[0] // big[0]) * -(-shape[1] // big[1])
+    if tile[0] * tile[1] < big[0] * big[1] and 3 * big_tiles >= 2 * sms:
+        return (f"its tile {tuple(tile)} is smaller than {big[0]} x {big[1]}, of which the "
+                f"output holds {big_tiles}, enough for {sms} SMs; smaller tiles load more of "
+                f"the inputs per output element (at 4096^3 on the H200, 64 x 64 tiles ran at "
+                f"52% of 128 x 128's speed); use {big[0]} x {big[1]} tiles, or ft.autotune "
+                f"over ft.configs.gemm()")
     return None
 
 
