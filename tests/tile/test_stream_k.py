@@ -66,49 +66,43 @@ def _counting(monkeypatch) -> dict:
     return seen
 
 
-def test_the_loops_really_are_split_and_every_partial_is_added(monkeypatch):
+def _partials_of(monkeypatch, m, n, k, blocks) -> dict:
+    """The partial stores and loads of an f32 (m, n, k) GEMM in 32 x 32 tiles (K step 32) under
+    ``ft.stream_k(blocks=blocks)`` on the cpu backend, whose values are checked first."""
     seen = _counting(monkeypatch)
+    got, a64, b64 = _gemm(m, n, k, (32, 32), ft.stream_k(blocks=blocks))
+    want, bound = _bound(a64, b64, f32)
+    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
+    return seen
+
+
+def test_the_loops_really_are_split_and_every_partial_is_added(monkeypatch):
     # 4 tiles of 12 iterations (K 384, step 32) over 7 blocks: no whole wave; 48 iterations in
     # 7 balanced shares (six of 7, one of 6) from 0, 7, 14, 21, 28, 35, 42 to 48: 10 pieces
     # (blocks 1, 3 and 5 span two tiles), each stored once and added once
-    got, a64, b64 = _gemm(64, 64, 384, (32, 32), ft.stream_k(blocks=7))
-    want, bound = _bound(a64, b64, f32)
-    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
-    assert seen == {"stores": 10, "loads": 10}
+    assert _partials_of(monkeypatch, 64, 64, 384, 7) == {"stores": 10, "loads": 10}
 
 
 def test_whole_waves_run_without_partial_sums(monkeypatch):
-    seen = _counting(monkeypatch)
     # 8 tiles over 4 blocks: two whole waves, nothing left to share
     c = fl.zeros((64, 128), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
     assert c.stream_k_phases() == (1,)
-    got, a64, b64 = _gemm(64, 128, 96, (32, 32), ft.stream_k(blocks=4))
-    want, bound = _bound(a64, b64, f32)
-    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
-    assert seen == {"stores": 0, "loads": 0}
+    assert _partials_of(monkeypatch, 64, 128, 96, 4) == {"stores": 0, "loads": 0}
 
 
 def test_the_tiles_past_the_whole_waves_are_shared(monkeypatch):
-    seen = _counting(monkeypatch)
     # 10 tiles of 3 iterations over 4 blocks: 8 in two whole waves, 2 (6 iterations) shared
     # in S = max(2, min(4, 6 // 4)) = 2 shares, one tile each: two pieces, two partials
     c = fl.zeros((64, 160), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
     assert c.stream_k_phases() == (1, 2, 3)
     assert fl.zeros((0, 4), f32).partition((32, 32), schedule=ft.stream_k()).stream_k_phases() \
         == ()
-    got, a64, b64 = _gemm(64, 160, 96, (32, 32), ft.stream_k(blocks=4))
-    want, bound = _bound(a64, b64, f32)
-    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
-    assert seen == {"stores": 2, "loads": 2}
+    assert _partials_of(monkeypatch, 64, 160, 96, 4) == {"stores": 2, "loads": 2}
 
 
 def test_short_loops_are_not_split_below_the_smallest_share(monkeypatch):
-    seen = _counting(monkeypatch)
     # 1 tile of 4 iterations over 50 blocks: one share (MIN_SHARE), so one partial sum
-    got, a64, b64 = _gemm(32, 32, 128, (32, 32), ft.stream_k(blocks=50))
-    want, bound = _bound(a64, b64, f32)
-    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
-    assert seen == {"stores": 1, "loads": 1}
+    assert _partials_of(monkeypatch, 32, 32, 128, 50) == {"stores": 1, "loads": 1}
 
 
 def test_past_the_32_bit_shares_each_shared_tile_is_one_piece(monkeypatch, tmp_path):

@@ -47,14 +47,22 @@ def run(fn: Function, options) -> Function:
     start = b.create(Op.TILE_LAUNCH_BLOCK, []).result
     step = b.create(Op.TILE_LAUNCH_BLOCKS, []).result
     stop = b.create(Op.TILE_NUM_TILES, [out]).result
+    tile_loop(b, out, schedule, start, stop, step).ops.extend(fn.body.ops)
+    fn.body = entry
+    return fn
+
+
+def tile_loop(b: Builder, out: Value, schedule, start: Value, stop: Value,
+              step: Value) -> Region:
+    """Append ``scf.for v in range(start, stop, step)`` whose body begins with ``tile.select
+    out, v`` in ``schedule``'s order (an ``ir.types.Persistent``), and return that body for the
+    caller to fill (the kernel's body, or stream-K's parts of it)."""
     body = Region([Value(INDEX, "tile")])
     with b.at(body):
         b.create(Op.TILE_SELECT, [out, body.args[0]],
                  attrs={"order": schedule.order, "group": schedule.group})
-    body.ops.extend(fn.body.ops)
     b.create(Op.SCF_FOR, [start, stop, step], attrs={"step_sign": 1}, regions=[body])
-    fn.body = entry
-    return fn
+    return body
 
 
 def refuse_returns(fn: Function, region: Region, schedule: str) -> None:

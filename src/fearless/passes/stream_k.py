@@ -56,7 +56,7 @@ from fearless.ir.opdef import Op
 from fearless.ir.ops.arith import ARITH
 from fearless.dtypes import i32
 from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
-from fearless.passes.persistent import refuse_returns
+from fearless.passes.persistent import refuse_returns, tile_loop
 
 # iterations of a share at least: a piece's partial sum costs a store and a load of the
 # accumulator tile, about what two iterations of a memory-bound GEMM's loop move (an estimate)
@@ -90,12 +90,7 @@ def run(fn: Function, options) -> Function:
     p = s.b.create(Op.TILE_LAUNCH_BLOCKS, []).result
     tiles = s.b.create(Op.TILE_NUM_TILES, [out]).result
     if schedule.phase == WHOLE:                # tiles b, b + P, ... below W P, as written
-        whole = s.mul(s.div(tiles, p), p)
-        body = Region([Value(INDEX, "tile")])
-        with s.b.at(body):
-            s.b.create(Op.TILE_SELECT, [out, body.args[0]], attrs=select)
-        body.ops.extend(ops)
-        s.b.create(Op.SCF_FOR, [b, whole, p], attrs={"step_sign": 1}, regions=[body])
+        tile_loop(s.b, out, schedule, b, s.mul(s.div(tiles, p), p), p).ops.extend(ops)
     else:
         n = _hoist(fn, prefix, loop.operands[1], s.b, loop)
         q = s.max(n, s.const(1))
@@ -115,7 +110,8 @@ def run(fn: Function, options) -> Function:
         if schedule.phase == PIECES:
             _pieces(s32, sh, b32, n, whole32, out, select, prefix, loop, acc)
         elif schedule.phase == FIXUP:
-            _fixup(s32, sh, b32, p32, whole32, t32, out, select, prefix, suffix, acc, acc_type)
+            _fixup(s32, sh, b32, p32, whole32, t32, out, schedule, prefix, suffix, acc,
+                   acc_type)
         else:
             raise ValueError(f"stream-K phase {schedule.phase}: one of 1, 2, 3")
     fn.body = entry
@@ -183,21 +179,17 @@ def _pieces(s, sh: _Shares, b, n, whole, out, select, prefix, loop, acc) -> None
                attrs={"step_sign": 1}, regions=[body])
 
 
-def _fixup(s, sh: _Shares, b, p, whole, tiles, out, select, prefix, suffix, acc,
+def _fixup(s, sh: _Shares, b, p, whole, tiles, out, schedule, prefix, suffix, acc,
            acc_type) -> None:
     """The shared tiles W P + b, W P + b + P, ... (launched with P blocks, so each block has at
     most one): the body before the loop, the sum of every piece's partial, then the body after
     the loop."""
-    body = Region([Value(INDEX, "tile")])
-    with s.b.at(body):
-        s.b.create(Op.TILE_SELECT, [out, body.args[0]], attrs=select)
+    first = s.b.create(Op.ADD, [s.index(whole), s.index(b)]).result   # i64: W P + b may pass
+    body = tile_loop(s.b, out, schedule, first, s.index(tiles), s.index(p))   # 2^31 near T
     body.ops.extend(prefix)
     with s.b.at(body):
         _sum_partials(s, acc, acc_type, sh, s.sub(s.narrow(body.args[0]), whole))
     body.ops.extend(suffix)
-    first = s.b.create(Op.ADD, [s.index(whole), s.index(b)]).result   # i64: W P + b may pass
-    s.b.create(Op.SCF_FOR, [first, s.index(tiles), s.index(p)],      # 2^31 where T is near it
-               attrs={"step_sign": 1}, regions=[body])
 
 
 def _sum_partials(s, acc, acc_type, sh: _Shares, t) -> None:

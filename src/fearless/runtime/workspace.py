@@ -21,7 +21,7 @@ from math import prod
 
 from fearless.runtime import memory
 
-ALIGN = 256   # bytes: the slots are counted in multiples (the kernel's stride is the tile's)
+ALIGN = 256   # bytes: a buffer's slot capacity is rounded up to it (kernels stride by the tile)
 
 
 class _Workspace:
