@@ -77,10 +77,10 @@ def _partials_of(monkeypatch, m, n, k, blocks) -> dict:
 
 
 def test_the_loops_really_are_split_and_every_partial_is_added(monkeypatch):
-    # 4 tiles of 12 iterations (K 384, step 32) over 7 blocks: no whole wave; 48 iterations in
-    # 7 balanced shares (six of 7, one of 6) from 0, 7, 14, 21, 28, 35, 42 to 48: 10 pieces
-    # (blocks 1, 3 and 5 span two tiles), each stored once and added once
-    assert _partials_of(monkeypatch, 64, 64, 384, 7) == {"stores": 10, "loads": 10}
+    # 4 tiles of 48 iterations (K 1536, step 32) over 7 blocks: no whole wave; 192 iterations
+    # in 7 balanced shares (three of 28, four of 27) from 0, 28, 56, 84, 111, 138, 165 to 192:
+    # 10 pieces (blocks 1, 3 and 5 span two tiles), each stored once and added once
+    assert _partials_of(monkeypatch, 64, 64, 1536, 7) == {"stores": 10, "loads": 10}
 
 
 def test_whole_waves_run_without_partial_sums(monkeypatch):
@@ -92,7 +92,7 @@ def test_whole_waves_run_without_partial_sums(monkeypatch):
 
 def test_the_tiles_past_the_whole_waves_are_shared(monkeypatch):
     # 10 tiles of 3 iterations over 4 blocks: 8 in two whole waves, 2 (6 iterations) shared
-    # in S = max(2, min(4, 6 // 4)) = 2 shares, one tile each: two pieces, two partials
+    # in S = max(2, min(4, 6 // 16)) = 2 shares, one tile each: two pieces, two partials
     c = fl.zeros((64, 160), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
     assert c.stream_k_phases() == (1, 2, 3)
     assert fl.zeros((0, 4), f32).partition((32, 32), schedule=ft.stream_k()).stream_k_phases() \
@@ -317,9 +317,73 @@ def test_a_schedule_type_pairs_stream_k_with_a_phase():
             T.Persistent(**bad)
 
 
-def test_the_fast_path_refuses_a_stream_k_launch():
+class _Core:   # a CUDA stream stand-in: the order checks read only fearless's bookkeeping
+    handle = 0x10
+
+    def sync(self):
+        pass
+
+
+def test_a_repeat_stream_k_call_takes_the_fast_path_with_each_launch_in_order(monkeypatch):
+    # the plan holds one loaded kernel per launch; the pieces and fixup launches get the
+    # stream's workspace (the whole waves' does not), all three the same (P, 1, 1) grid
     from types import SimpleNamespace
-    from fearless.errors import InternalError
-    from fearless.kernel.tile_fast import TilePlan
-    with pytest.raises(InternalError, match="stream-K"):
-        TilePlan("matmul", [], SimpleNamespace(stream_k=(f32, (32, 32))), {})
+    from fearless.kernel import tile_fast
+    from fearless.runtime import pack, workspace
+    from fearless.runtime.stream import Stream
+    launched = []
+    monkeypatch.setattr(pack, "launch", lambda fn, hw, block, smem, stream, params, name, pdl:
+                        launched.append((fn, hw, params)))
+    monkeypatch.setattr(workspace, "views", lambda stream, blocks, dtype, shape:
+                        [("workspace", blocks, dtype, shape)])
+    fill = SimpleNamespace(fill=lambda a: (len(a), a[-1]))
+    launches = [SimpleNamespace(function=phase, grouped=True, name="matmul", pdl=False,
+                                params=fill, stream_k=() if phase == 1 else (f32, (32, 32)))
+                for phase in (1, 2, 3)]
+    a = fl.asarray(rng.standard_normal((64, 384)).astype(np.float16))
+    b = fl.asarray(rng.standard_normal((384, 160)).astype(np.float16))
+
+    def found(n):   # 10 tiles over 4 blocks: two whole waves and 2 shared tiles; 2 tiles: none
+        c = fl.zeros((64, n), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
+        return tile_fast.signature(matmul.params, (c, a, b, 32), lambda backend: 1)
+    assert found(160)[0] != found(32)[0]   # the phases launched are part of the key
+    key, views, outs, values = found(160)
+    plan = tile_fast.TilePlan("matmul", matmul.runtime_params, launches, {})
+    with fl.stream(Stream(_Core(), _wrap=True)):
+        plan.operation(values, views, outs).enqueue()
+    ws = ("workspace", 4, f32, (32, 32))
+    assert launched == [(1, (4, 1, 1), (3, views[-1])), (2, (4, 1, 1), (4, ws)),
+                        (3, (4, 1, 1), (4, ws))]
+    # the key does not hold the shape: an output of too many tiles goes to the slow path,
+    # which refuses it (here "too many" is 10, past the i32 shares' limit)
+    monkeypatch.setattr(tile_fast, "I32_LIMIT", 10)
+    key, views, outs, values = found(160)
+    assert plan.operation(values, views, outs) is None
+
+
+def test_the_fixups_loads_of_partial_sums_wait_for_no_memory_operation():
+    # chained through one token, tileiras 13.5 staged each 128 x 128 partial sum through shared
+    # memory behind a barrier per 2 KB (10-24 us per partial on the H200, session 16); the
+    # launch only reads the workspace, so its loads take the entry token and may overlap
+    from fearless.backends.tileir.reader import decode
+    from fearless.compiler import compile_tile
+    from fearless.ir import types as T
+    from fearless.kernel import params as P
+    layout = T.Layout(16, (16, 16), (16, 1), True)
+    fixup = T.Persistent("grouped", 8, stream_k=True, phase=3)
+    infos = [P.ArgInfo(f16, 2, tile_shape=(128, 128), layout=layout, schedule=fixup),
+             P.ArgInfo(f16, 2, layout=layout), P.ArgInfo(f16, 2, layout=layout)]
+    types = P.specialise("matmul", matmul.runtime_params, infos)
+    compiled = compile_tile(matmul.captured, matmul._ir_params(types), {"bk": 64}, "sm_90",
+                            "tileir")
+    (fn,) = decode(compiled.tileir).functions
+
+    def walk(block):
+        for op in block.ops:
+            yield op
+            for region in op.regions:
+                yield from walk(region)
+    loads = [op for op in walk(fn.body) if op.name == "load_view_tko"]
+    # the entry token: gdc_wait where the launch may be a dependent one (PDL), else make_token
+    assert loads and all(op.fields["token"].owner.name in ("gdc_wait", "make_token")
+                         for op in loads)

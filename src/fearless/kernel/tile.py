@@ -357,9 +357,12 @@ class TileKernel(BaseKernel):
                 else:
                     for each in entries:
                         tile_launch.launch_cuda(each.loaded, grid, tensors, scalars, stream)
-            if loaded is not None and not _is_stream_k(partitions):   # one launch
-                self._remember(values, types, constants, entry)
-                if self._advises and entry.compiled.info.mma and partitions:
+            if loaded is not None:   # an empty stream-K partition launches nothing
+                self._remember(values, types, constants,
+                               [each.loaded for each in entries] or [loaded])
+                # a stream-K launch spreads its tiles' loops over every SM: not weighed
+                if self._advises and entry.compiled.info.mma and partitions \
+                        and not _is_stream_k(partitions):
                     why = tile_launch.idle_sm_advice(partitions[0].shape,
                                                      partitions[0].tile_shape,
                                                      prod(partitions[0].grid),
@@ -395,9 +398,10 @@ class TileKernel(BaseKernel):
                                  what="the kernel's requirement",
                                  fix="change the kernel's requires=")
 
-    def _remember(self, args, types, constants: dict, entry) -> None:
+    def _remember(self, args, types, constants: dict, launches: list) -> None:
         """Keep the plan of a call the slow path accepted, under its fast-path key (which
-        holds the constants' values: the plan's ``requires`` check reuses them)."""
+        holds the constants' values: the plan's ``requires`` check reuses them); ``launches``:
+        its LoadedTile, or a stream-K call's, one per launch."""
         found = tile_fast.signature(self.params, args, self.per_sm)
         if found is None:
             return
@@ -408,7 +412,7 @@ class TileKernel(BaseKernel):
             names = [p.name for p in runtime] + list(constants)
             fixed = tuple(constants.values())
             requires = lambda values: self._check_requires(names, values + fixed)  # noqa: E731
-        self._plans[found[0]] = tile_fast.TilePlan(self.name, runtime, entry.loaded,
+        self._plans[found[0]] = tile_fast.TilePlan(self.name, runtime, launches,
                                                    scalar_dtypes, requires,
                                                    self.per_sm("cuda"))
 

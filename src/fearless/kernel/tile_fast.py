@@ -16,16 +16,19 @@ Atomic tensors) takes the slow path.
 """
 from __future__ import annotations
 
-from fearless.errors import ArgumentTypeError, InternalError
+from math import prod
+
+from fearless.errors import ArgumentTypeError
 from fearless.kernel.params import ATOMIC, CONST, IN, OUT, SCALAR, const_key
+from fearless.passes.stream_k import I32_LIMIT
 from fearless.runtime import args as args_, pack
 from fearless.runtime.args import HI, LO, OBJ, PTR, SCALAR_TYPES, SHAPE, STRIDES, converter, \
     library_streams
 from fearless.runtime.lazy import DeviceOperation
-from fearless.runtime.partition import Partition
+from fearless.runtime.partition import Partition, StreamK
 from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor
-from fearless.runtime.tile_launch import fits, hardware_grid
+from fearless.runtime.tile_launch import arguments, fits, hardware_grid
 
 INDEX_LIMIT = 1 << 31  # extents and strides travel as i32 (as in cuTile)
 
@@ -81,8 +84,9 @@ def signature(params, args, per_sm):
             view = args_.of_tensor(v._tensor)
             facts = _tensor_facts(v._tensor, view)
             schedule = v.schedule
-            if schedule is not None:
-                schedule = (schedule, v.one_tile_each(per_sm("cuda")))
+            if schedule is not None:   # which compiled forms launch follows from the tile count
+                schedule = (schedule, v.stream_k_phases(per_sm("cuda"))
+                            if type(schedule) is StreamK else v.one_tile_each(per_sm("cuda")))
             key.append((view[0], v.tile_shape, schedule, facts))
             outs.append(v)
         elif pk is IN or pk is ATOMIC:
@@ -111,20 +115,21 @@ def signature(params, args, per_sm):
 class TilePlan:
     """One compiled tile kernel for one argument signature, ready to build operations.
 
-    ``loaded``: the LoadedTile; ``scalars``: (index among runtime parameters, name,
+    ``loaded``: the LoadedTile, or a stream-K call's, one per launch in order (their key holds
+    the partition's ``stream_k_phases``, so a plan's launches are those of every call it
+    serves); ``scalars``: (index among runtime parameters, name,
     ``args.converter``) triples; ``ins``/``atomics``/``outs``: which runtime parameters are In
     tensors, Atomic tensors and Outs; ``requires``: None, or a check of the kernel's
     ``requires=`` relations that takes the runtime arguments (the constants are part of the
     plan's key)."""
 
-    __slots__ = ("kernel", "loaded", "scalars", "ins", "atomics", "outs", "label", "names",
+    __slots__ = ("kernel", "launches", "scalars", "ins", "atomics", "outs", "label", "names",
                  "written", "requires", "per_sm")
 
     def __init__(self, kernel: str, runtime_params, loaded, scalar_dtypes: dict,
                  requires=None, per_sm: int = 1):
-        if getattr(loaded, "stream_k", ()):   # its launches need the workspace: slow path
-            raise InternalError(f"kernel '{kernel}': a stream-K launch has no fast-path plan")
-        self.kernel, self.loaded, self.requires = kernel, loaded, requires
+        self.launches = tuple(loaded) if isinstance(loaded, (tuple, list)) else (loaded,)
+        self.kernel, self.requires = kernel, requires
         self.per_sm = per_sm    # a persistent launch's default tile blocks per SM
         self.scalars = tuple((k, runtime_params[k].name, converter(dt))
                              for k, dt in scalar_dtypes.items())
@@ -142,6 +147,8 @@ class TilePlan:
         for part in partitions:
             if part.grid != first.grid or part.schedule != first.schedule:
                 return None
+        if type(first.schedule) is StreamK and prod(first.grid) >= I32_LIMIT:
+            return None   # the slow path's ContractError (the key does not hold the shape)
         grid = first.launch_grid(self.per_sm)
         reads, writes = [], []
         for k in self.ins + self.atomics:
@@ -168,8 +175,8 @@ class TilePlan:
         except ArgumentTypeError as exc:
             raise exc.with_kernel(self.kernel) from None
         foreign = library_streams([views[k][OBJ] for k in self.ins])
-        loaded, name, names, written = self.loaded, self.kernel, self.names, self.written
-        hw = hardware_grid(grid, loaded.grouped)
+        launches, name, names, written = self.launches, self.kernel, self.names, self.written
+        hw = hardware_grid(grid, launches[0].grouped)
         if not fits(hw):
             return None   # the slow path's ContractError
         empty = 0 in grid
@@ -180,7 +187,9 @@ class TilePlan:
             for theirs in foreign:   # torch's or CuPy's work before the call, on any stream
                 follow(stream, theirs)
             if not empty:
-                pack.launch(loaded.function, hw, (1, 1, 1), 0, stream.handle,
-                            loaded.params.fill(a), name, loaded.pdl)
+                for loaded in launches:   # a stream-K call's launches add its workspace
+                    pack.launch(loaded.function, hw, (1, 1, 1), 0, stream.handle,
+                                loaded.params.fill(arguments(loaded, a, grid, stream)
+                                                   if loaded.stream_k else a), name, loaded.pdl)
         return DeviceOperation(enqueue, runtime_args, reads=reads, writes=writes,
                                partitions=partitions, label=self.label)

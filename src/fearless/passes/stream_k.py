@@ -58,9 +58,14 @@ from fearless.dtypes import i32
 from fearless.ir.types import INDEX, Role, Scalar, TensorView, Tile
 from fearless.passes.persistent import refuse_returns, tile_loop
 
-# iterations of a share at least: a piece's partial sum costs a store and a load of the
-# accumulator tile, about what two iterations of a memory-bound GEMM's loop move (an estimate)
-MIN_SHARE = 4
+# iterations of a share at least. A tile cut into k pieces ends the tail in about q/k iterations,
+# and its fixup block then adds k partial sums one after another: with an iteration's time c_i
+# and a partial sum's load c_p, k = sqrt(q c_i / c_p) is best. On the H200 (128 x 128 f16 tiles,
+# bk 64) c_i is about 0.4 us at 8192^3; c_p is estimated at 1 us (64 KB read by one block), which
+# gives shares of 13-18 iterations at q 64-128. Measured (session 16, while the fixup's loads
+# still waited on one another): shares of 4, 16 and 64 iterations took 1847, 1622 and 1600 us at
+# 8192^3 (persistent: 1522), 166, 51 and 40 us at 128 x 1024 x 4096 (persistent: 21).
+MIN_SHARE = 16
 I32 = Scalar(i32)
 I32_LIMIT = 2 ** 31   # the shares' i32 arithmetic is exact where P q is below it
 WHOLE, PIECES, FIXUP = 1, 2, 3   # the launches of a stream-K call (ir.types.Persistent.phase)

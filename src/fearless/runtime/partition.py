@@ -91,8 +91,8 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     tiles), which split the loop's iterations evenly (Osama et al., "Stream-K: Work-centric
     Parallel Decomposition for Dense Matrix-Matrix Multiplication on the GPU", PPoPP 2023):
     whole waves of tiles go one to a block as with ``persistent``, and the last, partial
-    wave's iterations are cut into equal shares, so a tile may be summed by several blocks.
-    It runs as three launches, each compiled alone: the whole waves; the pieces, whose
+    wave's iterations are cut into equal shares of at least 16 iterations (fewer blocks take
+    part when the loops are short), so a tile may be summed by several blocks. It runs as three launches, each compiled alone: the whole waves; the pieces, whose
     partial sums go to a workspace the runtime keeps per stream; and the fixup, in which one
     block per shared tile adds its pieces' partials, in the accumulator's dtype and in block
     order from zero, and runs the rest of the body. So each tile is stored once, and the

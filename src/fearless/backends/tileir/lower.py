@@ -228,8 +228,6 @@ class Lowering:
         of the Out tensor it loads or stores."""
         if op.name == Op.LOCAL_STORE:
             return [id(op.operands[0])]
-        if op.name in stream_k.RULES:
-            return [stream_k.WORKSPACE]
         if op.name in _MEMORY and op.attrs.get("order") is not None:
             tensor = id(op.operands[0])
             return [(_LAST_OP, tensor)] + ([(_LAST_STORE, tensor)] if op.name in _WRITES
