@@ -40,9 +40,10 @@ def _bound(a64, b64, out):
 
 
 # m, n, k, tile, blocks, bk: fewer tiles than blocks (the loops split), more (whole tiles
-# first), edges, a K that is not a multiple of the step, one iteration, none
-CASES = [(64, 64, 96, (32, 32), 5, 16), (100, 70, 200, (32, 32), 7, 16),
-         (256, 128, 64, (32, 32), 3, 16), (130, 64, 160, (32, 32), 50, 16),
+# first, then split loops: S > R needs I // MIN_SHARE > R), edges, a K that is not a multiple
+# of the step, loops too short to split, one iteration, none
+CASES = [(64, 64, 640, (32, 32), 5, 16), (100, 70, 800, (32, 32), 7, 16),
+         (256, 128, 384, (32, 32), 3, 16), (130, 64, 512, (32, 32), 50, 16),
          (96, 96, 1000, (32, 32), 4, 32), (200, 40, 37, (64, 32), 6, 16),
          (33, 65, 16, (32, 32), 3, 16), (32, 32, 0, (32, 32), 4, 16)]
 
@@ -98,6 +99,17 @@ def test_the_tiles_past_the_whole_waves_are_shared(monkeypatch):
     assert fl.zeros((0, 4), f32).partition((32, 32), schedule=ft.stream_k()).stream_k_phases() \
         == ()
     assert _partials_of(monkeypatch, 64, 160, 96, 4) == {"stores": 2, "loads": 2}
+
+
+def test_whole_waves_then_loops_split_between_blocks(monkeypatch):
+    seen = _counting(monkeypatch)
+    # 12 tiles of 50 iterations (K 800, step 16) over 7 blocks: one whole wave, then 5 tiles
+    # (250 iterations) in 7 shares (five of 36, two of 35) from 0, 36, 72, 108, 144, 180, 215
+    # to 250: blocks 1, 2, 4 and 5 span two tiles, so 11 pieces
+    got, a64, b64 = _gemm(100, 70, 800, (32, 32), ft.stream_k(blocks=7), bk=16)
+    want, bound = _bound(a64, b64, f32)
+    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
+    assert seen == {"stores": 11, "loads": 11}
 
 
 def test_short_loops_are_not_split_below_the_smallest_share(monkeypatch):
@@ -253,10 +265,12 @@ def test_a_loop_that_is_not_a_splittable_sum_is_refused_at_compile_time(kernel, 
 @pytest.mark.parametrize("m, n, k, tile, blocks", [
     (128, 1024, 4096, (128, 64), None), (100, 300, 1000, (64, 64), None),
     (1000, 700, 2000, (128, 128), None), (600, 500, 3000, (64, 128), None),
-    # 40 tiles on 7 blocks: 5 whole waves, then 5 tiles shared by 7 blocks (all three launches)
-    (300, 500, 1000, (64, 64), 7),
-    # 1088 tiles: 8 whole waves of 132 SMs and a tail of 32 (the H200's SM count)
-    (2048, 2176, 512, (64, 64), None)])
+    # 40 tiles on 7 blocks: 5 whole waves, then 5 tiles of 63 iterations shared by 7 blocks
+    # (all three launches)
+    (300, 500, 4000, (64, 64), 7),
+    # 1088 tiles: 8 whole waves of 132 SMs (the H200's SM count) and a tail of 32 tiles of 64
+    # iterations, in 128 shares
+    (2048, 2176, 4096, (64, 64), None)])
 def test_a_stream_k_gemm_is_right_and_repeatable_on_the_gpu(m, n, k, tile, blocks, dtype):
     a = rng.standard_normal((m, k)).astype(dtype.numpy)
     b = rng.standard_normal((k, n)).astype(dtype.numpy)
