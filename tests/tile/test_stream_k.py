@@ -67,11 +67,11 @@ def _counting(monkeypatch) -> dict:
     return seen
 
 
-def _partials_of(monkeypatch, m, n, k, blocks) -> dict:
-    """The partial stores and loads of an f32 (m, n, k) GEMM in 32 x 32 tiles (K step 32) under
-    ``ft.stream_k(blocks=blocks)`` on the cpu backend, whose values are checked first."""
+def _partials_of(monkeypatch, m, n, k, blocks, bk=32) -> dict:
+    """The partial stores and loads of an f32 (m, n, k) GEMM in 32 x 32 tiles (K step ``bk``)
+    under ``ft.stream_k(blocks=blocks)`` on the cpu backend, whose values are checked first."""
     seen = _counting(monkeypatch)
-    got, a64, b64 = _gemm(m, n, k, (32, 32), ft.stream_k(blocks=blocks))
+    got, a64, b64 = _gemm(m, n, k, (32, 32), ft.stream_k(blocks=blocks), bk=bk)
     want, bound = _bound(a64, b64, f32)
     np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
     return seen
@@ -102,14 +102,10 @@ def test_the_tiles_past_the_whole_waves_are_shared(monkeypatch):
 
 
 def test_whole_waves_then_loops_split_between_blocks(monkeypatch):
-    seen = _counting(monkeypatch)
     # 12 tiles of 50 iterations (K 800, step 16) over 7 blocks: one whole wave, then 5 tiles
     # (250 iterations) in 7 shares (five of 36, two of 35) from 0, 36, 72, 108, 144, 180, 215
     # to 250: blocks 1, 2, 4 and 5 span two tiles, so 11 pieces
-    got, a64, b64 = _gemm(100, 70, 800, (32, 32), ft.stream_k(blocks=7), bk=16)
-    want, bound = _bound(a64, b64, f32)
-    np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
-    assert seen == {"stores": 11, "loads": 11}
+    assert _partials_of(monkeypatch, 100, 70, 800, 7, bk=16) == {"stores": 11, "loads": 11}
 
 
 def test_short_loops_are_not_split_below_the_smallest_share(monkeypatch):
