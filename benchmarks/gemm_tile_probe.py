@@ -25,7 +25,11 @@ with K steps of 64 and 128.
 
     PYTHONPATH=src:. python3 benchmarks/gemm_tile_probe.py [--quick] [--set NAME]
 
-NAME: m128 (the default), waves, bk, square, streamk.
+``--set blocks``: ``ft.persistent()`` and ``ft.stream_k()`` with 1-4 tile blocks per SM, for
+the 128 x 128, 128 x 64 and 64 x 64 tiles (whether the persistent 64-wide tiles lose to one tile
+per block for want of co-resident blocks).
+
+NAME: m128 (the default), waves, bk, square, streamk, blocks.
 """
 from __future__ import annotations
 
@@ -74,7 +78,8 @@ SETS = {"m128": [(128, 4096, 4096), (128, 1024, 4096), (128, 4096, 14336),
         "bk": [(128, 2048, 2048), (128, 1024, 2048)],
         "square": [(4096, 4096, 4096), (8192, 8192, 8192), (8448, 7936, 8192)],
         "streamk": [(4096, 4096, 4096), (8192, 8192, 8192), (128, 4096, 4096),
-                    (128, 1024, 4096), (512, 4096, 4096)]}
+                    (128, 1024, 4096), (512, 4096, 4096)],
+        "blocks": [(4096, 4096, 4096), (128, 4096, 4096), (128, 1024, 4096), (512, 4096, 4096)]}
 
 
 def variants(big: bool, which: str = "m128") -> list[tuple]:
@@ -106,6 +111,13 @@ def variants(big: bool, which: str = "m128") -> list[tuple]:
                 for t in ((128, 128), (128, 256), (128, 64), (64, 64))
                 for name, sched in (("one per block", None), ("persistent", ft.persistent()),
                                     ("stream-K", ft.stream_k()))]
+    if which == "blocks":
+        sms = _sms()
+        return [(f"{t[0]}x{t[1]} one per block", matmul, t, None, 1, 64)
+                for t in ((128, 128), (128, 64), (64, 64))] + [
+            (f"{t[0]}x{t[1]} {name} {per} per SM", matmul, t, sched(blocks=per * sms), 1, 64)
+            for t in ((128, 128), (128, 64), (64, 64)) for per in (1, 2, 3, 4)
+            for name, sched in (("persistent", ft.persistent), ("stream-K", ft.stream_k))]
     if which == "bk":
         return [(f"{t[0]}x{t[1]} bk {bk}", matmul, t, None, 1, bk)
                 for t in ((64, 64), (128, 64)) for bk in (64, 128)]
@@ -124,6 +136,11 @@ def _m128(big: bool) -> list[tuple]:
     return out + [(f"split {t[0]}x{t[1]} {h} in {n}", _hinted(part, h), t, None, n)
                   for t in ((128, 128), (128, 64), (64, 128)) for h in ("-", "ww8")
                   for n in (2, 4)]
+
+
+def _sms() -> int:
+    import torch
+    return torch.cuda.get_device_properties(0).multi_processor_count
 
 
 _KERNELS: dict = {}
