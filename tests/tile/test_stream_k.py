@@ -41,9 +41,10 @@ def _bound(a64, b64, out):
 
 # m, n, k, tile, blocks, bk: fewer tiles than blocks (the loops split), more (whole tiles
 # first, then split loops: S > R needs I // MIN_SHARE > R), edges, a K that is not a multiple
-# of the step, loops too short to split, one iteration, none
-CASES = [(64, 64, 640, (32, 32), 5, 16), (100, 70, 800, (32, 32), 7, 16),
-         (256, 128, 384, (32, 32), 3, 16), (130, 64, 512, (32, 32), 50, 16),
+# of the step, a tail of more than a quarter of the blocks (run whole: tail_split) whose loops
+# are also too short to split, one iteration, none
+CASES = [(64, 64, 640, (32, 32), 16, 16), (100, 70, 800, (32, 32), 11, 16),
+         (256, 128, 384, (32, 32), 10, 16), (130, 64, 512, (32, 32), 50, 16),
          (96, 96, 1000, (32, 32), 4, 32), (200, 40, 37, (64, 32), 6, 16),
          (33, 65, 16, (32, 32), 3, 16), (32, 32, 0, (32, 32), 4, 16)]
 
@@ -78,10 +79,11 @@ def _partials_of(monkeypatch, m, n, k, blocks, bk=32) -> dict:
 
 
 def test_the_loops_really_are_split_and_every_partial_is_added(monkeypatch):
-    # 4 tiles of 48 iterations (K 1536, step 32) over 7 blocks: no whole wave; 192 iterations
-    # in 7 balanced shares (three of 28, four of 27) from 0, 28, 56, 84, 111, 138, 165 to 192:
-    # 10 pieces (blocks 1, 3 and 5 span two tiles), each stored once and added once
-    assert _partials_of(monkeypatch, 64, 64, 1536, 7) == {"stores": 10, "loads": 10}
+    # 4 tiles of 50 iterations (K 1600, step 32) over 16 blocks: no whole wave; 200 iterations
+    # in S = min(16, 200 // 16) = 12 balanced shares (eight of 17, four of 16) from 0, 17, 34,
+    # 51, 68, 85, 102, 119, 136, 152, 168, 184 to 200: 15 pieces (the shares from 34, 85 and 136
+    # span two tiles), each stored once and added once
+    assert _partials_of(monkeypatch, 64, 64, 1600, 16) == {"stores": 15, "loads": 15}
 
 
 def test_whole_waves_run_without_partial_sums(monkeypatch):
@@ -92,20 +94,32 @@ def test_whole_waves_run_without_partial_sums(monkeypatch):
 
 
 def test_the_tiles_past_the_whole_waves_are_shared(monkeypatch):
-    # 10 tiles of 3 iterations over 4 blocks: 8 in two whole waves, 2 (6 iterations) shared
-    # in S = max(2, min(4, 6 // 16)) = 2 shares, one tile each: two pieces, two partials
-    c = fl.zeros((64, 160), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
+    # 9 tiles of 3 iterations over 4 blocks: 8 in two whole waves, 1 (3 iterations) shared in
+    # S = max(1, min(4, 3 // 16)) = 1 share: one piece, one partial
+    c = fl.zeros((96, 96), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
     assert c.stream_k_phases() == (1, 2, 3)
     assert fl.zeros((0, 4), f32).partition((32, 32), schedule=ft.stream_k()).stream_k_phases() \
         == ()
-    assert _partials_of(monkeypatch, 64, 160, 96, 4) == {"stores": 2, "loads": 2}
+    assert _partials_of(monkeypatch, 96, 96, 96, 4) == {"stores": 1, "loads": 1}
+
+
+def test_a_tail_of_more_than_a_quarter_of_the_blocks_runs_whole(monkeypatch):
+    # 10 tiles over 4 blocks leave 2 (half the blocks): splitting them would save less than the
+    # pieces and fixup launches cost, so the whole-tiles launch runs all 10 (tail_split)
+    c = fl.zeros((64, 160), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
+    assert c.stream_k_phases() == (1,)
+    assert _partials_of(monkeypatch, 64, 160, 640, 4) == {"stores": 0, "loads": 0}
+    # fewer tiles than blocks, more than a quarter of them: one launch, one tile per block
+    assert fl.zeros((64, 96), f32).partition(
+        (32, 32), schedule=ft.stream_k(blocks=8)).stream_k_phases() == (1,)
+    assert _partials_of(monkeypatch, 64, 96, 640, 8) == {"stores": 0, "loads": 0}
 
 
 def test_whole_waves_then_loops_split_between_blocks(monkeypatch):
-    # 12 tiles of 50 iterations (K 800, step 16) over 7 blocks: one whole wave, then 5 tiles
-    # (250 iterations) in 7 shares (five of 36, two of 35) from 0, 36, 72, 108, 144, 180, 215
-    # to 250: blocks 1, 2, 4 and 5 span two tiles, so 11 pieces
-    assert _partials_of(monkeypatch, 100, 70, 800, 7, bk=16) == {"stores": 11, "loads": 11}
+    # 12 tiles of 50 iterations (K 800, step 16) over 10 blocks: one whole wave, then 2 tiles
+    # (100 iterations) in S = min(10, 100 // 16) = 6 shares (four of 17, two of 16) from 0,
+    # 17, 34, 51, 68, 84 to 100: the share from 34 spans two tiles, so 7 pieces
+    assert _partials_of(monkeypatch, 100, 70, 800, 10, bk=16) == {"stores": 7, "loads": 7}
 
 
 def test_short_loops_are_not_split_below_the_smallest_share(monkeypatch):
@@ -124,14 +138,14 @@ def test_past_the_32_bit_shares_each_shared_tile_is_one_piece(monkeypatch, tmp_p
     monkeypatch.setattr(stream_k, "I32_LIMIT", 8)
     seen = _counting(monkeypatch)
     fresh = ft.kernel(matmul.fn)
-    a = rng.standard_normal((64, 384)).astype(np.float16)
-    b = rng.standard_normal((384, 160)).astype(np.float16)
-    # 10 tiles over 4 blocks: 8 whole, 2 shared (one piece each, not 3 shares of 4 iterations)
-    c = fl.full((64, 160), np.nan, f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
+    a = rng.standard_normal((96, 2048)).astype(np.float16)
+    b = rng.standard_normal((2048, 96)).astype(np.float16)
+    # 9 tiles over 4 blocks: 8 whole, 1 shared of 64 iterations (one piece, not 4 shares)
+    c = fl.full((96, 96), np.nan, f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
     got = fresh(c, fl.asarray(a), fl.asarray(b), bk=32).sync()[0].unpartition().numpy()
     want, bound = _bound(a.astype(np.float64), b.astype(np.float64), f32)
     np.testing.assert_array_less(np.abs(got - want), bound + 1e-30)
-    assert seen == {"stores": 2, "loads": 2}
+    assert seen == {"stores": 1, "loads": 1}
 
 
 def test_a_stream_k_output_of_2_31_tiles_or_more_is_refused(monkeypatch):
@@ -148,9 +162,9 @@ def test_a_stream_k_output_of_2_31_tiles_or_more_is_refused(monkeypatch):
 def test_which_block_sums_a_tile_does_not_change_the_result():
     # the sum runs over the pieces in block order from zero, so two launches agree bit for bit
     rng_state = rng.bit_generator.state
-    first, _, _ = _gemm(64, 96, 640, (32, 32), ft.stream_k(blocks=11))
+    first, _, _ = _gemm(64, 96, 640, (32, 32), ft.stream_k(blocks=24))
     rng.bit_generator.state = rng_state
-    again, _, _ = _gemm(64, 96, 640, (32, 32), ft.stream_k(blocks=11))
+    again, _, _ = _gemm(64, 96, 640, (32, 32), ft.stream_k(blocks=24))
     np.testing.assert_array_equal(first, again)
 
 
@@ -260,10 +274,11 @@ def test_a_loop_that_is_not_a_splittable_sum_is_refused_at_compile_time(kernel, 
 @pytest.mark.parametrize("dtype", [f16, bf16], ids=str)
 @pytest.mark.parametrize("m, n, k, tile, blocks", [
     (128, 1024, 4096, (128, 64), None), (100, 300, 1000, (64, 64), None),
-    (1000, 700, 2000, (128, 128), None), (600, 500, 3000, (64, 128), None),
-    # 40 tiles on 7 blocks: 5 whole waves, then 5 tiles of 63 iterations shared by 7 blocks
-    # (all three launches)
-    (300, 500, 4000, (64, 64), 7),
+    # 48 tiles on the H200's 132 SMs: a tail too full to split (tail_split), run whole
+    (1000, 700, 2000, (128, 128), None), (600, 500, 3000, (128, 128), None),
+    # 40 tiles on 18 blocks: 2 whole waves, then 4 tiles of 63 iterations in 15 shares (all
+    # three launches)
+    (300, 500, 4000, (64, 64), 18),
     # 1088 tiles: 8 whole waves of 132 SMs (the H200's SM count) and a tail of 32 tiles of 64
     # iterations, in 128 shares
     (2048, 2176, 4096, (64, 64), None)])
@@ -353,17 +368,17 @@ def test_a_repeat_stream_k_call_takes_the_fast_path_with_each_launch_in_order(mo
     a = fl.asarray(rng.standard_normal((64, 384)).astype(np.float16))
     b = fl.asarray(rng.standard_normal((384, 160)).astype(np.float16))
 
-    def found(n):   # 10 tiles over 4 blocks: two whole waves and 2 shared tiles; 2 tiles: none
-        c = fl.zeros((64, n), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
+    def found(n):   # 10 tiles over 8 blocks: one whole wave and 2 shared tiles; 2 tiles: no
+        c = fl.zeros((64, n), f32).partition((32, 32), schedule=ft.stream_k(blocks=8))
         return tile_fast.signature(matmul.params, (c, a, b, 32), lambda backend: 1)
     assert found(160)[0] != found(32)[0]   # the phases launched are part of the key
     key, views, outs, values = found(160)
     plan = tile_fast.TilePlan("matmul", matmul.runtime_params, launches, {})
     with fl.stream(Stream(_Core(), _wrap=True)):
         plan.operation(values, views, outs).enqueue()
-    ws = ("workspace", 4, f32, (32, 32))
-    assert launched == [(1, (4, 1, 1), (3, views[-1])), (2, (4, 1, 1), (4, ws)),
-                        (3, (4, 1, 1), (4, ws))]
+    ws = ("workspace", 8, f32, (32, 32))
+    assert launched == [(1, (8, 1, 1), (3, views[-1])), (2, (8, 1, 1), (4, ws)),
+                        (3, (8, 1, 1), (4, ws))]
     # the key does not hold the shape: an output of too many tiles goes to the slow path,
     # which refuses it (here "too many" is 10, past the i32 shares' limit)
     monkeypatch.setattr(tile_fast, "I32_LIMIT", 10)

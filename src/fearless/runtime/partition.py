@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from math import prod
 
 from fearless.errors import ArgumentTypeError, MovedError, PartitionError
+from fearless.passes.stream_k import tail_split
 from fearless.runtime.device import multiprocessor_count
 from fearless.tracebacks import user_facing
 
@@ -91,9 +92,10 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     tiles), which split the loop's iterations evenly (Osama et al., "Stream-K: Work-centric
     Parallel Decomposition for Dense Matrix-Matrix Multiplication on the GPU", PPoPP 2023):
     whole waves of tiles go one to a block as with ``persistent``, and the last, partial wave's
-    iterations are cut into equal shares of at least 16 iterations where the loops are long
-    enough (else each of those tiles is one block's share), so a tile may be summed by several
-    blocks. It runs as three launches, each compiled alone: the whole waves; the pieces, whose
+    iterations, where its tiles are at most a quarter of the blocks (else they run whole, as
+    with ``persistent``), are cut into equal shares of at least 16 iterations where the loops
+    are long enough (else each of those tiles is one block's share), so a tile may be summed by
+    several blocks. It runs as three launches, each compiled alone: the whole waves; the pieces, whose
     partial sums go to a workspace the runtime keeps per stream; and the fixup, in which one
     block per shared tile adds its pieces' partials, in the accumulator's dtype and in block
     order from zero, and runs the rest of the body. So each tile is stored once, and the result
@@ -103,8 +105,10 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     top-level ``for k in range(n)`` whose loop-carried value starts at zero and is only updated
     as ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value carried between
     iterations or out of the loop, nothing stored before or inside the loop. Raises
-    ArgumentTypeError or PartitionError as ``persistent`` does. Speed: on the H200 no shape
-    timed so far ran faster than under ``persistent`` (benchmarks/RESULTS.md, session 16)."""
+    ArgumentTypeError or PartitionError as ``persistent`` does. Speed on the H200 (f16 GEMM,
+    benchmarks/RESULTS.md, session 17): with 128 x 128 tiles at M 128, 1.2-1.4x faster than
+    ``persistent`` or one tile per block; with 64-wide tiles about 2x slower than one tile per
+    block, whose small tiles already fill the GPU there."""
     p = persistent(blocks, order, group)
     return StreamK(p.blocks, p.order, p.group)
 
@@ -212,9 +216,12 @@ class Partition:
         """The launches a stream-K call over this partition makes (``passes/stream_k.py``), in
         order: 1 (whole tiles) when there is a whole wave of tiles for the ``P`` blocks
         (``per_sm`` as for ``launch_grid``), 2 and 3 (the pieces of the tiles left, then their
-        fixup) when tiles are left; none for no tiles."""
+        fixup) when tiles are left, and they are few enough to split (``tail_split``; else
+        launch 1 runs them whole); none for no tiles."""
         tiles, blocks = prod(self.grid), self._blocks(per_sm)
-        return ((1,) if tiles // blocks else ()) + ((2, 3) if tiles % blocks else ())
+        if not tail_split(tiles, blocks):
+            return (1,) if tiles else ()
+        return ((1,) if tiles // blocks else ()) + (2, 3)
 
     def one_tile_each(self, per_sm: int = 1) -> bool:
         """Whether a persistent (not stream-K) launch over this partition has no more tiles than
