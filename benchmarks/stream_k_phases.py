@@ -2,15 +2,18 @@
 time goes, against ``ft.persistent()``, for several smallest shares.
 
 For each shape (f16, ``examples.tile_gemm.matmul``, bk 64) and each MIN_SHARE (the least
-iterations of a share, ``passes/stream_k.py``): two untimed calls, then three calls under the
-torch profiler (CUPTI device time); the last call's launches are printed in order (whole waves,
-pieces, fixup; a call whose tiles make no whole wave has no first launch), with
-``ft.persistent()`` once per shape. MIN_SHARE is a compile-time constant that the disk-cache
-key does not hold, so each value compiles into its own cache directory under
+iterations of a share, ``passes/stream_k.py``; ``--tail-split`` sets TAIL_SPLIT, 1 splits every
+tail): two untimed calls, then three calls under the torch profiler (CUPTI device time); the
+last call's launches are printed in order (whole waves, pieces, fixup; a call whose tiles make
+no whole wave has no first launch), with ``ft.persistent()`` once per shape. Under PDL a launch
+starts before the one it follows ends, and its time includes the wait: ``FEARLESS_PDL=0``
+separates them. MIN_SHARE and TAIL_SPLIT are compile-time constants that
+the disk-cache key does not hold, so each pair compiles into its own cache directory under
 ``$FEARLESS_CACHE_DIR`` (default /tmp/flcache). Results are not checked here
 (``tests/tile/test_stream_k.py`` does that on the GPU).
 
     PYTHONPATH=src:. python3 benchmarks/stream_k_phases.py [--ahead] [--shares 4,16,64]
+        [--tail-split N]
 
 ``--ahead``: compile every specialisation for sm_90 on a machine without a GPU (tileiras
 only), into the same cache directories, to carry to the GPU machine.
@@ -33,21 +36,23 @@ from examples.tile_gemm import matmul
 
 SHAPES = [((4096, 4096, 4096), (128, 128)), ((8192, 8192, 8192), (128, 128)),
           ((128, 4096, 4096), (128, 128)), ((128, 1024, 4096), (128, 128)),
-          ((128, 4096, 4096), (64, 64)), ((4096, 4096, 4096), (128, 256))]
+          ((128, 4096, 4096), (64, 64)), ((4096, 4096, 4096), (128, 256)),
+          ((8192, 4096, 14336), (128, 128))]
 _BASE = importlib.import_module("fearless.kernel.base")
 
 
-def use_share(share: int) -> None:
-    """Compile from now on with shares of at least ``share`` iterations, in their own cache."""
-    stream_k_pass.MIN_SHARE = share
+def use_share(share: int, tail: int) -> None:
+    """Compile from now on with shares of at least ``share`` iterations and tails split at
+    ``1 / tail`` of the blocks or fewer, in their own cache."""
+    stream_k_pass.MIN_SHARE, stream_k_pass.TAIL_SPLIT = share, tail
     root = Path(os.environ.get("FEARLESS_CACHE_DIR", "/tmp/flcache"))
-    _BASE.CONFIG = dataclasses.replace(_BASE.CONFIG, cache_dir=root / f"share{share}")
+    _BASE.CONFIG = dataclasses.replace(_BASE.CONFIG, cache_dir=root / f"share{share}-tail{tail}")
 
 
-def compile_ahead(shares: list[int]) -> None:
+def compile_ahead(shares: list[int], tail: int) -> None:
     with ahead.compile_only(["sm_90"]) as made:
         for share in shares:
-            use_share(share)
+            use_share(share, tail)
             kernel = ft.kernel(matmul.fn)   # a fresh kernel: its compiles are not shared
             for (m, n, k), tile in SHAPES:
                 a, b = fl.empty((m, k), f16), fl.empty((k, n), f16)
@@ -62,12 +67,12 @@ def launches_us(profile, calls: int) -> list[float]:
     return times[-(len(times) // calls):]
 
 
-def time_on_gpu(shares: list[int]) -> None:
+def time_on_gpu(shares: list[int], tail: int) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
     fl.set_backend("cuda")
     for share in shares:
-        use_share(share)
+        use_share(share, tail)
         kernel = ft.kernel(matmul.fn)
         for (m, n, k), tile in SHAPES:
             a = fl.asarray(torch.randn((m, k), device="cuda", dtype=torch.float16))
@@ -93,10 +98,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ahead", action="store_true")
     parser.add_argument("--shares", default="4,16,64")
+    parser.add_argument("--tail-split", type=int, default=stream_k_pass.TAIL_SPLIT,
+                        help="split the tail where its tiles are at most 1/N of the blocks "
+                             "(1: always)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     shares = [int(s) for s in args.shares.split(",")]
-    (compile_ahead if args.ahead else time_on_gpu)(shares)
+    (compile_ahead if args.ahead else time_on_gpu)(shares, args.tail_split)
 
 
 if __name__ == "__main__":
