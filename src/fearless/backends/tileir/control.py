@@ -214,6 +214,7 @@ def _for(low, op):
         _as_loop(low, body, carried(low, body), test, counter=(lo, step))
         return
     keys = carried(low, body)
+    token = low.token  # tile.select in the body may replace it with a value of the body
     with low.b.for_(lo, hi, step, _values(low, keys)) as loop:
         low.env[id(body.args[0])] = loop.iv
         _enter(low, keys, loop.args)
@@ -222,6 +223,7 @@ def _for(low, op):
         low.exits.pop()
         if not terminated(low):
             low.b.continue_(_values(low, keys))
+    low.token = token
     _leave(low, keys, loop.results)
 
 
@@ -243,6 +245,7 @@ def _as_loop(low, body: Region, keys: list, test, counter=None) -> None:
     (start, step) of a counted loop, whose body's argument is the counter."""
     first = [counter[0]] if counter else []
     inits = first + _values(low, keys)
+    token = low.token  # as in _for
     handle = low.b.loop(inits, [v.type for v in inits])
     with handle:
         args = list(handle.args)
@@ -263,6 +266,7 @@ def _as_loop(low, body: Region, keys: list, test, counter=None) -> None:
         low.exits.pop()
         if not terminated(low):
             low.b.continue_(ctx.next() + _values(low, keys))
+    low.token = token
     _leave(low, keys, handle.results[len(first):])
     _after_loop(low, body)
 

@@ -228,6 +228,8 @@ class Lowering:
         of the Out tensor it loads or stores."""
         if op.name == Op.LOCAL_STORE:
             return [id(op.operands[0])]
+        if op.name == Op.TILE_PARTIAL_STORE and schedule.PIECE_STORES in self.slots:
+            return [schedule.PIECE_STORES]
         if op.name in _MEMORY and op.attrs.get("order") is not None:
             tensor = id(op.operands[0])
             return [(_LAST_OP, tensor)] + ([(_LAST_STORE, tensor)] if op.name in _WRITES

@@ -10,8 +10,23 @@ which ``tile.block_index``, ``load_own`` and ``store`` use). The orders are the 
 """
 from __future__ import annotations
 
+from math import prod
+
 from fearless.backends.tileir import tir
+from fearless.backends.tileir.memory import LAST_OP
 from fearless.ir.opdef import Op
+from fearless.passes.stream_k import FIXUP, PIECES
+
+ORDERED_TILE = 128 * 64           # elements: the largest tile that orders_tiles orders
+PIECE_STORES = ("piece stores",)  # the token slot of a stream-K pieces launch's partial stores
+
+
+def orders_tiles(out) -> bool:
+    """Whether each tile a block of a persistent launch over the Out partition ``out`` (an IR
+    value) runs loads after the writes of the block's previous tile (``_select``)."""
+    schedule = out.type.schedule
+    return schedule is not None and schedule.phase != FIXUP and \
+        prod(out.type.tile_shape) <= ORDERED_TILE
 
 
 def tile_grid(low, out, d: tir.ScalarType = tir.I32) -> list:
@@ -59,6 +74,20 @@ def _select(low, op):
     else:
         x, y = grouped(low, r, grid[0], grid[1], op.attrs["group"], d)
     low.block_ids = tuple(b.trunci(c, tir.I32) for c in (x, y, z))
+    # A small tile's unordered accesses (its loads of In tensors) follow the previous tile's
+    # writes (of ``out``; in stream-K's pieces launch, of the workspace: ``orders_tiles``,
+    # ``stream_k._partial_store``). Without that order,
+    # tileiras 13.5 moved a tile's epilogue past the next tile's loop, and ptxas then
+    # serialised every wgmma of a 64-wide GEMM tile (its warning C7514): 1.5-1.6x slower than
+    # one tile per block on the H200, and as fast as it with the order. 128 x 128 and 128 x 256
+    # tiles were not serialised, and the order cost them 3-4% (session 17). Not in stream-K's
+    # fixup launch, which only reads the workspace (chained there, tileiras staged each partial
+    # sum behind barriers, stream_k.py).
+    if orders_tiles(out):
+        pieces = out.type.schedule.phase == PIECES
+        last = low.slots.get(PIECE_STORES if pieces else (LAST_OP, id(out)))
+        if last is not None:
+            low.token = last
 
 
 def _wide(low, value):

@@ -14,14 +14,18 @@ does. Chained through one token, the fixup's loads made tileiras 13.5 stage ever
 sum through shared memory in 2 KB steps, each behind a barrier (sm_90 SASS of the 128 x 128
 fixup: 546 mbarrier operations and 36 block barriers; with the entry token none and 15, and the
 32 16-byte loads of a partial issued back to back), 10-24 us per 128 x 128 partial sum on the
-H200 (session 16).
+H200 (session 16). Where ``schedule.orders_tiles`` (small tiles), the pieces' stores are chained
+(slot ``PIECE_STORES``, carried through loops as the variables' slots are), and the next piece's
+loads follow them (``schedule.py``'s ``tile.select``: where they did not, ptxas serialised every
+wgmma of a 64-wide tile).
 """
 from __future__ import annotations
 
 from math import prod
 
-from fearless.backends.tileir import tir
+from fearless.backends.tileir import schedule, tir
 from fearless.ir.opdef import Op
+from fearless.ir.types import Role, TensorView
 
 WORKSPACE_ALIGN = 16                  # bytes: the runtime's slots start 16-byte aligned
 
@@ -49,6 +53,9 @@ def prologue(low, args, elem) -> None:
     tv = tir.tensor_view(elem(acc.dtype), [None, *shape], [prod(shape), *strides])
     view = b.make_tensor_view(partials, tv, [slots], [])
     low.workspace = (b.make_partition_view(view, (1, *shape)), shape)
+    if any(schedule.orders_tiles(p.value) for p in low.fn.params
+           if isinstance(p.type, TensorView) and p.type.role is Role.OUT):
+        low.slots[schedule.PIECE_STORES] = low.token
 
 
 def _index(low, value):
@@ -65,8 +72,11 @@ def _partial_store(low, op):
     acc, slot = op.operands
     view, shape = low.workspace
     b = low.b
-    b.store_view_tko(b.reshape(low.v(acc), (1, *shape)), view, _index(low, slot),
-                     token=low.token, hints=_hints(low))
+    done = b.store_view_tko(b.reshape(low.v(acc), (1, *shape)), view, _index(low, slot),
+                            token=low.slots.get(schedule.PIECE_STORES, low.token),
+                            hints=_hints(low))
+    if schedule.PIECE_STORES in low.slots:
+        low.slots[schedule.PIECE_STORES] = done
 
 
 def _partial_load(low, op):
