@@ -334,6 +334,12 @@ def test_a_grid_past_cudas_limits_is_refused_before_it_runs():
     ((64, 14336), (64, 128), 112, None),        # 64 rows: 64 x 128 is the largest that fits
     ((40, 14336), (64, 128), 112, None),
     ((64, 14336), (64, 64), 224, "smaller than 64 x 128"),
+    # large tiles leaving a third of the SMs idle where 128 x 128 would busy more: 70% of its
+    # speed at 128 x 14336 x 4096 on the H200 (session 17)
+    ((128, 14336), (128, 256), 56, "128 x 128 tiles would number 112"),
+    ((256, 14336), (256, 128), 112, None),      # 112 blocks: under a third of the SMs idle
+    ((4096, 4096), (128, 256), 512, None),
+    ((128, 4096), (128, 128), 32, "most SMs idle"),
 ])
 def test_a_launch_whose_tiles_do_not_suit_its_output_is_named(shape, tile, tiles, named):
     from fearless.runtime.tile_launch import idle_sm_advice

@@ -23,7 +23,9 @@ A launch with no more tiles than blocks (``Persistent.single``) gives no block a
 keeps the body as written and launches a block per tile, the loop left out. The refusal above
 still applies, so that whether a kernel compiles does not depend on the size of its output. On
 the H200 (tileiras 13.5, f16 GEMMs of 128 rows whose tiles all fit one wave) the loop made the
-64-wide tiles 1.6-2.7x slower than one block per tile (benchmarks/RESULTS.md, session 14).
+64-wide tiles 1.1-1.3x slower than one block per tile (benchmarks/RESULTS.md, session 17; 1.6-2.7x
+in session 14, before ``backends/tileir/schedule.py`` ordered a small tile's loads after the
+previous tile's stores).
 """
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def persistent(blocks: int | None = None, order: str = "grouped", group: int = 8
     ``"row"`` (axis 0 fastest). Inside the kernel nothing changes: ``out.tile_index`` and
     ``out.store`` are the current tile's. Where the tiles are no more than ``blocks``, no block
     would get a second one, and the launch runs a block per tile without the loop over tiles
-    (with the loop, 64-wide GEMM tiles ran 1.6-2.7x slower on the H200). A kernel with an
+    (with the loop, 64-wide GEMM tiles ran 1.1-1.3x slower on the H200). A kernel with an
     early ``return`` cannot be launched persistently, whatever the size (CompileError). Raises
     ArgumentTypeError for a non-integer ``blocks`` or ``group``, PartitionError for ``blocks``
     or ``group`` below 1 or an unknown order."""
@@ -106,9 +106,10 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     as ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value carried between
     iterations or out of the loop, nothing stored before or inside the loop. Raises
     ArgumentTypeError or PartitionError as ``persistent`` does. Speed on the H200 (f16 GEMM,
-    benchmarks/RESULTS.md, session 17): with 128 x 128 tiles at M 128, 1.2-1.4x faster than
-    ``persistent`` or one tile per block; with 64-wide tiles about 2x slower than one tile per
-    block, whose small tiles already fill the GPU there."""
+    benchmarks/RESULTS.md, session 17): at M 128, 1.2-1.4x faster than ``persistent`` or one
+    tile per block with 128 x 128 tiles and 1.5-1.8x with 128 x 256, but 0.9-1.0x with 64 x 64
+    tiles, which one per block are the fastest there; where the tail is too full to split it
+    runs as ``persistent`` does."""
     p = persistent(blocks, order, group)
     return StreamK(p.blocks, p.order, p.group)
 

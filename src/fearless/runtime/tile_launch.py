@@ -108,14 +108,17 @@ def idle_sm_advice(shape: tuple, tile: tuple, tiles: int, sms: int) -> str | Non
       the work);
     * a tile smaller than 128 x 128 (each capped at the extent's power of two) where tiles of
       that size would still number two thirds of the SMs or more (``nn.linear``'s prefill rule):
-      small tiles load more of A and B per output element.
+      small tiles load more of A and B per output element;
+    * a tile larger than that where its tiles leave a third of the SMs or more idle and tiles of
+      that size would busy more.
 
     Other ranks (attention's heads) are not weighed. Measured on the H200 (f16, bk 64,
     benchmarks/RESULTS.md): over 128 x 4096 x 4096, 128 x 128 tiles (32 blocks) ran at 64-67%
     of cuBLAS and 256 x 128 (half past the edge) at 58%, where 64 x 64 (128 blocks) reached
     96-119% and 128 x 64 (64 blocks) 88-108% (sessions 14, 16); at 4096^3, 64 x 64 tiles ran at
     52% of 128 x 128's speed and 128 x 64 at 63%, at 512 x 4096 x 4096 at 57% and 81% (session
-    16, one tile per block; persistent, 31-39% of cuBLAS)."""
+    16, one tile per block; persistent, 31-39% of cuBLAS); over 128 x 14336 x 4096, 128 x 256
+    tiles (56 blocks) ran at 70% of 128 x 128's speed (112 blocks; session 17)."""
     if len(shape) != 2 or tiles == 0:
         return None
     fits = [max(16, 1 << (n - 1).bit_length()) for n in shape]
@@ -136,6 +139,11 @@ def idle_sm_advice(shape: tuple, tile: tuple, tiles: int, sms: int) -> str | Non
                 f"the inputs per output element (at 4096^3 on the H200, 64 x 64 tiles ran at "
                 f"52% of 128 x 128's speed); use {big[0]} x {big[1]} tiles, or ft.autotune "
                 f"over ft.configs.gemm()")
+    if tile[0] * tile[1] > big[0] * big[1] and 3 * tiles < 2 * sms and big_tiles > tiles:
+        return (f"the launch runs {tiles} tile blocks on {sms} SMs, a third or more idle, where "
+                f"{big[0]} x {big[1]} tiles would number {big_tiles} (over 128 x 14336 x 4096 "
+                f"on the H200, 128 x 256 tiles ran at 70% of 128 x 128's speed); use "
+                f"{big[0]} x {big[1]} tiles, or ft.autotune over ft.configs.gemm()")
     return None
 
 
