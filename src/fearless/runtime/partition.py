@@ -86,30 +86,29 @@ class StreamK(Persistent):
 
 @user_facing
 def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) -> StreamK:
-    """A stream-K schedule for ``t.partition(tile_shape, schedule=...)``, for a kernel whose
-    output is a sum over one loop (a GEMM's K loop): the launch runs ``blocks`` tile blocks
-    (default: one per SM times the kernel's ``occupancy`` hint, also when there are fewer
-    tiles), which split the loop's iterations evenly (Osama et al., "Stream-K: Work-centric
-    Parallel Decomposition for Dense Matrix-Matrix Multiplication on the GPU", PPoPP 2023):
-    whole waves of tiles go one to a block as with ``persistent``, and the last, partial wave's
-    iterations, where its tiles are at most a quarter of the blocks (else they run whole, as
-    with ``persistent``), are cut into equal shares of at least 16 iterations where the loops
-    are long enough (else each of those tiles is one block's share), so a tile may be summed by
-    several blocks. It runs as three launches, each compiled alone: the whole waves; the pieces, whose
-    partial sums go to a workspace the runtime keeps per stream; and the fixup, in which one
-    block per shared tile adds its pieces' partials, in the accumulator's dtype and in block
-    order from zero, and runs the rest of the body. So each tile is stored once, and the result
-    is the same bits every call (it differs from one block's sum only by the order of the
-    additions). No block waits for another. ``order`` and ``group`` as for ``persistent``. The
-    kernel must be a sum the compiler can split (CompileError otherwise, at the line): one
-    top-level ``for k in range(n)`` whose loop-carried value starts at zero and is only updated
-    as ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value carried between
+    """A stream-K schedule for ``t.partition(tile_shape, schedule=...)``, for a kernel whose output
+    is a sum over one loop (a GEMM's K loop): the launch runs ``blocks`` tile blocks (default: one
+    per SM times the kernel's ``occupancy`` hint, also when there are fewer tiles), which split the
+    loop's iterations evenly (Osama et al., "Stream-K: Work-centric Parallel Decomposition for Dense
+    Matrix-Matrix Multiplication on the GPU", PPoPP 2023): whole waves of tiles go one to a block as
+    with ``persistent``, and the last, partial wave's iterations, where its tiles are at most a
+    quarter of the blocks (else they run whole, as with ``persistent``), are cut into equal shares
+    of at least 16 iterations where the loops are long enough (else each of those tiles is one
+    block's share), so a tile may be summed by several blocks. It runs as three launches, each
+    compiled alone: the whole waves; the pieces, whose partial sums go to a workspace the runtime
+    keeps per stream; and the fixup, in which one block per shared tile adds its pieces' partials,
+    in the accumulator's dtype and in block order from zero, and runs the rest of the body. So each
+    tile is stored once, and the result is the same bits every call (it differs from one block's sum
+    only by the order of the additions). No block waits for another. ``order`` and ``group`` as for
+    ``persistent``. The kernel must be a sum the compiler can split (CompileError otherwise, at the
+    line): one top-level ``for k in range(n)`` whose loop-carried value starts at zero and is only
+    updated as ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value carried between
     iterations or out of the loop, nothing stored before or inside the loop. Raises
     ArgumentTypeError or PartitionError as ``persistent`` does. Speed on the H200 (f16 GEMM,
-    benchmarks/RESULTS.md, session 17): at M 128, 1.2-1.4x faster than ``persistent`` or one
-    tile per block with 128 x 128 tiles and 1.5-1.8x with 128 x 256, but 0.9-1.0x with 64 x 64
-    tiles, which one per block are the fastest there; where the tail is too full to split it
-    runs as ``persistent`` does."""
+    benchmarks/RESULTS.md, session 17): at M 128, 1.2-1.4x faster than ``persistent`` or one tile
+    per block with 128 x 128 tiles and 1.5-1.8x with 128 x 256, but 0.9-1.0x with 64 x 64 tiles,
+    which one per block are the fastest there; where the tail is too full to split it runs as
+    ``persistent`` does."""
     p = persistent(blocks, order, group)
     return StreamK(p.blocks, p.order, p.group)
 
