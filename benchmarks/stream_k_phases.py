@@ -2,13 +2,13 @@
 time goes, against ``ft.persistent()``, for several smallest shares.
 
 For each shape (f16, ``examples.tile_gemm.matmul``, bk 64) and each MIN_SHARE (the least
-iterations of a share, ``passes/stream_k.py``; ``--tail-split`` sets TAIL_SPLIT, 1 splits every
-tail): two untimed calls, then three calls under the torch profiler (CUPTI device time); the
-last call's launches are printed in order (whole waves, pieces, fixup; a call whose tiles make
-no whole wave has no first launch), with ``ft.persistent()`` once per shape. Under PDL a launch
-starts before the one it follows ends, and its time includes the wait: ``FEARLESS_PDL=0``
-separates them. MIN_SHARE and TAIL_SPLIT are compile-time constants that
-the disk-cache key does not hold, so each pair compiles into its own cache directory under
+iterations of a share, ``passes/stream_k.py``; ``--tail-split`` sets ``compiler/info.py``'s
+TAIL_SPLIT, 1 splits every tail): two untimed calls, then three calls under the torch profiler
+(CUPTI device time); the last call's launches are printed in order (whole waves, pieces, fixup;
+a call whose tiles make no whole wave has no first launch), with ``ft.persistent()`` once per
+shape. Under PDL a launch starts before the one it follows ends, and its time includes the wait:
+``FEARLESS_PDL=0`` separates them. MIN_SHARE and TAIL_SPLIT are compile-time constants that the
+disk-cache key does not hold, so each pair compiles into its own cache directory under
 ``$FEARLESS_CACHE_DIR`` (default /tmp/flcache). Results are not checked here
 (``tests/tile/test_stream_k.py`` does that on the GPU).
 
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import fearless as fl
 import fearless.passes.stream_k as stream_k_pass
+import fearless.compiler.info as info
 from fearless import f16
 from fearless import tile as ft
 from fearless.runtime import ahead
@@ -44,7 +45,7 @@ _BASE = importlib.import_module("fearless.kernel.base")
 def use_share(share: int, tail: int) -> None:
     """Compile from now on with shares of at least ``share`` iterations and tails split at
     ``1 / tail`` of the blocks or fewer, in their own cache."""
-    stream_k_pass.MIN_SHARE, stream_k_pass.TAIL_SPLIT = share, tail
+    stream_k_pass.MIN_SHARE, info.TAIL_SPLIT = share, tail
     root = Path(os.environ.get("FEARLESS_CACHE_DIR", "/tmp/flcache"))
     _BASE.CONFIG = dataclasses.replace(_BASE.CONFIG, cache_dir=root / f"share{share}-tail{tail}")
 
@@ -98,7 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ahead", action="store_true")
     parser.add_argument("--shares", default="4,16,64")
-    parser.add_argument("--tail-split", type=int, default=stream_k_pass.TAIL_SPLIT,
+    parser.add_argument("--tail-split", type=int, default=info.TAIL_SPLIT,
                         help="split the tail where its tiles are at most 1/N of the blocks "
                              "(1: always)")
     args = parser.parse_args()

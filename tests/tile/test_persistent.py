@@ -339,6 +339,7 @@ def test_a_grid_past_cudas_limits_is_refused_before_it_runs():
     ((128, 14336), (128, 256), 56, "128 x 128 tiles would number 112"),
     ((256, 14336), (256, 128), 112, None),      # 112 blocks: under a third of the SMs idle
     ((4096, 4096), (128, 256), 512, None),
+    ((512, 5120), (128, 256), 80, None),        # 160 tiles of 128 x 128: two waves, no gain
     ((128, 4096), (128, 128), 32, "most SMs idle"),
 ])
 def test_a_launch_whose_tiles_do_not_suit_its_output_is_named(shape, tile, tiles, named):
@@ -373,6 +374,8 @@ def test_a_compile_ahead_builds_both_forms_of_a_persistent_launch():
     (T.Persistent("grouped", 8, single=True), (64, 64), False),
     (T.Persistent("grouped", 8, stream_k=True, phase=1), (64, 64), True),
     (T.Persistent("grouped", 8, stream_k=True, phase=2), (64, 64), True),
+    # the fixup only reads the workspace: ordered, tileiras staged its loads (test_stream_k.py)
+    (T.Persistent("grouped", 8, stream_k=True, phase=3), (64, 64), False),
     (T.Persistent("grouped", 8), (128, 128), False),
     (T.Persistent("grouped", 8, stream_k=True, phase=2), (128, 128), False)], ids=str)
 def test_a_small_tiles_loads_follow_the_previous_tiles_stores(schedule, tile, follows):

@@ -274,7 +274,8 @@ def test_a_loop_that_is_not_a_splittable_sum_is_refused_at_compile_time(kernel, 
 @pytest.mark.parametrize("dtype", [f16, bf16], ids=str)
 @pytest.mark.parametrize("m, n, k, tile, blocks", [
     (128, 1024, 4096, (128, 64), None), (100, 300, 1000, (64, 64), None),
-    # 48 tiles on the H200's 132 SMs: a tail too full to split (tail_split), run whole
+    # 48 tiles on the H200's 132 SMs: a tail too full to split (tail_split), run whole; 20
+    # tiles: split
     (1000, 700, 2000, (128, 128), None), (600, 500, 3000, (128, 128), None),
     # 40 tiles on 18 blocks: 2 whole waves, then 4 tiles of 63 iterations in 15 shares (all
     # three launches)

@@ -20,7 +20,7 @@ and run in stream order, so each has the registers of its own code:
 
 1. whole tiles: block ``b`` takes tiles ``b, b + P, ...`` below ``W P``, the body as written
    (as ``persistent.py`` runs it); below ``T`` where the ``R = T - W P`` tiles left number more
-   than ``P / TAIL_SPLIT`` (``tail_split``), and then this is the only launch;
+   than ``P / TAIL_SPLIT`` (``compiler/info.tail_split``), and then this is the only launch;
 2. pieces: the ``I = R q`` iterations of the ``R = T - W P`` tiles left are cut into ``S =
    max(R, min(P, I // MIN_SHARE))`` balanced shares (the first ``I % S`` hold ``I // S + 1``
    iterations, the rest ``I // S``), block ``b < S`` taking the b-th; S >= R keeps a share
@@ -51,6 +51,7 @@ session 13). Compiled alone, none of the three launches spills (sm_90, 128 x 128
 """
 from __future__ import annotations
 
+import fearless.compiler.info as info
 from fearless.errors import CompileError
 from fearless.ir.core import Builder, Function, Region, Value
 from fearless.ir.opdef import Op
@@ -67,21 +68,8 @@ from fearless.passes.persistent import refuse_returns, tile_loop
 # still waited on one another): shares of 4, 16 and 64 iterations took 1847, 1622 and 1600 us at
 # 8192^3 (persistent: 1522), 166, 51 and 40 us at 128 x 1024 x 4096 (persistent: 21).
 MIN_SHARE = 16
-# the tiles left after the whole waves are split only when they number at most 1/TAIL_SPLIT of
-# the blocks; else the whole-tiles launch runs them too, as `persistent` would. Splitting saves
-# (1 - R/P) of a tile's time and costs two more launches, the partial sums' stores and the
-# fixup's loads: on the H200 (128 x 128 f16 tiles, 64 iterations) about 0.7-0.9 of a tile's time
-# (session 17: R/P 0.76 at 4096^3 and 0.97 at 512 x 4096 x 4096 ran 9% and 57% slower than
-# persistent, 0.24 and 0.06 at M 128 13% and 29% faster).
-TAIL_SPLIT = 4
 I32 = Scalar(i32)
 I32_LIMIT = 2 ** 31   # the shares' i32 arithmetic is exact where P q is below it
-
-
-def tail_split(tiles: int, blocks: int) -> bool:
-    """Whether a stream-K launch of ``blocks`` blocks splits the loops of the ``tiles % blocks``
-    tiles left after the whole waves (the whole-tiles launch's bound computes the same)."""
-    return 0 < (tiles % blocks) * TAIL_SPLIT <= blocks
 WHOLE, PIECES, FIXUP = 1, 2, 3   # the launches of a stream-K call (ir.types.Persistent.phase)
 WRITES = (Op.TILE_STORE, Op.TILE_SCATTER, Op.TILE_ATOMIC, Op.TILE_ATOMIC_CAS)
 HELP = ("write the kernel as a sum over one loop (acc = ft.zeros(...); for k in range(n): acc "
@@ -113,7 +101,7 @@ def run(fn: Function, options) -> Function:
         # is refused does not depend on the launches a shape makes
         _hoist(fn, prefix, loop.operands[1], Builder(Region()), loop)
         whole = s.mul(s.div(tiles, p), p)
-        full = s.cmp("gt", s.mul(s.sub(tiles, whole), s.const(TAIL_SPLIT)), p)
+        full = s.cmp("gt", s.mul(s.sub(tiles, whole), s.const(info.TAIL_SPLIT)), p)
         tile_loop(s.b, out, schedule, b, s.select(full, tiles, whole), p).ops.extend(ops)
     else:
         n = _hoist(fn, prefix, loop.operands[1], s.b, loop)

@@ -29,8 +29,8 @@ import weakref
 from dataclasses import dataclass
 from math import prod
 
+from fearless.compiler.info import tail_split
 from fearless.errors import ArgumentTypeError, MovedError, PartitionError
-from fearless.passes.stream_k import tail_split
 from fearless.runtime.device import multiprocessor_count
 from fearless.tracebacks import user_facing
 
@@ -92,23 +92,24 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     loop's iterations evenly (Osama et al., "Stream-K: Work-centric Parallel Decomposition for Dense
     Matrix-Matrix Multiplication on the GPU", PPoPP 2023): whole waves of tiles go one to a block as
     with ``persistent``, and the last, partial wave's iterations, where its tiles are at most a
-    quarter of the blocks (else they run whole, as with ``persistent``), are cut into equal shares
-    of at least 16 iterations where the loops are long enough (else each of those tiles is one
-    block's share), so a tile may be summed by several blocks. It runs as three launches, each
-    compiled alone: the whole waves; the pieces, whose partial sums go to a workspace the runtime
-    keeps per stream; and the fixup, in which one block per shared tile adds its pieces' partials,
-    in the accumulator's dtype and in block order from zero, and runs the rest of the body. So each
-    tile is stored once, and the result is the same bits every call (it differs from one block's sum
-    only by the order of the additions). No block waits for another. ``order`` and ``group`` as for
-    ``persistent``. The kernel must be a sum the compiler can split (CompileError otherwise, at the
-    line): one top-level ``for k in range(n)`` whose loop-carried value starts at zero and is only
-    updated as ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value carried between
-    iterations or out of the loop, nothing stored before or inside the loop. Raises
-    ArgumentTypeError or PartitionError as ``persistent`` does. Speed on the H200 (f16 GEMM,
-    benchmarks/RESULTS.md, session 17): at M 128, 1.2-1.4x faster than ``persistent`` or one tile
-    per block with 128 x 128 tiles and 1.5-1.8x with 128 x 256, but 0.9-1.0x with 64 x 64 tiles,
-    which one per block are the fastest there; where the tail is too full to split it runs as
-    ``persistent`` does."""
+    quarter of the blocks (else they run whole, one per block as with ``persistent``, but with the
+    loop over tiles even where no block gets a second), are cut into equal shares of at least 16
+    iterations where the loops are long enough (else each of those tiles is one block's share), so a
+    tile may be summed by several blocks. It runs as three launches, each compiled alone: the whole
+    waves; the pieces, whose partial sums go to a workspace the runtime keeps per stream; and the
+    fixup, in which one block per shared tile adds its pieces' partials, in the accumulator's dtype
+    and in block order from zero, and runs the rest of the body. So each tile is stored once, and
+    the result is the same bits every call (it differs from one block's sum only by the order of the
+    additions). No block waits for another. ``order`` and ``group`` as for ``persistent``. The
+    kernel must be a sum the compiler can split (CompileError otherwise, at the line): one top-level
+    ``for k in range(n)`` whose loop-carried value starts at zero and is only updated as ``acc =
+    ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value carried between iterations or out of
+    the loop, nothing stored before or inside the loop. Raises ArgumentTypeError or PartitionError
+    as ``persistent`` does. Speed on the H200 (f16 GEMM, benchmarks/RESULTS.md, session 17): at M
+    128, 1.2-1.4x faster than ``persistent`` or one tile per block with 128 x 128 tiles and 1.5-1.8x
+    with 128 x 256, but 0.9-1.0x with 64 x 64 tiles, which one per block are the fastest there;
+    where the tail is too full to split, within 3.5% of ``persistent`` (4096^3, 8192^3, 512 x
+    4096 x 4096), but 1.1-1.3x slower where the tiles are no more than the blocks (the loop)."""
     p = persistent(blocks, order, group)
     return StreamK(p.blocks, p.order, p.group)
 

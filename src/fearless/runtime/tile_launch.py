@@ -109,8 +109,8 @@ def idle_sm_advice(shape: tuple, tile: tuple, tiles: int, sms: int) -> str | Non
     * a tile smaller than 128 x 128 (each capped at the extent's power of two) where tiles of
       that size would still number two thirds of the SMs or more (``nn.linear``'s prefill rule):
       small tiles load more of A and B per output element;
-    * a tile larger than that where its tiles leave a third of the SMs or more idle and tiles of
-      that size would busy more.
+    * a tile larger than that where its tiles leave more than a third of the SMs idle and tiles
+      of that size would busy more of them in one wave.
 
     Other ranks (attention's heads) are not weighed. Measured on the H200 (f16, bk 64,
     benchmarks/RESULTS.md): over 128 x 4096 x 4096, 128 x 128 tiles (32 blocks) ran at 64-67%
@@ -139,8 +139,8 @@ def idle_sm_advice(shape: tuple, tile: tuple, tiles: int, sms: int) -> str | Non
                 f"the inputs per output element (at 4096^3 on the H200, 64 x 64 tiles ran at "
                 f"52% of 128 x 128's speed); use {big[0]} x {big[1]} tiles, or ft.autotune "
                 f"over ft.configs.gemm()")
-    if tile[0] * tile[1] > big[0] * big[1] and 3 * tiles < 2 * sms and big_tiles > tiles:
-        return (f"the launch runs {tiles} tile blocks on {sms} SMs, a third or more idle, where "
+    if tile[0] * tile[1] > big[0] * big[1] and 3 * tiles < 2 * sms and tiles < big_tiles <= sms:
+        return (f"the launch runs {tiles} tile blocks on {sms} SMs, over a third idle, where "
                 f"{big[0]} x {big[1]} tiles would number {big_tiles} (over 128 x 14336 x 4096 "
                 f"on the H200, 128 x 256 tiles ran at 70% of 128 x 128's speed); use "
                 f"{big[0]} x {big[1]} tiles, or ft.autotune over ft.configs.gemm()")

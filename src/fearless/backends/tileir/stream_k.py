@@ -53,8 +53,10 @@ def prologue(low, args, elem) -> None:
     tv = tir.tensor_view(elem(acc.dtype), [None, *shape], [prod(shape), *strides])
     view = b.make_tensor_view(partials, tv, [slots], [])
     low.workspace = (b.make_partition_view(view, (1, *shape)), shape)
-    if any(schedule.orders_tiles(p.value) for p in low.fn.params
-           if isinstance(p.type, TensorView) and p.type.role is Role.OUT):
+    # the Out that tile.select takes (passes/stream_k.py: the first with a schedule)
+    out = next(p.value for p in low.fn.params if isinstance(p.type, TensorView)
+               and p.type.role is Role.OUT and p.type.schedule is not None)
+    if schedule.orders_tiles(out):
         low.slots[schedule.PIECE_STORES] = low.token
 
 
