@@ -74,3 +74,29 @@ def import_source(path: Path, name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def matmul_tile_loads(schedule, tile: tuple) -> list:
+    """The ``load_view_tko`` ops, in every region, of the tile suite's f16 ``matmul`` (bk 64)
+    compiled for sm_90 with Out tiles ``tile`` under ``schedule`` (an ``ir.types.Persistent``),
+    decoded from its Tile IR bytecode."""
+    from fearless.backends.tileir.reader import decode
+    from fearless.compiler import compile_tile
+    from fearless.dtypes import f16
+    from fearless.ir import types as T
+    from fearless.kernel import params as P
+    from tests.tile.tile_kernels import matmul
+    layout = T.Layout(16, (16, 16), (16, 1), True)
+    infos = [P.ArgInfo(f16, 2, tile_shape=tile, layout=layout, schedule=schedule),
+             P.ArgInfo(f16, 2, layout=layout), P.ArgInfo(f16, 2, layout=layout)]
+    types = P.specialise("matmul", matmul.runtime_params, infos)
+    compiled = compile_tile(matmul.captured, matmul._ir_params(types), {"bk": 64}, "sm_90",
+                            "tileir")
+    (fn,) = decode(compiled.tileir).functions
+
+    def walk(block):
+        for op in block.ops:
+            yield op
+            for region in op.regions:
+                yield from walk(region)
+    return [op for op in walk(fn.body) if op.name == "load_view_tko"]

@@ -11,12 +11,12 @@ import pytest
 
 import fearless as fl
 from fearless import tile as ft
-from fearless.dtypes import f16, f32
+from fearless.dtypes import f32
 from fearless.errors import ArgumentTypeError, CompileError, ContractError, PartitionError
 from fearless.ir import types as T
 from fearless.ir.ops.tile import tile_of
 from fearless.runtime.partition import grid_of
-from tests.support import BACKENDS
+from tests.support import BACKENDS, matmul_tile_loads
 from tests.tile.tile_kernels import matmul
 
 rng = np.random.default_rng(11)
@@ -209,7 +209,6 @@ def test_a_tileiras_that_compiles_persistent_loops_slowly_is_named(monkeypatch, 
 
     from fearless.backends.tileir import tileiras
     from fearless.errors import PerformanceWarning
-    from fearless.ir import types as T
     from fearless.kernel import params as P
     if tileiras.find() is None:
         pytest.skip("no tileiras installed")
@@ -233,7 +232,6 @@ def test_a_tileiras_that_compiles_persistent_loops_slowly_is_named(monkeypatch, 
 def test_a_tensor_without_the_facts_tma_needs_is_named_at_a_gpu_compile():
     """kernel/tile.lost_facts: which fact a tensor lost, per parameter (the slow path is still
     right: the GPU tests of strided and offset views check the values)."""
-    from fearless.ir import types as T
     from fearless.kernel.tile import lost_facts
 
     def view(align, strides, unit, role=T.Role.IN, dt=f32):
@@ -355,7 +353,6 @@ def test_a_compile_ahead_builds_both_forms_of_a_persistent_launch():
     cpu backend counts one SM) builds both forms, and the one-tile form has one type whatever
     the order."""
     from fearless.backends.tileir.lower import is_grouped
-    from fearless.ir import types as T
     from fearless.kernel.tile import _either_schedule
     o = fl.zeros((32, 32), f32).partition((16, 16), schedule=ft.persistent(order="row"))
     types = mark._signature([o, fl.zeros((32, 32), f32)], "cpu")[0]
@@ -384,24 +381,8 @@ def test_a_small_tiles_loads_follow_the_previous_tiles_stores(schedule, tile, fo
     # the entry's: unordered, tileiras 13.5 moved a tile's epilogue past the next tile's K loop
     # and ptxas serialised every wgmma of a 64-wide tile, 1.5-1.6x slower on the H200; the
     # order cost 128 x 128 and 128 x 256 tiles 3-4%, so theirs stay unordered (session 17)
-    from fearless.backends.tileir.reader import decode
-    from fearless.compiler import compile_tile
-    from fearless.kernel import params as P
-    layout = T.Layout(16, (16, 16), (16, 1), True)
-    infos = [P.ArgInfo(f16, 2, tile_shape=tile, layout=layout, schedule=schedule),
-             P.ArgInfo(f16, 2, layout=layout), P.ArgInfo(f16, 2, layout=layout)]
-    types = P.specialise("matmul", matmul.runtime_params, infos)
-    compiled = compile_tile(matmul.captured, matmul._ir_params(types), {"bk": 64}, "sm_90",
-                            "tileir")
-    (fn,) = decode(compiled.tileir).functions
-
-    def walk(block):
-        for op in block.ops:
-            yield op
-            for region in op.regions:
-                yield from walk(region)
     owners = {None if op.fields["token"].owner is None else op.fields["token"].owner.name
-              for op in walk(fn.body) if op.name == "load_view_tko"}
+              for op in matmul_tile_loads(schedule, tile)}
     # a loop-carried token is a block argument (no owner); the entry token is gdc_wait's
     # (a launch that may be a dependent one, PDL) or make_token's
     assert owners == ({None} if follows else {"gdc_wait"})

@@ -16,7 +16,7 @@ from fearless.dtypes import bf16, f16, f32
 from fearless.errors import CompileError, PartitionError
 from fearless.ir.opdef import Op
 from fearless.runtime.partition import StreamK
-from tests.support import BACKENDS
+from tests.support import BACKENDS, matmul_tile_loads
 from tests.tile.tile_kernels import matmul
 
 rng = np.random.default_rng(23)
@@ -391,25 +391,9 @@ def test_the_fixups_loads_of_partial_sums_wait_for_no_memory_operation():
     # chained through one token, tileiras 13.5 staged each 128 x 128 partial sum through shared
     # memory behind a barrier per 2 KB (10-24 us per partial on the H200, session 16); the
     # launch only reads the workspace, so its loads take the entry token and may overlap
-    from fearless.backends.tileir.reader import decode
-    from fearless.compiler import compile_tile
     from fearless.ir import types as T
-    from fearless.kernel import params as P
-    layout = T.Layout(16, (16, 16), (16, 1), True)
     fixup = T.Persistent("grouped", 8, stream_k=True, phase=3)
-    infos = [P.ArgInfo(f16, 2, tile_shape=(128, 128), layout=layout, schedule=fixup),
-             P.ArgInfo(f16, 2, layout=layout), P.ArgInfo(f16, 2, layout=layout)]
-    types = P.specialise("matmul", matmul.runtime_params, infos)
-    compiled = compile_tile(matmul.captured, matmul._ir_params(types), {"bk": 64}, "sm_90",
-                            "tileir")
-    (fn,) = decode(compiled.tileir).functions
-
-    def walk(block):
-        for op in block.ops:
-            yield op
-            for region in op.regions:
-                yield from walk(region)
-    loads = [op for op in walk(fn.body) if op.name == "load_view_tko"]
+    loads = matmul_tile_loads(fixup, (128, 128))
     # the entry token: gdc_wait where the launch may be a dependent one (PDL), else make_token
     assert loads and all(op.fields["token"].owner.name in ("gdc_wait", "make_token")
                          for op in loads)

@@ -76,13 +76,12 @@ def _select(low, op):
     low.block_ids = tuple(b.trunci(c, tir.I32) for c in (x, y, z))
     # A small tile's unordered accesses (its loads of In tensors) follow the previous tile's
     # writes (of ``out``; in stream-K's pieces launch, of the workspace: ``orders_tiles``,
-    # ``stream_k._partial_store``). Without that order,
-    # tileiras 13.5 moved a tile's epilogue past the next tile's loop, and ptxas then
-    # serialised every wgmma of a 64-wide GEMM tile (its warning C7514): 1.5-1.6x slower than
-    # one tile per block on the H200, and as fast as it with the order. 128 x 128 and 128 x 256
-    # tiles were not serialised, and the order cost them 3-4% (session 17). Not in stream-K's
-    # fixup launch, which only reads the workspace (chained there, tileiras staged each partial
-    # sum behind barriers, stream_k.py).
+    # ``stream_k._partial_store``). Without that order, tileiras 13.5 moved a tile's epilogue
+    # past the next tile's loop, and ptxas then serialised every wgmma of a 64-wide GEMM tile
+    # (its warning C7514): 1.5-1.6x slower than one tile per block on the H200, and as fast as
+    # it with the order. 128 x 128 and 128 x 256 tiles were not serialised, and the order cost
+    # them 3-4% (session 17). Not in stream-K's fixup launch, which only reads the workspace
+    # (chained there, tileiras staged each partial sum behind barriers, stream_k.py).
     if orders_tiles(out):
         pieces = out.type.schedule.phase == PIECES
         last = low.slots.get(PIECE_STORES if pieces else (LAST_OP, id(out)))
