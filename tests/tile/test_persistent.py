@@ -126,7 +126,12 @@ def test_the_launch_runs_the_schedules_blocks_or_one_per_tile_when_no_more_tiles
     t = fl.zeros((100, 100), f32)
     assert not t.partition((50, 50), schedule=ft.persistent()).one_tile_each(per_sm=3)
     t = fl.zeros((100, 100), f32)
-    assert not t.partition((50, 50), schedule=ft.stream_k(blocks=7)).one_tile_each()
+    # stream-K: 4 tiles for 16 blocks are split between them (tail_split); for 7 they are not,
+    # so they run as persistent does, one block per tile
+    assert not t.partition((50, 50), schedule=ft.stream_k(blocks=16)).one_tile_each()
+    t = fl.zeros((100, 100), f32)
+    part = t.partition((50, 50), schedule=ft.stream_k(blocks=7))
+    assert part.one_tile_each() and part.launch_grid() == grid_of((100, 100), (50, 50))
     t = fl.zeros((100, 100), f32)
     # the default: one block per SM (the cpu backend counts one), times the occupancy
     assert t.partition((10, 10), schedule=ft.persistent()).launch_grid(2) == (2, 1, 1)

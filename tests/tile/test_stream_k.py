@@ -42,11 +42,13 @@ def _bound(a64, b64, out):
 # m, n, k, tile, blocks, bk: fewer tiles than blocks (the loops split), more (whole tiles
 # first, then split loops: S > R needs I // MIN_SHARE > R), edges, a K that is not a multiple
 # of the step, a tail of more than a quarter of the blocks (run whole: tail_split) whose loops
-# are also too short to split, one iteration, none
+# are also too short to split, fewer tiles than blocks but too many to split (one block per
+# tile, the persistent form), one iteration, none
 CASES = [(64, 64, 640, (32, 32), 16, 16), (100, 70, 800, (32, 32), 11, 16),
          (256, 128, 384, (32, 32), 10, 16), (130, 64, 512, (32, 32), 50, 16),
          (96, 96, 1000, (32, 32), 4, 32), (200, 40, 37, (64, 32), 6, 16),
-         (33, 65, 16, (32, 32), 3, 16), (32, 32, 0, (32, 32), 4, 16)]
+         (64, 96, 640, (32, 32), 8, 16), (33, 65, 16, (32, 32), 3, 16),
+         (32, 32, 0, (32, 32), 4, 16)]
 
 
 @pytest.mark.parametrize("m, n, k, tile, blocks, bk", CASES)
@@ -109,10 +111,28 @@ def test_a_tail_of_more_than_a_quarter_of_the_blocks_runs_whole(monkeypatch):
     c = fl.zeros((64, 160), f32).partition((32, 32), schedule=ft.stream_k(blocks=4))
     assert c.stream_k_phases() == (1,)
     assert _partials_of(monkeypatch, 64, 160, 640, 4) == {"stores": 0, "loads": 0}
-    # fewer tiles than blocks, more than a quarter of them: one launch, one tile per block
-    assert fl.zeros((64, 96), f32).partition(
-        (32, 32), schedule=ft.stream_k(blocks=8)).stream_k_phases() == (1,)
+    assert not c.one_tile_each() and c.launch_grid() == (4, 1, 1)
+    # fewer tiles than blocks, more than a quarter of them: one launch, one block per tile,
+    # compiled without the loop over tiles (as persistent runs them)
+    c = fl.zeros((64, 96), f32).partition((32, 32), schedule=ft.stream_k(blocks=8))
+    assert c.stream_k_phases() == (1,) and c.one_tile_each() and c.launch_grid() == c.grid
     assert _partials_of(monkeypatch, 64, 96, 640, 8) == {"stores": 0, "loads": 0}
+
+
+def test_a_compile_ahead_builds_every_form_a_stream_k_call_may_launch():
+    """Which launches run depends on the GPU's SM count: a compile ahead of it builds the
+    whole-tiles launch, the one-block-per-tile form (persistent's), the pieces and the fixup."""
+    from fearless.ir import types as T
+    from fearless.kernel.tile import _either_schedule, _launched
+    c = fl.zeros((64, 96), f32).partition((32, 32), schedule=ft.stream_k(blocks=8))
+    args = [c, fl.zeros((64, 64), f16), fl.zeros((64, 96), f16)]
+    types = matmul._signature(args, "cpu")[0]
+    assert types[0].schedule == T.Persistent(single=True)
+    assert [ty[0].schedule for ty in _launched(types, [c], 1)] == [T.Persistent(single=True)]
+    whole = T.Persistent("grouped", 8, stream_k=True, phase=1)
+    assert [ty[0].schedule for ty in _either_schedule(types, [c])] == [
+        whole, T.Persistent(single=True), T.Persistent("grouped", 8, True, phase=2),
+        T.Persistent("grouped", 8, True, phase=3)]
 
 
 def test_whole_waves_then_loops_split_between_blocks(monkeypatch):
@@ -168,11 +188,14 @@ def test_which_block_sums_a_tile_does_not_change_the_result():
     np.testing.assert_array_equal(first, again)
 
 
-def test_the_launch_runs_the_schedules_blocks_even_with_fewer_tiles():
+def test_the_launch_runs_the_schedules_blocks_where_it_splits_fewer_tiles():
+    # 4 tiles for 16 blocks: split between all 16; for 7, too many to split: one block each
     t = fl.zeros((100, 100), f32)
-    assert t.partition((50, 50), schedule=ft.stream_k(blocks=7)).launch_grid() == (7, 1, 1)
+    assert t.partition((50, 50), schedule=ft.stream_k(blocks=16)).launch_grid() == (16, 1, 1)
+    t = fl.zeros((100, 100), f32)
+    assert t.partition((50, 50), schedule=ft.stream_k(blocks=7)).launch_grid() == (2, 2, 1)
     t = fl.zeros((0, 100), f32)
-    assert t.partition((50, 50), schedule=ft.stream_k(blocks=7)).launch_grid()[0] == 0
+    assert 0 in t.partition((50, 50), schedule=ft.stream_k(blocks=7)).launch_grid()
 
 
 def test_bad_stream_k_schedules_are_refused():

@@ -462,26 +462,25 @@ def _phase(types: tuple, phase: int) -> tuple:
 def _launched(types: tuple, partitions: list, per_sm: int) -> list[tuple]:
     """The types of each launch a call makes, in order: ``types``, or a stream-K call's
     phases (``Partition.stream_k_phases``; none for an empty partition)."""
-    if not _is_stream_k(partitions):
-        return [types]
+    if not _is_stream_k(partitions) or partitions[0].one_tile_each(per_sm):
+        return [types]   # one block per tile: the persistent form (``_schedule_type``)
     return [_phase(types, ph) for ph in partitions[0].stream_k_phases(per_sm)]
 
 
 def _either_schedule(types: tuple, partitions: list) -> list[tuple]:
-    """``types``, and for a persistent launch the same with the other of its two compiled
-    forms: a compile ahead of the GPU (``fearless compile``, the cpu backend's cross-compile)
-    does not know the GPU's SM count, which decides whether each block has one tile
-    (``Partition.one_tile_each``), so it builds both; for a stream-K call, each of its three
-    launches (which of them run depends on the SM count too)."""
+    """``types`` in each compiled form its launch may take: a compile ahead of the GPU
+    (``fearless compile``, the cpu backend's cross-compile) does not know the GPU's SM count,
+    which decides whether each block has one tile (``Partition.one_tile_each``), so for a
+    persistent launch it builds both forms; for a stream-K call, also its pieces and fixup
+    launches (whether they run depends on the SM count too)."""
     schedule = partitions[0].schedule if partitions else None
-    if isinstance(schedule, StreamK):
-        return [_phase(types, ph) for ph in (WHOLE, PIECES, FIXUP)]
     if schedule is None:
         return [types]
-    single = next(ty.schedule.single for ty in types if getattr(ty, "schedule", None))
-    other = _schedule_type(schedule, not single)
-    return [types, tuple(replace(ty, schedule=other) if getattr(ty, "schedule", None) else ty
-                         for ty in types)]
+    forms = [_schedule_type(schedule, False), _schedule_type(schedule, True)]
+    if isinstance(schedule, StreamK):
+        forms += [replace(forms[0], phase=ph) for ph in (PIECES, FIXUP)]
+    return [tuple(replace(ty, schedule=form) if getattr(ty, "schedule", None) else ty
+                  for ty in types) for form in forms]
 
 
 @overload

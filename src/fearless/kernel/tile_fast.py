@@ -85,8 +85,9 @@ def signature(params, args, per_sm):
             facts = _tensor_facts(v._tensor, view)
             schedule = v.schedule
             if schedule is not None:   # which compiled forms launch follows from the tile count
-                schedule = (schedule, v.stream_k_phases(per_sm("cuda"))
-                            if type(schedule) is StreamK else v.one_tile_each(per_sm("cuda")))
+                n = per_sm("cuda")
+                schedule = (schedule, v.one_tile_each(n),
+                            v.stream_k_phases(n) if type(schedule) is StreamK else ())
             key.append((view[0], v.tile_shape, schedule, facts))
             outs.append(v)
         elif pk is IN or pk is ATOMIC:

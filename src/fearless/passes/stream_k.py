@@ -20,7 +20,9 @@ and run in stream order, so each has the registers of its own code:
 
 1. whole tiles: block ``b`` takes tiles ``b, b + P, ...`` below ``W P``, the body as written
    (as ``persistent.py`` runs it); below ``T`` where the ``R = T - W P`` tiles left number more
-   than ``P / TAIL_SPLIT`` (``compiler/info.tail_split``), and then this is the only launch;
+   than ``P / TAIL_SPLIT`` (``compiler/info.tail_split``), and then this is the only launch
+   (where those are all the tiles, the runtime launches the persistent form with one block per
+   tile instead: ``runtime/partition.one_tile_each``);
 2. pieces: the ``I = R q`` iterations of the ``R = T - W P`` tiles left are cut into ``S =
    max(R, min(P, I // MIN_SHARE))`` balanced shares (the first ``I % S`` hold ``I // S + 1``
    iterations, the rest ``I // S``), block ``b < S`` taking the b-th; S >= R keeps a share

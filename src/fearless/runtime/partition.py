@@ -92,24 +92,24 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     loop's iterations evenly (Osama et al., "Stream-K: Work-centric Parallel Decomposition for Dense
     Matrix-Matrix Multiplication on the GPU", PPoPP 2023): whole waves of tiles go one to a block as
     with ``persistent``, and the last, partial wave's iterations, where its tiles are at most a
-    quarter of the blocks (else they run whole, one per block as with ``persistent``, but with the
-    loop over tiles even where no block gets a second), are cut into equal shares of at least 16
-    iterations where the loops are long enough (else each of those tiles is one block's share), so a
-    tile may be summed by several blocks. It runs as three launches, each compiled alone: the whole
-    waves; the pieces, whose partial sums go to a workspace the runtime keeps per stream; and the
-    fixup, in which one block per shared tile adds its pieces' partials, in the accumulator's dtype
-    and in block order from zero, and runs the rest of the body. So each tile is stored once, and
-    the result is the same bits every call (it differs from one block's sum only by the order of the
-    additions). No block waits for another. ``order`` and ``group`` as for ``persistent``. The
-    kernel must be a sum the compiler can split (CompileError otherwise, at the line): one top-level
-    ``for k in range(n)`` whose loop-carried value starts at zero and is only updated as ``acc =
-    ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value carried between iterations or out of
-    the loop, nothing stored before or inside the loop. Raises ArgumentTypeError or PartitionError
-    as ``persistent`` does. Speed on the H200 (f16 GEMM, benchmarks/RESULTS.md, session 17): at M
-    128, 1.2-1.4x faster than ``persistent`` or one tile per block with 128 x 128 tiles and 1.5-1.8x
-    with 128 x 256, but 0.9-1.0x with 64 x 64 tiles, which one per block are the fastest there;
-    where the tail is too full to split, within 3.5% of ``persistent`` (4096^3, 8192^3, 512 x
-    4096 x 4096), but 1.1-1.3x slower where the tiles are no more than the blocks (the loop)."""
+    quarter of the blocks (else they run whole, one per block as with ``persistent``), are cut into
+    equal shares of at least 16 iterations where the loops are long enough (else each of those tiles
+    is one block's share), so a tile may be summed by several blocks. It runs as three launches,
+    each compiled alone: the whole waves; the pieces, whose partial sums go to a workspace the
+    runtime keeps per stream; and the fixup, in which one block per shared tile adds its pieces'
+    partials, in the accumulator's dtype and in block order from zero, and runs the rest of the
+    body. So each tile is stored once, and the result is the same bits every call (it differs from
+    one block's sum only by the order of the additions). No block waits for another. ``order`` and
+    ``group`` as for ``persistent``. The kernel must be a sum the compiler can split (CompileError
+    otherwise, at the line): one top-level ``for k in range(n)`` whose loop-carried value starts at
+    zero and is only updated as ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value
+    carried between iterations or out of the loop, nothing stored before or inside the loop. Raises
+    ArgumentTypeError or PartitionError as ``persistent`` does. Speed on the H200 (f16 GEMM,
+    benchmarks/RESULTS.md, session 17): at M 128, 1.2-1.4x faster than ``persistent`` or one tile
+    per block with 128 x 128 tiles and 1.5-1.8x with 128 x 256, but 0.9-1.0x with 64 x 64 tiles,
+    which one per block are the fastest there; where the tail is too full to split, within 3.5% of
+    ``persistent`` (4096^3, 8192^3, 512 x 4096 x 4096), and where such a tail is all the tiles, it
+    runs one block per tile as ``persistent`` does."""
     p = persistent(blocks, order, group)
     return StreamK(p.blocks, p.order, p.group)
 
@@ -203,14 +203,12 @@ class Partition:
         persistent, ``(P, 1, 1)`` with ``P`` the schedule's blocks (default ``per_sm`` per SM,
         the kernel's occupancy) when there are more tiles than that, else ``grid``
         (``one_tile_each``); stream-K, ``(P, 1, 1)`` however few the tiles (none for no
-        tiles)."""
-        if self.schedule is None:
+        tiles), except where it runs one block per tile as persistent does (``one_tile_each``)."""
+        if self.schedule is None or self.one_tile_each(per_sm):
             return self.grid
         tiles, blocks = prod(self.grid), self._blocks(per_sm)
         if isinstance(self.schedule, StreamK):  # more blocks than tiles share their loops
             return (blocks if tiles else 0, 1, 1)
-        if self._one_each(tiles, blocks):
-            return self.grid
         return (min(blocks, tiles), 1, 1)
 
     def stream_k_phases(self, per_sm: int = 1) -> tuple[int, ...]:
@@ -218,20 +216,25 @@ class Partition:
         order: 1 (whole tiles) when there is a whole wave of tiles for the ``P`` blocks
         (``per_sm`` as for ``launch_grid``), 2 and 3 (the pieces of the tiles left, then their
         fixup) when tiles are left, and they are few enough to split (``tail_split``; else
-        launch 1 runs them whole); none for no tiles."""
+        launch 1 runs them whole, and where they are all the tiles it is compiled without the
+        loop over tiles: ``one_tile_each``); none for no tiles."""
         tiles, blocks = prod(self.grid), self._blocks(per_sm)
         if not tail_split(tiles, blocks):
             return (1,) if tiles else ()
         return ((1,) if tiles // blocks else ()) + (2, 3)
 
     def one_tile_each(self, per_sm: int = 1) -> bool:
-        """Whether a persistent (not stream-K) launch over this partition has no more tiles than
-        blocks (``per_sm`` as for ``launch_grid``) and a grid of one block per tile fits CUDA's
+        """Whether a persistent launch over this partition has no more tiles than blocks
+        (``per_sm`` as for ``launch_grid``) and a grid of one block per tile fits CUDA's
         limits: then no block gets a second tile, and the launch runs one block per tile,
-        compiled without the loop over tiles (``ir.types.Persistent.single``)."""
-        if self.schedule is None or isinstance(self.schedule, StreamK):
+        compiled without the loop over tiles (``ir.types.Persistent.single``). A stream-K
+        launch does so too where it would not split those tiles' loops (``tail_split``)."""
+        if self.schedule is None:
             return False
-        return self._one_each(prod(self.grid), self._blocks(per_sm))
+        tiles, blocks = prod(self.grid), self._blocks(per_sm)
+        if isinstance(self.schedule, StreamK) and tail_split(tiles, blocks):
+            return False
+        return self._one_each(tiles, blocks)
 
     def _blocks(self, per_sm: int) -> int:
         """A persistent launch's tile blocks: the schedule's, else ``per_sm`` per SM."""
