@@ -105,11 +105,11 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     zero and is only updated as ``acc = ft.mma(a, b, acc)`` or ``acc = acc + x``, no other value
     carried between iterations or out of the loop, nothing stored before or inside the loop. Raises
     ArgumentTypeError or PartitionError as ``persistent`` does. Speed on the H200 (f16 GEMM,
-    benchmarks/RESULTS.md, session 17): at M 128, 1.2-1.4x faster than ``persistent`` or one tile
-    per block with 128 x 128 tiles and 1.5-1.8x with 128 x 256, but 0.9-1.0x with 64 x 64 tiles,
-    which one per block are the fastest there; where the tail is too full to split, within 3.5% of
-    ``persistent`` (4096^3, 8192^3, 512 x 4096 x 4096), and where such a tail is all the tiles, it
-    runs one block per tile as ``persistent`` does."""
+    benchmarks/RESULTS.md, sessions 17-18): at M 128, 1.2-1.4x faster than ``persistent`` or one
+    tile per block with 128 x 128 tiles and 1.6-1.8x with 128 x 256, but 0.88-0.94x with 64 x 64
+    tiles, which one per block are the fastest there (1.0-1.08x with 128 x 64); where the tail is
+    too full to split, within 3.5% of ``persistent`` (4096^3, 8192^3, 512 x 4096 x 4096), and where
+    such a tail is all the tiles, it runs one block per tile as ``persistent`` does."""
     p = persistent(blocks, order, group)
     return StreamK(p.blocks, p.order, p.group)
 
