@@ -5,10 +5,10 @@ square sizes 1024-8192 (16384 with ``--full``) and the LLM shapes M (tokens) in 
 8192 by (K, N) in (4096, 4096), (4096, 14336), (14336, 4096), (4096, 128256).
 
 fearless: ``examples.tile_gemm.matmul`` with output tiles 128x128, 128x256 and 256x128 (bk 64;
-the large two with fearless's default ``num_worker_warps_per_cta: 8``), each launched one tile per block and
-persistent (``schedule=ft.persistent()``); where M <= 512 also 128x64, 64x128 and 64x64, one
-tile per block; for every LLM shape ``fearless.nn.linear`` (the
-models' path: its default plan, the decode GEMV for M <= 16 and split-K where the tiles leave
+the large two with fearless's default ``num_worker_warps_per_cta: 8``), each launched one tile
+per block and persistent (``schedule=ft.persistent()``), and 128x128 and 128x256 with
+``schedule=ft.stream_k()``; where M <= 512 also 128x64, 64x128 and 64x64, one tile per block;
+for every LLM shape ``fearless.nn.linear`` (the models' path: its default plan, the decode GEMV for M <= 16 and split-K where the tiles leave
 SMs idle; on B.T stored as the (N, K) weight it takes: the same bytes); and ``ft.autotune`` over
 those configs (the first call tunes; the winner is timed like the rest). Peers: cuBLAS
 (``torch.matmul``), Triton's autotuned matmul (``tile_peers.py``), cuTile Python when
@@ -36,7 +36,9 @@ captured per specialisation. Then the issue's targets: per dtype the geometric m
 best-fearless / cuBLAS over the square sizes 2048-16384 (>= 98%, none below 95%), the LLM shapes
 with M >= 128 (each >= 95%), M <= 16 (>= 85% of copy bandwidth), and every config >= 70% of the
 best of its shape unless its compile or launch warned (for M <= 16 only nn.linear counts: the
-GEMM tiles of 128 rows are not what fearless offers for a decode step).
+GEMM tiles of 128 rows are not what fearless offers for a decode step), and stream-K faster than
+the same tile one per block on every shape whose last wave it splits (``compiler/info.py``'s
+``tail_split`` for the GPU's SMs).
 
 Run from the repository root on the GPU machine:
     PYTHONPATH=src:. python3 benchmarks/bench_gemm.py [--quick] [--full]
@@ -65,6 +67,7 @@ import numpy as np
 import fearless as fl
 from fearless import bf16, f16, f32
 from fearless import tile as ft
+from fearless.compiler import info
 from fearless.errors import OccupancyWarning, PerformanceWarning
 from fearless.ir import types as T
 from fearless.kernel.tile_fast import pow2_div
@@ -93,13 +96,32 @@ TARGETS = {"square_geomean": 0.98, "square_min": 0.95, "llm_min": 0.95, "copy": 
 
 @dataclass(frozen=True)
 class Config:
-    """One fearless tile GEMM: output tile, K step, persistent, and the largest M it is timed
-    at (None: every M)."""
+    """One fearless tile GEMM: output tile, K step, ``schedule`` ("" one tile per block,
+    "persistent" or "stream-K"), and the largest M it is timed at (None: every M)."""
 
     tile: tuple
     bk: int = 64
-    persistent: bool = False
+    schedule: str = ""
     max_m: int | None = None
+
+    def partition_schedule(self, blocks: int | None = None):
+        """The ``schedule=`` of its output partition."""
+        make = {"": None, "persistent": ft.persistent, "stream-K": ft.stream_k}[self.schedule]
+        return make and make(blocks=blocks)
+
+    def forms(self, m: int, n: int, sms: int) -> list:
+        """The ``ir.types.Persistent`` (None: no schedule) of each launch over an (m, n)
+        output on ``sms`` SMs (``runtime/partition.py``'s rules, one block per SM)."""
+        tiles = self.tiles(m, n)
+        if not self.schedule:
+            return [None]
+        if self.schedule == "persistent":
+            return [T.Persistent(single=tiles <= sms)]
+        split = info.tail_split(tiles, sms)
+        if tiles <= sms and not split:
+            return [T.Persistent(single=True)]
+        phases = ((1,) if tiles // sms or not split else ()) + ((2, 3) if split else ())
+        return [T.Persistent(stream_k=True, phase=ph) for ph in phases]
 
     def applies(self, m: int) -> bool:
         return self.max_m is None or m <= self.max_m
@@ -110,21 +132,23 @@ class Config:
 
     @property
     def name(self) -> str:
-        return f"{self.tile[0]}x{self.tile[1]}{' persistent' if self.persistent else ''}"
+        return f"{self.tile[0]}x{self.tile[1]}{' ' + self.schedule if self.schedule else ''}"
 
 
 # The 64-wide tiles, one per block (persistent, 1.6-2.7x slower: RESULTS.md, session 14),
 # are timed where M <= SMALL_M: there 128 x 128 tiles leave most SMs idle (M 128, N 4096: 32
 # blocks on 132 SMs).
 SMALL_M = 512   # from M 1024 on, 128 x 128 tiles give 2 blocks per SM at N 4096
+# Stream-K with the two tiles it speeds up at M 128 (RESULTS.md, sessions 17-18); 256 x 128
+# tiles run slower than 128 x 256 at every shape timed.
 CONFIGS = tuple(Config(tile, 64, p) for tile in ((128, 128), (128, 256), (256, 128))
-                for p in (False, True)) + tuple(
+                for p in ("", "persistent")) + tuple(
+    Config(tile, 64, "stream-K") for tile in ((128, 128), (128, 256))) + tuple(
     Config(tile, 64, max_m=SMALL_M) for tile in ((128, 64), (64, 128), (64, 64)))
 TUNED = "ft.autotune"   # the config name of the autotuned row (issue 15's target: within 1%)
 # the same configs as ft.Configs: the tuner picks one per shape (issue 15: within 1% of the best)
 tuned_matmul = ft.autotune(
-    [ft.Config(tile=c.tile, bk=c.bk, schedule=ft.persistent() if c.persistent else None)
-     for c in CONFIGS],
+    [ft.Config(tile=c.tile, bk=c.bk, schedule=c.partition_schedule()) for c in CONFIGS],
     key=("a", "b"))(matmul)
 
 
@@ -299,8 +323,12 @@ LAUNCH_WARNINGS: set = set()   # launch_advice's reasons: a shape's own, not a c
 def launch_advice(shape: Shape, cfg: Config, sms: int) -> list[str]:
     """The PerformanceWarning a first launch of ``cfg`` over ``shape`` gives when its tiles do
     not suit the shape (``tile_launch.idle_sm_advice``; one tile per block or persistent
-    alike), as ``compiled_first`` words it."""
-    why = idle_sm_advice((shape.m, shape.n), cfg.tile, cfg.tiles(shape.m, shape.n), sms)
+    alike; none for stream-K where it splits the tail: ``kernel/tile.py``'s
+    ``_weighs_idle_sms``), as ``compiled_first`` words it."""
+    tiles = cfg.tiles(shape.m, shape.n)
+    if cfg.schedule == "stream-K" and info.tail_split(tiles, sms):
+        return []
+    why = idle_sm_advice((shape.m, shape.n), cfg.tile, tiles, sms)
     if why is None:
         return []
     LAUNCH_WARNINGS.add(why)
@@ -326,6 +354,7 @@ class Report(RunLog):
 
     def __init__(self, out_dir: Path | None):
         super().__init__(out_dir, "bench_gemm")
+        self.sms = 132   # the blocks of a scheduled launch: the GPU's SMs (H200 for made-up rows)
         self.shapes: list[dict] = []
         self.spec_warnings: dict = {}   # (config, dtype, layout) -> warnings of its compile
 
@@ -358,7 +387,7 @@ class Report(RunLog):
     def close_shape(self, shape: Shape) -> dict:
         """The shape's summary: best fearless config, its ratios; each config's % of best."""
         rows = [r for r in self.rows if r["shape"] == shape.label]
-        s = shape_summary(shape, rows)
+        s = shape_summary(shape, rows, self.sms)
         self.shapes.append(s)
         if s["best"]:
             self.log(f"  % of best ({s['best']}): " + " | ".join(
@@ -395,9 +424,11 @@ def flagged(row: dict) -> bool:
                for w in row.get("warnings", ()))
 
 
-def shape_summary(shape: Shape, rows: list[dict]) -> dict:
+def shape_summary(shape: Shape, rows: list[dict], sms: int) -> dict:
     """Best fearless config (fastest correct row) and each fearless row's % of it; ``weak``:
-    the configs offered for the shape below 70% of the best without a compile warning."""
+    the configs offered for the shape below 70% of the best without a compile warning;
+    ``stream_k``: per stream-K config whose tail ``sms`` blocks split (``info.tail_split``), its
+    speed-up over the same tile one per block."""
     cublas = next((r for r in rows if r["config"] == "cuBLAS"), None)
     good = [r for r in rows if r["who"] == "fearless" and r.get("ok", True)]
     best = min(good, key=lambda r: r["ms"], default=None)
@@ -419,6 +450,11 @@ def shape_summary(shape: Shape, rows: list[dict]) -> dict:
             offered = not shape.decode or r["config"] == DECODE
             if offered and r["pct_best"] < 100 * TARGETS["of_best"] and not flagged(r):
                 s["weak"].append(r["config"])
+    timed = {r["config"]: r["ms"] for r in good}
+    s["stream_k"] = {c.name: timed[Config(c.tile, c.bk).name] / timed[c.name] for c in CONFIGS
+                     if c.schedule == "stream-K" and c.name in timed
+                     and Config(c.tile, c.bk).name in timed
+                     and info.tail_split(c.tiles(shape.m, shape.n), sms)}
     return s
 
 
@@ -446,6 +482,7 @@ def summary(shapes: list[dict]) -> dict:
                                if (s.get("pct_copy") or 0.0) < 100 * TARGETS["copy"]]
         d["weak_configs"] = [f"{s['shape']}: {c}" for s in shapes if s["dtype"] == dt
                              for c in s["weak"]]
+        d["stream_k"] = [(s["shape"], c, x) for s in mine for c, x in s.get("stream_k", {}).items()]
         tuned = [s for s in mine if TUNED in s.get("configs", {})]
         if tuned:   # issue 15: the tuned GEMM within 1% of the best hand-picked config
             d["tuned_min_pct"] = min(s["configs"][TUNED] for s in tuned)
@@ -472,6 +509,12 @@ def target_lines(summ: dict) -> list[str]:
             lines.append(f"  {dt} LLM M <= 16: min {d['copy_min_pct']:.1f}% of copy bandwidth "
                          f"(>= 85 each): {verdict(not d['copy_below'])}"
                          + "".join(f"\n      below: {s}" for s in d["copy_below"]))
+        if d.get("stream_k"):
+            slow = [f"{shape}: {c} {x:.2f}x" for shape, c, x in d["stream_k"] if x <= 1.0]
+            ups = [x for *_, x in d["stream_k"]]
+            lines.append(f"  {dt} stream-K where it splits the tail: {min(ups):.2f}-"
+                         f"{max(ups):.2f}x one tile per block (> 1 each): {verdict(not slow)}"
+                         + "".join(f"\n      below: {w}" for w in slow))
         if "tuned_min_pct" in d:
             lines.append(f"  {dt} ft.autotune: at worst {d['tuned_min_pct']:.1f}% of the best "
                          f"config (issue 15: >= 99): {verdict(d['tuned_min_pct'] >= 99)}")
@@ -529,7 +572,7 @@ def bench_shape(rep: Report, clock: FlushClock, torch, shape: Shape, ct_run, cop
     for cfg in (c for c in CONFIGS if c.applies(m)):
         out = poisoned()
         owned = Owned(lambda p, cfg=cfg: matmul(p, fa, fb, bk=cfg.bk), fl.asarray(out)
-                      .partition(cfg.tile, schedule=ft.persistent() if cfg.persistent else None))
+                      .partition(cfg.tile, schedule=cfg.partition_schedule()))
         cases.append(Case(cfg.name, "fearless", owned.call,
                           lambda mark, owned=owned: owned.run_chain(1, mark),
                           lambda owned=owned, out=out: (owned.done(), checked(out))[1],
@@ -572,6 +615,7 @@ def tuned_case(fa, fb, out, check, rep: Report) -> Case:
 def gpu_run(rep: Report, shapes: list[Shape], reps: int, flush_mb: int) -> None:
     import torch
     fl.set_backend("cuda")
+    rep.sms = fl.multiprocessor_count()
     rep.data["env"] = environment(torch)
     rep.data["settings"] = {"reps": reps, "flush_mb": flush_mb,
                             "shapes": [s.label for s in shapes]}
@@ -601,10 +645,13 @@ def gpu_run(rep: Report, shapes: list[Shape], reps: int, flush_mb: int) -> None:
 
 DRY_SHAPES = (("square", 200, 136, 100), ("llm", 1, 136, 100), ("llm", 16, 80, 96))
 DRY_REPS = 3   # rounds of the dry run's interleaved timing (CPU wall times, meaningless)
+# a scheduled launch's blocks there: persistent loops over tiles, stream-K splits the tails
+DRY_BLOCKS = {"persistent": 3, "stream-K": 16}
 
 
 def dry_run(rep: Report, shapes: list[Shape]) -> int:
     fl.set_backend("cpu")
+    rep.sms = DRY_BLOCKS["stream-K"]
     rng = np.random.default_rng(0)
     rep.log(f"every fearless config on the CPU backend, timed as on the GPU ({DRY_REPS} "
             "interleaved rounds) but by the wall clock; err: max |C - float64 NumPy| / max |C|")
@@ -629,7 +676,7 @@ def dry_run(rep: Report, shapes: list[Shape]) -> int:
                 owned = Owned(lambda p, cfg=cfg: matmul(p, fa, fb, bk=cfg.bk),
                               fl.full((m, n), np.nan, dt).partition(
                                   cfg.tile,
-                                  schedule=ft.persistent(blocks=3) if cfg.persistent else None))
+                                  schedule=cfg.partition_schedule(DRY_BLOCKS.get(cfg.schedule))))
                 cases.append(Case(cfg.name, "fearless", owned.call,
                                   lambda mark, owned=owned: owned.run_chain(1, mark),
                                   lambda owned=owned: checked(owned.done())))
@@ -669,12 +716,17 @@ def fake_rows():
     """Made-up times that exercise every branch of the summary (a weak, unwarned config)."""
     sq = Shape("square", 4096, 4096, 4096, f16)
     dec = Shape("llm", 1, 4096, 4096, f16)
+    tail = Shape("llm", 128, 4096, 4096, f16)   # 32 tiles of 128 x 128: stream-K splits them
     return [(sq, [("cuBLAS", "peer", 0.20, []), ("triton", "peer", 0.21, []),
                   ("128x128", "fearless", 0.205, []),
                   ("128x256", "fearless", 0.40, ["PerformanceWarning: spills"]),
                   ("256x128", "fearless", 0.35, [])]),
             (dec, [("cuBLAS", "peer", 0.012, []), ("128x128", "fearless", 0.030, []),
-                   (DECODE, "fearless", 0.0125, [])])]
+                   (DECODE, "fearless", 0.0125, [])]),
+            (tail, [("cuBLAS", "peer", 0.015, []), ("128x128", "fearless", 0.023, []),
+                    ("128x128 stream-K", "fearless", 0.019, []),
+                    ("128x256", "fearless", 0.044, []),
+                    ("128x256 stream-K", "fearless", 0.046, [])])]
 
 
 def gpu_view(dt, shape: tuple, tile=None, schedule=None) -> T.TensorView:
@@ -686,15 +738,20 @@ def gpu_view(dt, shape: tuple, tile=None, schedule=None) -> T.TensorView:
                                  True), schedule)
 
 
+def _form_label(form) -> str:
+    """" one per block" or " launch N" for a scheduled compile's form, else ""."""
+    if form is None or not (form.single or form.stream_k):
+        return ""
+    return " one per block" if form.single else f" launch {form.phase}"
+
+
 def specialisations(shape: Shape) -> list[tuple]:
     """(name, kernel, types, constants) of each GPU compile that timing ``shape`` makes."""
     dt, (m, n, k) = shape.dtype, (shape.m, shape.n, shape.k)
     sms = linear_module._H200_SMS
-    out = [(f"{cfg.name} {dt.name}", matmul,
-            (gpu_view(dt, (m, n), cfg.tile, None if not cfg.persistent else T.Persistent(
-                single=cfg.tiles(m, n) <= sms)),
-             gpu_view(dt, (m, k)), gpu_view(dt, (k, n))), {"bk": cfg.bk}) for cfg in CONFIGS
-           if cfg.applies(m)]
+    out = [(f"{cfg.name} {dt.name}{_form_label(form)}", matmul,
+            (gpu_view(dt, (m, n), cfg.tile, form), gpu_view(dt, (m, k)), gpu_view(dt, (k, n))),
+            {"bk": cfg.bk}) for cfg in CONFIGS if cfg.applies(m) for form in cfg.forms(m, n, sms)]
     if shape.kind == "llm":
         p = linear_module.plan(m, n, k, dt, linear_module._H200_SMS)
         consts = {"bk": p.bk, "form": linear_module._FORMS[p.form], "exact": False,

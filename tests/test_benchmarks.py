@@ -100,12 +100,13 @@ def test_only_the_offered_path_counts_against_a_decode_shapes_best():
                 for c, ms in configs] + [{"config": "cuBLAS", "who": "peer", "ms": 1.0,
                                           "tflops": 1.0}]
     slow = [(bench.DECODE, 1.0), ("128x128", 3.0)]
-    decode = bench.shape_summary(bench.Shape("llm", 1, 4096, 4096, f16), rows(slow))
-    square = bench.shape_summary(bench.Shape("square", 4096, 4096, 4096, f16), rows(slow))
+    decode = bench.shape_summary(bench.Shape("llm", 1, 4096, 4096, f16), rows(slow), 132)
+    square = bench.shape_summary(bench.Shape("square", 4096, 4096, 4096, f16), rows(slow),
+                                  132)
     assert decode["weak"] == [] and square["weak"] == ["128x128"]
     # nn.linear itself below 70% of a GEMM tile on a decode shape still counts
     flipped = bench.shape_summary(bench.Shape("llm", 16, 4096, 4096, f16),
-                                  rows([(bench.DECODE, 3.0), ("128x128", 1.0)]))
+                                  rows([(bench.DECODE, 3.0), ("128x128", 1.0)]), 132)
     assert flipped["weak"] == [bench.DECODE]
 
 
@@ -118,6 +119,48 @@ def test_a_config_whose_launch_leaves_sms_idle_is_counted_as_warned():
     assert "32 tile blocks on 132 SMs" in bench.launch_advice(m128, big, 132)[0]
     assert bench.launch_advice(m128, small, 132) == []
     assert bench.launch_advice(bench.Shape("square", 4096, 4096, 4096, f16),
-                               bench.Config((128, 128), persistent=True), 132) == []
+                               bench.Config((128, 128), schedule="persistent"), 132) == []
     row = {"warnings": bench.launch_advice(m128, bench.Config((256, 128)), 132)}
     assert bench.flagged(row)
+
+
+def test_each_config_compiles_the_forms_its_launches_take():
+    """``Config.forms`` follows the runtime's rules (runtime/partition.py) on 132 SMs."""
+    from fearless.ir import types as T
+    bench = _bench_gemm()
+    one, pers, sk = (bench.Config((128, 128), schedule=s) for s in ("", "persistent",
+                                                                     "stream-K"))
+    assert one.forms(4096, 4096, 132) == [None]
+    assert pers.forms(4096, 4096, 132) == [T.Persistent()]
+    assert pers.forms(128, 4096, 132) == [T.Persistent(single=True)]
+    whole, pieces, fixup = (T.Persistent(stream_k=True, phase=p) for p in (1, 2, 3))
+    # 1024 tiles: 7 waves, then 100 (over a quarter of 132): run whole
+    assert sk.forms(4096, 4096, 132) == [whole]
+    # 32 tiles: split; 128 x 14336 with 128 x 256 tiles, 56: too many, one block each
+    assert sk.forms(128, 4096, 132) == [pieces, fixup]
+    assert bench.Config((128, 256), schedule="stream-K").forms(128, 14336, 132) == [
+        T.Persistent(single=True)]
+    # 16384^2 in 128 x 128 tiles: 124 waves, then 16 left: whole waves, pieces, fixup
+    assert sk.forms(16384, 16384, 132) == [whole, pieces, fixup]
+
+
+def test_stream_k_is_weighed_against_one_tile_per_block_where_it_splits_the_tail():
+    bench = _bench_gemm()
+
+    def rows(configs):
+        return [{"config": c, "who": "fearless", "ms": ms, "tflops": 1.0, "pct_cublas": 100 / ms}
+                for c, ms in configs] + [{"config": "cuBLAS", "who": "peer", "ms": 1.0,
+                                          "tflops": 1.0}]
+    times = [("128x128", 2.3), ("128x128 stream-K", 1.9), ("128x256", 4.4),
+             ("128x256 stream-K", 4.6)]
+    m128 = bench.shape_summary(bench.Shape("llm", 128, 4096, 4096, f16), rows(times), 132)
+    assert m128["stream_k"] == {"128x128 stream-K": 2.3 / 1.9, "128x256 stream-K": 4.4 / 4.6}
+    # 4096^2: the tail is run whole, so stream-K is not held to it
+    assert bench.shape_summary(bench.Shape("square", 4096, 4096, 4096, f16), rows(times),
+                               132)["stream_k"] == {}
+    lines = "\n".join(bench.target_lines(bench.summary([m128])))
+    assert "stream-K where it splits the tail: 0.96-1.21x" in lines and "MISSED" in lines
+    assert "128x256 stream-K 0.96x" in lines
+    # and no idle-SM warning is held against a launch that splits its tail
+    assert bench.launch_advice(bench.Shape("llm", 128, 4096, 4096, f16),
+                               bench.Config((128, 128), schedule="stream-K"), 132) == []

@@ -420,3 +420,17 @@ def test_the_fixups_loads_of_partial_sums_wait_for_no_memory_operation():
     # the entry token: gdc_wait where the launch may be a dependent one (PDL), else make_token
     assert loads and all(op.fields["token"].owner.name in ("gdc_wait", "make_token")
                          for op in loads)
+
+
+def test_idle_sms_are_weighed_unless_stream_k_splits_the_loops():
+    """The OccupancyWarning's rule counts a launch's tiles; a stream-K call that splits its
+    tiles' loops over every block is not weighed, one that runs them one per block is."""
+    from fearless.kernel.tile import _weighs_idle_sms
+
+    def part(schedule):
+        return fl.zeros((100, 100), f32).partition((50, 50), schedule=schedule)
+    assert _weighs_idle_sms([part(None)], 1) and not _weighs_idle_sms([], 1)
+    assert _weighs_idle_sms([part(ft.persistent(blocks=16))], 1)
+    # 4 tiles: split over 16 blocks; for 7, too many to split, so one block each
+    assert not _weighs_idle_sms([part(ft.stream_k(blocks=16))], 1)
+    assert _weighs_idle_sms([part(ft.stream_k(blocks=7))], 1)

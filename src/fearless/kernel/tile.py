@@ -360,9 +360,8 @@ class TileKernel(BaseKernel):
             if loaded is not None:   # an empty stream-K partition launches nothing
                 self._remember(values, types, constants,
                                [each.loaded for each in entries] or [loaded])
-                # a stream-K launch spreads its tiles' loops over every SM: not weighed
-                if self._advises and entry.compiled.info.mma and partitions \
-                        and not _is_stream_k(partitions):
+                if self._advises and entry.compiled.info.mma \
+                        and _weighs_idle_sms(partitions, self.per_sm(backend)):
                     why = tile_launch.idle_sm_advice(partitions[0].shape,
                                                      partitions[0].tile_shape,
                                                      prod(partitions[0].grid),
@@ -451,6 +450,13 @@ def _schedule_type(schedule, single: bool) -> T.Persistent | None:
 
 def _is_stream_k(partitions: list) -> bool:
     return bool(partitions) and isinstance(partitions[0].schedule, StreamK)
+
+
+def _weighs_idle_sms(partitions: list, per_sm: int) -> bool:
+    """Whether a launch's tile count says how busy the SMs are (``idle_sm_advice``): not where
+    a stream-K call splits its tiles' loops over every block (its pieces launch)."""
+    return bool(partitions) and not (_is_stream_k(partitions)
+                                     and PIECES in partitions[0].stream_k_phases(per_sm))
 
 
 def _phase(types: tuple, phase: int) -> tuple:
