@@ -119,7 +119,7 @@ class Config:
             return [T.Persistent(single=tiles <= sms)]
         split = info.tail_split(tiles, sms)
         if tiles <= sms and not split:
-            return [T.Persistent(single=True)]
+            return [T.Persistent(stream_k=True, single=True, phase=1)]
         phases = ((1,) if tiles // sms or not split else ()) + ((2, 3) if split else ())
         return [T.Persistent(stream_k=True, phase=ph) for ph in phases]
 

@@ -139,7 +139,7 @@ def test_each_config_compiles_the_forms_its_launches_take():
     # 32 tiles: split; 128 x 14336 with 128 x 256 tiles, 56: too many, one block each
     assert sk.forms(128, 4096, 132) == [pieces, fixup]
     assert bench.Config((128, 256), schedule="stream-K").forms(128, 14336, 132) == [
-        T.Persistent(single=True)]
+        T.Persistent(stream_k=True, single=True, phase=1)]
     # 16384^2 in 128 x 128 tiles: 124 waves, then 16 left: whole waves, pieces, fixup
     assert sk.forms(16384, 16384, 132) == [whole, pieces, fixup]
 

@@ -127,11 +127,12 @@ def test_a_compile_ahead_builds_every_form_a_stream_k_call_may_launch():
     c = fl.zeros((64, 96), f32).partition((32, 32), schedule=ft.stream_k(blocks=8))
     args = [c, fl.zeros((64, 64), f16), fl.zeros((64, 96), f16)]
     types = matmul._signature(args, "cpu")[0]
-    assert types[0].schedule == T.Persistent(single=True)
-    assert [ty[0].schedule for ty in _launched(types, [c], 1)] == [T.Persistent(single=True)]
+    single = T.Persistent(stream_k=True, single=True, phase=1)
+    assert types[0].schedule == single and "(one tile per block)" in str(types[0])
+    assert [ty[0].schedule for ty in _launched(types, [c], 1)] == [single]
     whole = T.Persistent("grouped", 8, stream_k=True, phase=1)
     assert [ty[0].schedule for ty in _either_schedule(types, [c])] == [
-        whole, T.Persistent(single=True), T.Persistent("grouped", 8, True, phase=2),
+        whole, single, T.Persistent("grouped", 8, True, phase=2),
         T.Persistent("grouped", 8, True, phase=3)]
 
 
@@ -285,9 +286,12 @@ def no_loop(c: ft.Out, a: ft.In, b: ft.In):
     (last_step, "a value the loop leaves behind"),
     (no_loop, "no top-level for loop"),
 ], ids=lambda v: getattr(v, "name", None))
-def test_a_loop_that_is_not_a_splittable_sum_is_refused_at_compile_time(kernel, why):
+@pytest.mark.parametrize("blocks", [3, 4, 8, 16])
+def test_a_loop_that_is_not_a_splittable_sum_is_refused_at_compile_time(kernel, why, blocks):
+    # 4 tiles on 3 blocks (whole tiles in a loop), 4 (one wave), 8 (too many to split: one
+    # block per tile, no loop), 16 (split): refused alike, whatever the output's size
     a, b = fl.asarray(np.ones((64, 64), np.float16)), fl.asarray(np.ones((64, 64), np.float16))
-    c = fl.zeros((64, 64), f16).partition((32, 32), schedule=ft.stream_k(blocks=3))
+    c = fl.zeros((64, 64), f16).partition((32, 32), schedule=ft.stream_k(blocks=blocks))
     with pytest.raises(CompileError, match=why) as info:
         kernel(c, a, b)
     assert info.value.kernel == kernel.name

@@ -123,7 +123,8 @@ class Persistent:
     workspace), 3 adds each of those tiles' pieces and runs the rest of the body (0: not
     stream-K).
     ``single``: the launch has no more tiles than blocks, so no block gets a second tile: the
-    kernel compiles as with one tile block per tile (``passes/persistent.py`` only checks it)."""
+    kernel compiles as with one tile block per tile (``passes/persistent.py`` only checks it;
+    with ``stream_k``, phase 1, ``passes/stream_k.py`` checks that its loop could be split)."""
 
     order: str = "grouped"
     group: int = 8

@@ -357,7 +357,7 @@ class TileKernel(BaseKernel):
                 else:
                     for each in entries:
                         tile_launch.launch_cuda(each.loaded, grid, tensors, scalars, stream)
-            if loaded is not None:   # an empty stream-K partition launches nothing
+            if loaded is not None:   # entries: none only for a stream-K call with no launch
                 self._remember(values, types, constants,
                                [each.loaded for each in entries] or [loaded])
                 if self._advises and entry.compiled.info.mma \
@@ -436,14 +436,16 @@ class TileKernel(BaseKernel):
 
 def _schedule_type(schedule, single: bool) -> T.Persistent | None:
     """The compiled kernel's type of a partition's ``schedule`` (None: one tile per block). One
-    tile per block (``single``) compiles alike whatever the order, so it has one type. A
-    stream-K schedule's is its first launch's (whole tiles); ``_phase`` gives the others."""
+    tile per block (``single``) compiles alike whatever the order, so it has one type (stream-K's
+    another: its compile also refuses a loop it could not split, so that whether a kernel
+    compiles does not depend on the size of its output). A stream-K schedule's is its first
+    launch's (whole tiles); ``_phase`` gives the others."""
     if schedule is None:
         return None
-    if single:
-        return T.Persistent(single=True)
-    order = schedule.order
     stream_k = isinstance(schedule, StreamK)
+    if single:
+        return T.Persistent(stream_k=stream_k, single=True, phase=WHOLE if stream_k else 0)
+    order = schedule.order
     return T.Persistent(order, schedule.group if order == "grouped" else 1, stream_k,
                         phase=WHOLE if stream_k else 0)
 
@@ -467,7 +469,8 @@ def _phase(types: tuple, phase: int) -> tuple:
 
 def _launched(types: tuple, partitions: list, per_sm: int) -> list[tuple]:
     """The types of each launch a call makes, in order: ``types``, or a stream-K call's
-    phases (``Partition.stream_k_phases``; none for an empty partition)."""
+    phases (``Partition.stream_k_phases``) unless it runs one block per tile (an empty output
+    too: its launch runs no block)."""
     if not _is_stream_k(partitions) or partitions[0].one_tile_each(per_sm):
         return [types]   # one block per tile: the persistent form (``_schedule_type``)
     return [_phase(types, ph) for ph in partitions[0].stream_k_phases(per_sm)]

@@ -21,8 +21,9 @@ and run in stream order, so each has the registers of its own code:
 1. whole tiles: block ``b`` takes tiles ``b, b + P, ...`` below ``W P``, the body as written
    (as ``persistent.py`` runs it); below ``T`` where the ``R = T - W P`` tiles left number more
    than ``P / TAIL_SPLIT`` (``compiler/info.tail_split``), and then this is the only launch
-   (where those are all the tiles, the runtime launches the persistent form with one block per
-   tile instead: ``runtime/partition.one_tile_each``);
+   (where those are all the tiles, its form with one block per tile, ``Persistent.single``:
+   the checks below, then the body as written, as ``persistent.py`` runs it;
+   ``runtime/partition.one_tile_each``);
 2. pieces: the ``I = R q`` iterations of the ``R = T - W P`` tiles left are cut into ``S =
    max(R, min(P, I // MIN_SHARE))`` balanced shares (the first ``I % S`` hold ``I // S + 1``
    iterations, the rest ``I // S``), block ``b < S`` taking the b-th; S >= R keeps a share
@@ -102,6 +103,8 @@ def run(fn: Function, options) -> Function:
         # the trip count's rule checked here too (its copy unused), so that whether a kernel
         # is refused does not depend on the launches a shape makes
         _hoist(fn, prefix, loop.operands[1], Builder(Region()), loop)
+        if schedule.single:   # no block gets a second tile: the body as one tile per block
+            return fn
         whole = s.mul(s.div(tiles, p), p)
         full = s.cmp("gt", s.mul(s.sub(tiles, whole), s.const(info.TAIL_SPLIT)), p)
         tile_loop(s.b, out, schedule, b, s.select(full, tiles, whole), p).ops.extend(ops)
