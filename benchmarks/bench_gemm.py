@@ -68,7 +68,7 @@ import fearless as fl
 from fearless import bf16, f16, f32
 from fearless import tile as ft
 from fearless.compiler import info
-from fearless.errors import OccupancyWarning, PerformanceWarning
+from fearless.errors import OccupancyWarning
 from fearless.ir import types as T
 from fearless.kernel.tile_fast import pow2_div
 from fearless.runtime.tile_launch import idle_sm_advice
@@ -78,6 +78,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other benchmark 
 from bench_linear import fearless_runner, linear, linear_module  # noqa: E402
 from bench_tile import (Clock, Owned, bench_copy, environment, lowered,  # noqa: E402
                         rel_err)
+from gemm_targets import (DECODE, TUNED, flagged, shape_summary, summary,  # noqa: E402
+                          target_lines)
 from run_log import RunLog  # noqa: E402
 from tile_peers import cutile_matmul, triton  # noqa: E402
 if triton is not None:
@@ -88,11 +90,7 @@ SQUARE, FULL_SQUARE = (1024, 2048, 4096, 8192), 16384
 LLM_M = (1, 16, 128, 1024, 8192)
 LLM_KN = ((4096, 4096), (4096, 14336), (14336, 4096), (4096, 128256))
 QUICK_SHAPES, QUICK_DTYPES = "2048,4096,8192,llm:1024", "f16"
-DECODE = "nn.linear"   # the config name of fearless.nn.linear (its default plan: split-K, decode)
 REPS, QUICK_REPS = 21, 15   # timed rounds per shape (cheap: the runs are mostly sub-ms)
-TARGETS = {"square_geomean": 0.98, "square_min": 0.95, "llm_min": 0.95, "copy": 0.85,
-           "of_best": 0.70}
-
 
 @dataclass(frozen=True)
 class Config:
@@ -145,7 +143,6 @@ CONFIGS = tuple(Config(tile, 64, p) for tile in ((128, 128), (128, 256), (256, 1
                 for p in ("", "persistent")) + tuple(
     Config(tile, 64, "stream-K") for tile in ((128, 128), (128, 256))) + tuple(
     Config(tile, 64, max_m=SMALL_M) for tile in ((128, 64), (64, 128), (64, 64)))
-TUNED = "ft.autotune"   # the config name of the autotuned row (issue 15's target: within 1%)
 # the same configs as ft.Configs: the tuner picks one per shape (issue 15: within 1% of the best)
 tuned_matmul = ft.autotune(
     [ft.Config(tile=c.tile, bk=c.bk, schedule=c.partition_schedule()) for c in CONFIGS],
@@ -320,6 +317,13 @@ def measure(rep: Report, clock, shape: Shape, cases: list[Case], reps: int,
 LAUNCH_WARNINGS: set = set()   # launch_advice's reasons: a shape's own, not a compile's
 
 
+def split_tails(shape: Shape, sms: int) -> dict:
+    """The stream-K configs that split ``shape``'s last wave on ``sms`` SMs
+    (``info.tail_split``), each with the name of the same tile one per block."""
+    return {c.name: Config(c.tile, c.bk).name for c in CONFIGS if c.schedule == "stream-K"
+            and info.tail_split(c.tiles(shape.m, shape.n), sms)}
+
+
 def launch_advice(shape: Shape, cfg: Config, sms: int) -> list[str]:
     """The PerformanceWarning a first launch of ``cfg`` over ``shape`` gives when its tiles do
     not suit the shape (``tile_launch.idle_sm_advice``; one tile per block or persistent
@@ -387,7 +391,7 @@ class Report(RunLog):
     def close_shape(self, shape: Shape) -> dict:
         """The shape's summary: best fearless config, its ratios; each config's % of best."""
         rows = [r for r in self.rows if r["shape"] == shape.label]
-        s = shape_summary(shape, rows, self.sms)
+        s = shape_summary(shape, rows, split_tails(shape, self.sms))
         self.shapes.append(s)
         if s["best"]:
             self.log(f"  % of best ({s['best']}): " + " | ".join(
@@ -415,113 +419,6 @@ class Report(RunLog):
                  "compile or launch did not warn")
         for line in target_lines(summary(self.shapes)):
             self.log(line)
-
-
-def flagged(row: dict) -> bool:
-    """Whether the row's compile or launch raised a PerformanceWarning (it says why it is
-    slow)."""
-    return any(w.startswith((PerformanceWarning.__name__ + ":", OccupancyWarning.__name__ + ":"))
-               for w in row.get("warnings", ()))
-
-
-def shape_summary(shape: Shape, rows: list[dict], sms: int) -> dict:
-    """Best fearless config (fastest correct row) and each fearless row's % of it; ``weak``:
-    the configs offered for the shape below 70% of the best without a compile warning;
-    ``stream_k``: per stream-K config whose tail ``sms`` blocks split (``info.tail_split``), its
-    speed-up over the same tile one per block."""
-    cublas = next((r for r in rows if r["config"] == "cuBLAS"), None)
-    good = [r for r in rows if r["who"] == "fearless" and r.get("ok", True)]
-    best = min(good, key=lambda r: r["ms"], default=None)
-    s = {"shape": shape.label, "kind": shape.kind, "dtype": shape.dtype.name, "m": shape.m,
-         "n": shape.n, "k": shape.k, "best": best and best["config"],
-         "cublas_tflops": cublas and cublas["tflops"],
-         "peers": {r["config"]: r.get("pct_cublas") for r in rows if r["who"] == "peer"
-                   and r["config"] != "cuBLAS" and r.get("ok", True)}, "weak": []}
-    if best is None:
-        return s
-    s.update(tflops=best["tflops"], pct_cublas=best.get("pct_cublas"),
-             pct_copy=best.get("pct_copy"), configs={})
-    for r in rows:
-        if r["who"] == "fearless":
-            r["pct_best"] = 100 * best["ms"] / r["ms"]
-            s["configs"][r["config"]] = r["pct_best"]
-            # for a decode shape fearless offers nn.linear's GEMV; the GEMM tiles (128 rows
-            # for 1 or 16) are timed for scale only
-            offered = not shape.decode or r["config"] == DECODE
-            if offered and r["pct_best"] < 100 * TARGETS["of_best"] and not flagged(r):
-                s["weak"].append(r["config"])
-    timed = {r["config"]: r["ms"] for r in good}
-    s["stream_k"] = {c.name: timed[Config(c.tile, c.bk).name] / timed[c.name] for c in CONFIGS
-                     if c.schedule == "stream-K" and c.name in timed
-                     and Config(c.tile, c.bk).name in timed
-                     and info.tail_split(c.tiles(shape.m, shape.n), sms)}
-    return s
-
-
-def summary(shapes: list[dict]) -> dict:
-    """The issue's targets per dtype, over the shapes run."""
-    out: dict = {}
-    for dt in DTYPES:
-        mine = [s for s in shapes if s["dtype"] == dt and s.get("pct_cublas") is not None]
-        square = [s for s in mine if s["kind"] == "square" and s["m"] >= 2048]
-        llm = [s for s in mine if s["kind"] == "llm" and s["m"] >= 128]
-        decode = [s for s in shapes if s["dtype"] == dt and s["kind"] == "llm"
-                  and s["m"] <= linear_module.DECODE_MAX_T]
-        d: dict = {}
-        if square:
-            ratios = [s["pct_cublas"] / 100 for s in square]
-            d["square_geomean_pct"] = 100 * math.exp(sum(map(math.log, ratios)) / len(ratios))
-            d["square_min_pct"] = 100 * min(ratios)
-        if llm:
-            d["llm_min_pct"] = min(s["pct_cublas"] for s in llm)
-            d["llm_below"] = [s["shape"] for s in llm
-                              if s["pct_cublas"] < 100 * TARGETS["llm_min"]]
-        if decode:
-            d["copy_min_pct"] = min((s.get("pct_copy") or 0.0) for s in decode)
-            d["copy_below"] = [s["shape"] for s in decode
-                               if (s.get("pct_copy") or 0.0) < 100 * TARGETS["copy"]]
-        d["weak_configs"] = [f"{s['shape']}: {c}" for s in shapes if s["dtype"] == dt
-                             for c in s["weak"]]
-        d["stream_k"] = [(s["shape"], c, x) for s in mine for c, x in s.get("stream_k", {}).items()]
-        tuned = [s for s in mine if TUNED in s.get("configs", {})]
-        if tuned:   # issue 15: the tuned GEMM within 1% of the best hand-picked config
-            d["tuned_min_pct"] = min(s["configs"][TUNED] for s in tuned)
-        if any(s["dtype"] == dt for s in shapes):
-            out[dt] = d
-    return out
-
-
-def target_lines(summ: dict) -> list[str]:
-    def verdict(ok: bool) -> str:
-        return "MET" if ok else "MISSED"
-    lines = ["\ntargets (issue 13):"]
-    for dt, d in summ.items():
-        if "square_geomean_pct" in d:
-            ok = d["square_geomean_pct"] >= 100 * TARGETS["square_geomean"] and \
-                d["square_min_pct"] >= 100 * TARGETS["square_min"]
-            lines.append(f"  {dt} square 2048+: geomean {d['square_geomean_pct']:.1f}% of "
-                         f"cuBLAS (>= 98), min {d['square_min_pct']:.1f}% (>= 95): {verdict(ok)}")
-        if "llm_min_pct" in d:
-            lines.append(f"  {dt} LLM M >= 128: min {d['llm_min_pct']:.1f}% of cuBLAS (>= 95 "
-                         f"each): {verdict(not d['llm_below'])}"
-                         + "".join(f"\n      below: {s}" for s in d["llm_below"]))
-        if "copy_min_pct" in d:
-            lines.append(f"  {dt} LLM M <= 16: min {d['copy_min_pct']:.1f}% of copy bandwidth "
-                         f"(>= 85 each): {verdict(not d['copy_below'])}"
-                         + "".join(f"\n      below: {s}" for s in d["copy_below"]))
-        if d.get("stream_k"):
-            slow = [f"{shape}: {c} {x:.2f}x" for shape, c, x in d["stream_k"] if x <= 1.0]
-            ups = [x for *_, x in d["stream_k"]]
-            lines.append(f"  {dt} stream-K where it splits the tail: {min(ups):.2f}-"
-                         f"{max(ups):.2f}x one tile per block (> 1 each): {verdict(not slow)}"
-                         + "".join(f"\n      below: {w}" for w in slow))
-        if "tuned_min_pct" in d:
-            lines.append(f"  {dt} ft.autotune: at worst {d['tuned_min_pct']:.1f}% of the best "
-                         f"config (issue 15: >= 99): {verdict(d['tuned_min_pct'] >= 99)}")
-        lines.append(f"  {dt} every config >= 70% of its shape's best or warned (compile, launch): "
-                     f"{verdict(not d['weak_configs'])}"
-                     + "".join(f"\n      {w}" for w in d["weak_configs"]))
-    return lines
 
 
 # -- the GPU run ---------------------------------------------------------------------------------

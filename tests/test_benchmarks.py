@@ -100,13 +100,13 @@ def test_only_the_offered_path_counts_against_a_decode_shapes_best():
                 for c, ms in configs] + [{"config": "cuBLAS", "who": "peer", "ms": 1.0,
                                           "tflops": 1.0}]
     slow = [(bench.DECODE, 1.0), ("128x128", 3.0)]
-    decode = bench.shape_summary(bench.Shape("llm", 1, 4096, 4096, f16), rows(slow), 132)
+    decode = bench.shape_summary(bench.Shape("llm", 1, 4096, 4096, f16), rows(slow), {})
     square = bench.shape_summary(bench.Shape("square", 4096, 4096, 4096, f16), rows(slow),
-                                  132)
+                                  {})
     assert decode["weak"] == [] and square["weak"] == ["128x128"]
     # nn.linear itself below 70% of a GEMM tile on a decode shape still counts
     flipped = bench.shape_summary(bench.Shape("llm", 16, 4096, 4096, f16),
-                                  rows([(bench.DECODE, 3.0), ("128x128", 1.0)]), 132)
+                                  rows([(bench.DECODE, 3.0), ("128x128", 1.0)]), {})
     assert flipped["weak"] == [bench.DECODE]
 
 
@@ -153,11 +153,15 @@ def test_stream_k_is_weighed_against_one_tile_per_block_where_it_splits_the_tail
                                           "tflops": 1.0}]
     times = [("128x128", 2.3), ("128x128 stream-K", 1.9), ("128x256", 4.4),
              ("128x256 stream-K", 4.6)]
-    m128 = bench.shape_summary(bench.Shape("llm", 128, 4096, 4096, f16), rows(times), 132)
+    shape = bench.Shape("llm", 128, 4096, 4096, f16)
+    split = bench.split_tails(shape, 132)
+    assert split == {"128x128 stream-K": "128x128", "128x256 stream-K": "128x256"}
+    m128 = bench.shape_summary(shape, rows(times), split)
     assert m128["stream_k"] == {"128x128 stream-K": 2.3 / 1.9, "128x256 stream-K": 4.4 / 4.6}
     # 4096^2: the tail is run whole, so stream-K is not held to it
-    assert bench.shape_summary(bench.Shape("square", 4096, 4096, 4096, f16), rows(times),
-                               132)["stream_k"] == {}
+    square = bench.Shape("square", 4096, 4096, 4096, f16)
+    assert bench.split_tails(square, 132) == {}
+    assert bench.shape_summary(square, rows(times), {})["stream_k"] == {}
     lines = "\n".join(bench.target_lines(bench.summary([m128])))
     assert "stream-K where it splits the tail: 0.96-1.21x" in lines and "MISSED" in lines
     assert "128x256 stream-K 0.96x" in lines
