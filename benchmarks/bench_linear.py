@@ -141,11 +141,15 @@ def precompile(jobs: list, workers: int, arch: str, log) -> None:
 # -- timing ----------------------------------------------------------------------------------
 
 class Clock(EventClock):
-    """Per iteration: flush L2, hold the GPU while the host enqueues, time start..end."""
+    """Per iteration: flush L2, hold the GPU while the host enqueues, time start..end.
+    ``flush``: "write" (``zero_()`` the buffer: L2 is left full of dirty lines, which the timed
+    kernel's reads may have to write back to memory) or "read" (a reduction over it: L2 is left
+    holding clean lines)."""
 
-    def __init__(self, torch, flush_mb: int):
+    def __init__(self, torch, flush_mb: int, flush: str = "write"):
         super().__init__(torch)
-        self.flush = torch.empty(flush_mb << 20, dtype=torch.uint8, device="cuda")
+        self.flush = torch.zeros(flush_mb << 20, dtype=torch.uint8, device="cuda")
+        self.flush_by = {"write": self.flush.zero_, "read": self.flush.max}[flush]
         self.marks: list = []
 
     def time(self, run, iters: int) -> tuple[float, int]:
@@ -163,7 +167,7 @@ class Clock(EventClock):
             def mark():
                 seen["late"] = s.query()
                 e.record()
-            self.flush.zero_()
+            self.flush_by()
             torch.cuda._sleep(int(min(cover_ms, 50.0) * self.cycles_per_ms))
             s.record()
             run(mark)
