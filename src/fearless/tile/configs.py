@@ -43,9 +43,10 @@ def gemm(k_tile: str | None = None, k_values=(32, 64), occupancy=(1, 2),
     ``k_tile`` when given (the K step; without it the Const keeps its default), times
     ``schedules`` (None: one tile block per tile; ``ft.persistent()``: a persistent launch,
     94.7-97.2% of cuBLAS at 2048-16384^3 f16 and bf16 on the H200 with tileiras 13.5, L2 flushed;
-    half that with 13.4). Order: tile, then
-    occupancy, then K step, then schedule. Raises AutotuneError for an empty ``k_values``,
-    ``occupancy`` or ``schedules``."""
+    half that with 13.4; ``ft.stream_k()``: a persistent launch that also splits the last wave's
+    K loops, 1.2-1.8x faster than one tile per block with 128-row tiles at M 128, for a kernel
+    whose loop is a sum it can split). Order: tile, then occupancy, then K step, then schedule.
+    Raises AutotuneError for an empty ``k_values``, ``occupancy`` or ``schedules``."""
     _nonempty("k_values", k_values, k_tile is not None)
     _nonempty("occupancy", occupancy, True)
     _nonempty("schedules", schedules, True)
