@@ -8,9 +8,10 @@ fearless: ``examples.tile_gemm.matmul`` with output tiles 128x128, 128x256 and 2
 the large two with fearless's default ``num_worker_warps_per_cta: 8``), each launched one tile
 per block and persistent (``schedule=ft.persistent()``), and 128x128 and 128x256 with
 ``schedule=ft.stream_k()``; where M <= 512 also 128x64, 64x128 and 64x64, one tile per block;
-for every LLM shape ``fearless.nn.linear`` (the models' path: its default plan, the decode GEMV for M <= 16 and split-K where the tiles leave
-SMs idle; on B.T stored as the (N, K) weight it takes: the same bytes); and ``ft.autotune`` over
-those configs (the first call tunes; the winner is timed like the rest). Peers: cuBLAS
+for every LLM shape ``fearless.nn.linear`` (the models' path: its default plan, the decode GEMV
+for M <= 16 and split-K where the tiles leave SMs idle; on B.T stored as the (N, K) weight it
+takes: the same bytes); and ``ft.autotune`` over those configs (the first call tunes; the winner
+is timed like the rest). Peers: cuBLAS
 (``torch.matmul``), Triton's autotuned matmul (``tile_peers.py``), cuTile Python when
 ``cuda.tile`` imports.
 
@@ -59,7 +60,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,9 @@ from fearless import tile as ft
 from fearless.compiler import info
 from fearless.errors import OccupancyWarning
 from fearless.ir import types as T
+from fearless.kernel.tile import _schedule_type as schedule_type
 from fearless.kernel.tile_fast import pow2_div
+from fearless.runtime.partition import one_block_per_tile, stream_k_launches
 from fearless.runtime.tile_launch import idle_sm_advice
 from examples.tile_gemm import matmul
 
@@ -109,17 +112,18 @@ class Config:
 
     def forms(self, m: int, n: int, sms: int) -> list:
         """The ``ir.types.Persistent`` (None: no schedule) of each launch over an (m, n)
-        output on ``sms`` SMs (``runtime/partition.py``'s rules, one block per SM)."""
-        tiles = self.tiles(m, n)
-        if not self.schedule:
+        output on ``sms`` SMs, one block per SM: the runtime's rules (``runtime/partition.py``)
+        and types (``kernel/tile.py``)."""
+        schedule = self.partition_schedule()
+        if schedule is None:
             return [None]
-        if self.schedule == "persistent":
-            return [T.Persistent(single=tiles <= sms)]
-        split = info.tail_split(tiles, sms)
-        if tiles <= sms and not split:
-            return [T.Persistent(stream_k=True, single=True, phase=1)]
-        phases = ((1,) if tiles // sms or not split else ()) + ((2, 3) if split else ())
-        return [T.Persistent(stream_k=True, phase=ph) for ph in phases]
+        tiles, stream_k = self.tiles(m, n), isinstance(schedule, ft.StreamK)
+        if one_block_per_tile(tiles, sms, stream_k):
+            return [schedule_type(schedule, True)]
+        first = schedule_type(schedule, False)
+        if not stream_k:
+            return [first]
+        return [replace(first, phase=ph) for ph in stream_k_launches(tiles, sms)]
 
     def applies(self, m: int) -> bool:
         return self.max_m is None or m <= self.max_m

@@ -12,11 +12,12 @@ from fearless.compiler.abi import Abi
 
 # A stream-K launch (passes/stream_k.py) splits the loops of the R tiles left after its whole
 # waves only when they number at most 1/TAIL_SPLIT of its P blocks; else its whole-tiles launch
-# runs them too, one per block in turn (and where they are all the tiles, one block per tile without
-# the loop over tiles, as `persistent` runs: runtime/partition.one_tile_each). Splitting saves (1 - R/P) of a tile's time and costs two
-# more launches, the partial sums' stores and the fixup's loads: on the H200 (128 x 128 f16 tiles,
-# 64 iterations) about 0.7-0.9 of a tile's time (session 17: R/P 0.76 at 4096^3 and 0.97 at 512 x
-# 4096 x 4096 ran 9% and 57% slower than persistent, 0.24 and 0.06 at M 128 13% and 29% faster).
+# runs them too, one per block in turn (and where they are all the tiles, one block per tile
+# without the loop over tiles, as `persistent` runs: runtime/partition.one_block_per_tile).
+# Splitting saves (1 - R/P) of a tile's time and costs two more launches, the partial sums'
+# stores and the fixup's loads: on the H200 (128 x 128 f16 tiles, 64 iterations) about 0.7-0.9
+# of a tile's time (session 17: R/P 0.76 at 4096^3 and 0.97 at 512 x 4096 x 4096 ran 9% and 57%
+# slower than persistent, 0.24 and 0.06 at M 128 13% and 29% faster).
 TAIL_SPLIT = 4
 
 

@@ -463,8 +463,14 @@ def _weighs_idle_sms(partitions: list, per_sm: int) -> bool:
 
 def _phase(types: tuple, phase: int) -> tuple:
     """``types`` with the Out partitions' stream-K schedule set to launch ``phase``."""
-    return tuple(replace(ty, schedule=replace(ty.schedule, phase=phase))
-                 if getattr(ty, "schedule", None) is not None else ty for ty in types)
+    schedule = next(ty.schedule for ty in types if getattr(ty, "schedule", None) is not None)
+    return _with_schedule(types, replace(schedule, phase=phase))
+
+
+def _with_schedule(types: tuple, schedule: T.Persistent) -> tuple:
+    """``types`` with the Out partitions' compiled schedule replaced by ``schedule``."""
+    return tuple(replace(ty, schedule=schedule) if getattr(ty, "schedule", None) is not None
+                 else ty for ty in types)
 
 
 def _launched(types: tuple, partitions: list, per_sm: int) -> list[tuple]:
@@ -488,8 +494,7 @@ def _either_schedule(types: tuple, partitions: list) -> list[tuple]:
     forms = [_schedule_type(schedule, False), _schedule_type(schedule, True)]
     if isinstance(schedule, StreamK):
         forms += [replace(forms[0], phase=ph) for ph in (PIECES, FIXUP)]
-    return [tuple(replace(ty, schedule=form) if getattr(ty, "schedule", None) else ty
-                  for ty in types) for form in forms]
+    return [_with_schedule(types, form) for form in forms]
 
 
 @overload

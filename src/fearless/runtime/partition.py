@@ -114,6 +114,22 @@ def stream_k(blocks: int | None = None, order: str = "grouped", group: int = 8) 
     return StreamK(p.blocks, p.order, p.group)
 
 
+def stream_k_launches(tiles: int, blocks: int) -> tuple[int, ...]:
+    """The launches (``passes/stream_k.py``'s phases) a stream-K call of ``blocks`` blocks over
+    ``tiles`` tiles makes, in order (``Partition.stream_k_phases``)."""
+    if not tail_split(tiles, blocks):
+        return (1,) if tiles else ()
+    return ((1,) if tiles // blocks else ()) + (2, 3)
+
+
+def one_block_per_tile(tiles: int, blocks: int, stream_k: bool) -> bool:
+    """Whether a persistent (or, with ``stream_k``, a stream-K) launch of ``blocks`` blocks
+    over ``tiles`` tiles gives no block a second tile and splits no loop, so that it can run one
+    block per tile (``Partition.one_tile_each``, which also asks that such a grid fit CUDA's
+    limits)."""
+    return tiles <= blocks and not (stream_k and tail_split(tiles, blocks))
+
+
 def tile_shape_of(tile_shape, shape: tuple[int, ...]) -> tuple[int, ...]:
     """``tile_shape`` (an int or a tuple of ints) checked against a tensor ``shape``.
 
@@ -204,9 +220,11 @@ class Partition:
         the kernel's occupancy) when there are more tiles than that, else ``grid``
         (``one_tile_each``); stream-K, ``(P, 1, 1)`` however few the tiles (none for no
         tiles), except where it runs one block per tile as persistent does (``one_tile_each``)."""
-        if self.schedule is None or self.one_tile_each(per_sm):
+        if self.schedule is None:
             return self.grid
         tiles, blocks = prod(self.grid), self._blocks(per_sm)
+        if self._one_each(tiles, blocks):
+            return self.grid
         if isinstance(self.schedule, StreamK):  # more blocks than tiles share their loops
             return (blocks if tiles else 0, 1, 1)
         return (min(blocks, tiles), 1, 1)
@@ -218,10 +236,7 @@ class Partition:
         fixup) when tiles are left, and they are few enough to split (``tail_split``; else
         launch 1 runs them whole, and where they are all the tiles it is compiled without the
         loop over tiles: ``one_tile_each``); none for no tiles."""
-        tiles, blocks = prod(self.grid), self._blocks(per_sm)
-        if not tail_split(tiles, blocks):
-            return (1,) if tiles else ()
-        return ((1,) if tiles // blocks else ()) + (2, 3)
+        return stream_k_launches(prod(self.grid), self._blocks(per_sm))
 
     def one_tile_each(self, per_sm: int = 1) -> bool:
         """Whether a persistent launch over this partition has no more tiles than blocks
@@ -231,17 +246,14 @@ class Partition:
         launch does so too where it would not split those tiles' loops (``tail_split``)."""
         if self.schedule is None:
             return False
-        tiles, blocks = prod(self.grid), self._blocks(per_sm)
-        if isinstance(self.schedule, StreamK) and tail_split(tiles, blocks):
-            return False
-        return self._one_each(tiles, blocks)
+        return self._one_each(prod(self.grid), self._blocks(per_sm))
 
     def _blocks(self, per_sm: int) -> int:
         """A persistent launch's tile blocks: the schedule's, else ``per_sm`` per SM."""
         return self.schedule.blocks or max(per_sm, 1) * multiprocessor_count()
 
     def _one_each(self, tiles: int, blocks: int) -> bool:
-        if tiles > blocks:
+        if not one_block_per_tile(tiles, blocks, isinstance(self.schedule, StreamK)):
             return False
         # imported here: tile_launch imports this module (through runtime.args and tensor)
         from fearless.runtime.tile_launch import fits, hardware_grid
