@@ -29,7 +29,10 @@ with K steps of 64 and 128.
 the 128 x 128, 128 x 64 and 64 x 64 tiles (whether the persistent 64-wide tiles lose to one tile
 per block for want of co-resident blocks).
 
-NAME: m128 (the default), waves, bk, square, streamk, blocks.
+``--set epilogue``: 4096^3 and 8192^3 with and without the store of C (``unstored``: the
+store under a condition that never holds), for what the epilogue costs each tile.
+
+NAME: m128 (the default), waves, bk, square, streamk, blocks, epilogue.
 """
 from __future__ import annotations
 
@@ -66,6 +69,19 @@ def part(p: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
 
 
 @ft.kernel
+def unstored(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
+    """``matmul`` whose store runs only where K is 77 (never here): the GEMM without its
+    epilogue, to time what the epilogue costs (its output is left as it was: not checked)."""
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    acc = ft.zeros((bm, bn), f32)
+    for k in range(ft.cdiv(a.shape[1], bk)):
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    if a.shape[1] == 77:
+        c.store(acc.astype(c.dtype))
+
+
+@ft.kernel
 def reduce(c: ft.Out, p: ft.In, splits: ft.Const[int] = 2):
     bm, bn = c.tile_shape
     i, j = c.tile_index
@@ -79,6 +95,7 @@ SETS = {"m128": [(128, 4096, 4096), (128, 1024, 4096), (128, 4096, 14336),
         "square": [(4096, 4096, 4096), (8192, 8192, 8192), (8448, 7936, 8192)],
         "streamk": [(4096, 4096, 4096), (8192, 8192, 8192), (128, 4096, 4096),
                     (128, 1024, 4096), (512, 4096, 4096)],
+        "epilogue": [(4096, 4096, 4096), (8192, 8192, 8192)],
         "blocks": [(4096, 4096, 4096), (128, 4096, 4096), (128, 1024, 4096), (512, 4096, 4096)]}
 
 
@@ -118,6 +135,13 @@ def variants(big: bool, which: str = "m128") -> list[tuple]:
             (f"{t[0]}x{t[1]} {name} {per} per SM", matmul, t, sched(blocks=per * sms), 1, 64)
             for t in ((128, 128), (128, 64), (64, 64)) for per in (1, 2, 3, 4)
             for name, sched in (("persistent", ft.persistent), ("stream-K", ft.stream_k))]
+    if which == "epilogue":
+        per = ft.persistent()
+        return [(f"{t[0]}x{t[1]} {'persistent' if s else 'one per block'}"
+                 f"{' unstored' if kern is unstored else ''}", _hinted(kern, h), t, s, 1, 64)
+                for t, h, s in (((128, 128), "-", per), ((128, 128), "-", None),
+                                ((128, 256), "ww8", per), ((128, 256), "ww8", None))
+                for kern in (matmul, unstored)]
     if which == "bk":
         return [(f"{t[0]}x{t[1]} bk {bk}", matmul, t, None, 1, bk)
                 for t in ((64, 64), (128, 64)) for bk in (64, 128)]
