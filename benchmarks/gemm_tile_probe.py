@@ -29,10 +29,13 @@ with K steps of 64 and 128.
 the 128 x 128, 128 x 64 and 64 x 64 tiles (whether the persistent 64-wide tiles lose to one tile
 per block for want of co-resident blocks).
 
-``--set epilogue``: 4096^3 and 8192^3 with and without the store of C (``unstored``: the
-store under a condition that never holds), for what the epilogue costs each tile.
+``--set groups``: the LLM rows at M 8192 with K or N 14336, persistent tiles in tile groups of
+4-32 rows (the wave's share of A and B in L2: each wave of 128 x 256 tiles in groups of 8 reads
+all of B at 8192 x 4096 x 14336). ``--set epilogue``: 4096^3 and 8192^3 with and without
+the store of C (``unstored``: the store under a condition that never holds), for what the
+epilogue costs each tile.
 
-NAME: m128 (the default), waves, bk, square, streamk, blocks, epilogue.
+NAME: m128 (the default), waves, bk, square, streamk, blocks, epilogue, groups.
 """
 from __future__ import annotations
 
@@ -95,6 +98,7 @@ SETS = {"m128": [(128, 4096, 4096), (128, 1024, 4096), (128, 4096, 14336),
         "square": [(4096, 4096, 4096), (8192, 8192, 8192), (8448, 7936, 8192)],
         "streamk": [(4096, 4096, 4096), (8192, 8192, 8192), (128, 4096, 4096),
                     (128, 1024, 4096), (512, 4096, 4096)],
+        "groups": [(8192, 4096, 14336), (8192, 14336, 4096)],
         "epilogue": [(4096, 4096, 4096), (8192, 8192, 8192)],
         "blocks": [(4096, 4096, 4096), (128, 4096, 4096), (128, 1024, 4096), (512, 4096, 4096)]}
 
@@ -135,6 +139,11 @@ def variants(big: bool, which: str = "m128") -> list[tuple]:
             (f"{t[0]}x{t[1]} {name} {per} per SM", matmul, t, sched(blocks=per * sms), 1, 64)
             for t in ((128, 128), (128, 64), (64, 64)) for per in (1, 2, 3, 4)
             for name, sched in (("persistent", ft.persistent), ("stream-K", ft.stream_k))]
+    if which == "groups":
+        return [(f"{t[0]}x{t[1]} persistent group {g}", _hinted(matmul, h), t,
+                 ft.persistent(group=g), 1, 64)
+                for t, h in (((128, 256), "ww8"), ((256, 128), "ww8"), ((128, 128), "-"))
+                for g in (4, 8, 16, 32)]
     if which == "epilogue":
         per = ft.persistent()
         return [(f"{t[0]}x{t[1]} {'persistent' if s else 'one per block'}"
