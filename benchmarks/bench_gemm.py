@@ -7,7 +7,8 @@ square sizes 1024-8192 (16384 with ``--full``) and the LLM shapes M (tokens) in 
 fearless: ``examples.tile_gemm.matmul`` with output tiles 128x128, 128x256 and 256x128 (bk 64;
 the large two with fearless's default ``num_worker_warps_per_cta: 8``), each launched one tile
 per block and persistent (``schedule=ft.persistent()``), and 128x128 and 128x256 with
-``schedule=ft.stream_k()``; where M <= 512 also 128x64, 64x128 and 64x64, one tile per block;
+``schedule=ft.stream_k()``; where M >= 2048 also 128x128 and 128x256 persistent in groups of
+16 tile rows (``ft.persistent(group=16)``); where M <= 512 also 128x64, 64x128 and 64x64, one tile per block;
 for every LLM shape ``fearless.nn.linear`` (the models' path: its default plan, the decode GEMV
 for M <= 16 and split-K where the tiles leave SMs idle; on B.T stored as the (N, K) weight it
 takes: the same bytes); and ``ft.autotune`` over those configs (the first call tunes; the winner
@@ -16,8 +17,10 @@ is timed like the rest). Peers: cuBLAS
 ``cuda.tile`` imports.
 
 Timing (every case alike): CUDA events on the legacy default stream. Each timed run is one launch:
-first the L2 is flushed (``--flush-mb`` MB written with torch, default 256, over four times the
-H200's 60 MB), then the GPU is held in ``torch.cuda._sleep`` while the host enqueues, then the
+first the L2 is flushed (``--flush-mb`` MB read with torch, default 256, over four times the
+H200's 60 MB; ``--flush write`` writes it instead, as runs before session 19 did: a write leaves
+L2 full of dirty lines that the timed kernel's reads then write back to memory, which cost the
+decode GEMV 10 points of copy bandwidth on the H200, benchmarks/RESULTS.md), then the GPU is held in ``torch.cuda._sleep`` while the host enqueues, then the
 start event, the launch, the end event (for fearless, recorded right after the enqueue, by a
 ``.then()`` callback). A run where the GPU reached the start event before the host had enqueued
 the launch is retried with a longer sleep, and counted as host-bound if it stays so. The cases of
@@ -98,17 +101,20 @@ REPS, QUICK_REPS = 21, 15   # timed rounds per shape (cheap: the runs are mostly
 @dataclass(frozen=True)
 class Config:
     """One fearless tile GEMM: output tile, K step, ``schedule`` ("" one tile per block,
-    "persistent" or "stream-K"), and the largest M it is timed at (None: every M)."""
+    "persistent" or "stream-K") and its tile ``group`` (tile rows of its grouped order), and
+    the M it is timed at: ``min_m`` to ``max_m`` (None: no bound)."""
 
     tile: tuple
     bk: int = 64
     schedule: str = ""
     max_m: int | None = None
+    group: int = 8
+    min_m: int = 1
 
     def partition_schedule(self, blocks: int | None = None):
         """The ``schedule=`` of its output partition."""
         make = {"": None, "persistent": ft.persistent, "stream-K": ft.stream_k}[self.schedule]
-        return make and make(blocks=blocks)
+        return make and make(blocks=blocks, group=self.group)
 
     def forms(self, m: int, n: int, sms: int) -> list:
         """The ``ir.types.Persistent`` (None: no schedule) of each launch over an (m, n)
@@ -126,7 +132,7 @@ class Config:
         return [replace(first, phase=ph) for ph in stream_k_launches(tiles, sms)]
 
     def applies(self, m: int) -> bool:
-        return self.max_m is None or m <= self.max_m
+        return m >= self.min_m and (self.max_m is None or m <= self.max_m)
 
     def tiles(self, m: int, n: int) -> int:
         """Tiles of an (m, n) output."""
@@ -134,7 +140,8 @@ class Config:
 
     @property
     def name(self) -> str:
-        return f"{self.tile[0]}x{self.tile[1]}{' ' + self.schedule if self.schedule else ''}"
+        return (f"{self.tile[0]}x{self.tile[1]}{' ' + self.schedule if self.schedule else ''}"
+                f"{'' if self.group == 8 else f' group {self.group}'}")
 
 
 # The 64-wide tiles, one per block (persistent, 1.6-2.7x slower: RESULTS.md, session 14),
@@ -143,8 +150,14 @@ class Config:
 SMALL_M = 512   # from M 1024 on, 128 x 128 tiles give 2 blocks per SM at N 4096
 # Stream-K with the two tiles it speeds up at M 128 (RESULTS.md, sessions 17-18); 256 x 128
 # tiles run slower than 128 x 256 at every shape timed.
+# Persistent tiles in groups of 16 tile rows where the output has more than 8 (M >= 2048): 1-2.6%
+# faster than groups of 8 at 16384^3 (128 x 256) and at M 8192 with K or N 14336, 2% slower at
+# 4096^3 (gemm_tile_probe.py --set groups / groups-square, RESULTS.md, session 19).
+GROUP_M = 2048
 CONFIGS = tuple(Config(tile, 64, p) for tile in ((128, 128), (128, 256), (256, 128))
                 for p in ("", "persistent")) + tuple(
+    Config(tile, 64, "persistent", group=16, min_m=GROUP_M)
+    for tile in ((128, 128), (128, 256))) + tuple(
     Config(tile, 64, "stream-K") for tile in ((128, 128), (128, 256))) + tuple(
     Config(tile, 64, max_m=SMALL_M) for tile in ((128, 64), (64, 128), (64, 64)))
 # the same configs as ft.Configs: the tuner picks one per shape (issue 15: within 1% of the best)
@@ -200,9 +213,10 @@ def select(shapes: str, dtypes: str, full: bool) -> list[Shape]:
 class FlushClock(Clock):
     """bench_tile's event clock, one launch per timed run, the L2 flushed before each."""
 
-    def __init__(self, torch, flush_mb: int):
+    def __init__(self, torch, flush_mb: int, flush: str = "read"):
         super().__init__(torch)
-        self.scratch = torch.empty(flush_mb << 20, dtype=torch.uint8, device="cuda")
+        self.scratch = torch.zeros(flush_mb << 20, dtype=torch.uint8, device="cuda")
+        self.flush = {"write": self.scratch.zero_, "read": self.scratch.max}[flush]
 
     def warm(self, run) -> float:
         """Two untimed ``run(mark)`` calls after the case's first call (whatever that left to
@@ -222,7 +236,7 @@ class FlushClock(Clock):
         before the host had enqueued it is retried twice, the sleep doubled each time;
         host-bound: still so."""
         for _attempt in range(3):
-            self.scratch.zero_()  # outside the timed region: before the sleep
+            self.flush()  # outside the timed region: before the sleep
             ms, late = self._behind_sleep(lambda _n, mark: run(mark), 1, cover)
             if not late:
                 break
@@ -513,19 +527,21 @@ def tuned_case(fa, fb, out, check, rep: Report) -> Case:
                 lambda: check(picked["owned"].done()))
 
 
-def gpu_run(rep: Report, shapes: list[Shape], reps: int, flush_mb: int) -> None:
+def gpu_run(rep: Report, shapes: list[Shape], reps: int, flush_mb: int,
+            flush: str = "read") -> None:
     import torch
     fl.set_backend("cuda")
     rep.sms = fl.multiprocessor_count()
     rep.data["env"] = environment(torch)
-    rep.data["settings"] = {"reps": reps, "flush_mb": flush_mb,
+    rep.data["settings"] = {"reps": reps, "flush_mb": flush_mb, "flush": flush,
                             "shapes": [s.label for s in shapes]}
     rep.log("env: " + ", ".join(f"{k} {v}" for k, v in rep.data["env"].items()))
     ct_run, ct_why = cutile_matmul()
     rep.data["cutile"] = ct_why or "installed"
-    rep.log(f"cuTile Python: {ct_why or 'installed'}; L2 flush {flush_mb} MB per timed run, "
+    rep.log(f"cuTile Python: {ct_why or 'installed'}; L2 flush: a {flush} of {flush_mb} MB "
+            f"per timed run, "
             f"median of {reps} interleaved rounds")
-    clock = FlushClock(torch, flush_mb)
+    clock = FlushClock(torch, flush_mb, flush)
     copy = None
     if any(s.decode for s in shapes):
         try:
@@ -699,6 +715,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, help=f"timed rounds per shape, one run of each case "
                                              f"per round (default {REPS})")
     ap.add_argument("--flush-mb", type=int, default=256, help="L2 flush buffer, MB")
+    ap.add_argument("--flush", choices=("read", "write"), default="read",
+                    help="how the L2 is flushed before each timed run (default read)")
     args = ap.parse_args(argv)
     if args.reps is not None and args.reps < 1:
         ap.error("--reps: at least 1")
@@ -711,7 +729,7 @@ def main(argv=None) -> int:
     if args.dry_run:
         status = dry_run(rep, shapes)
     else:
-        gpu_run(rep, shapes, reps, args.flush_mb)
+        gpu_run(rep, shapes, reps, args.flush_mb, args.flush)
     return rep.finish(status)
 
 

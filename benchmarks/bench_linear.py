@@ -10,8 +10,11 @@ against: % of copy = (weight bytes / GEMV time) / (2 x weight bytes / copy time)
 
 Timing: CUDA events on the legacy default stream (besides: wall time per eager ``linear`` call,
 host work and sync included, the cost before graph capture; and a WRONG flag when the error
-passes 2**-6 of max |y|). Each iteration first flushes L2 (writes a
-buffer of ``--flush-mb``, default 512 MB, ten times the H200's 50 MB L2), then holds the GPU
+passes 2**-6 of max |y|). Each iteration first flushes L2 (reads a buffer of ``--flush-mb``,
+default 512 MB, ten times the H200's 50 MB L2; ``--flush write`` writes it, as runs before
+session 19 did, which leaves dirty lines that the timed kernel's reads write back: on the H200
+that cost the decode GEMV at 117-134 MB about 10 points of copy bandwidth, 3.49 against 4.20
+TB/s, ``decode_roofline.py`` in benchmarks/RESULTS.md), then holds the GPU
 with ``torch.cuda._sleep`` long enough for the host to enqueue the case, then records the start
 event, the case, and the end event. fearless's end event is recorded by a ``.then()`` callback
 right after its kernels are enqueued (``fearless.nn._common.run`` is wrapped for that), so the
@@ -146,7 +149,7 @@ class Clock(EventClock):
     kernel's reads may have to write back to memory) or "read" (a reduction over it: L2 is left
     holding clean lines)."""
 
-    def __init__(self, torch, flush_mb: int, flush: str = "write"):
+    def __init__(self, torch, flush_mb: int, flush: str = "read"):
         super().__init__(torch)
         self.flush = torch.zeros(flush_mb << 20, dtype=torch.uint8, device="cuda")
         self.flush_by = {"write": self.flush.zero_, "read": self.flush.max}[flush]
@@ -233,6 +236,7 @@ def main(argv=None) -> None:
     ap.add_argument("--prefill", action="append", help=f"default: {' '.join(PREFILL)}")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--flush-mb", type=int, default=512)
+    ap.add_argument("--flush", choices=("read", "write"), default="read")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args(argv)
@@ -254,7 +258,7 @@ def main(argv=None) -> None:
     configs = {t: decode if t <= linear_module.DECODE_MAX_T else prefill for t in tokens}
     precompile([(t, n, k, explicit(t, n, k, kw, sms)) for _, _, t, n, k in cases
                 for _, kw in configs[t]], args.jobs, device.cuda_arch(), rep.log)
-    clock = Clock(torch, args.flush_mb)
+    clock = Clock(torch, args.flush_mb, args.flush)
     copy_ms: dict = {}
     gen = torch.Generator(device="cuda").manual_seed(0)
     for model, proj, t, n, k in cases:

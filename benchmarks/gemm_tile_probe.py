@@ -31,11 +31,14 @@ per block for want of co-resident blocks).
 
 ``--set groups``: the LLM rows at M 8192 with K or N 14336, persistent tiles in tile groups of
 4-32 rows (the wave's share of A and B in L2: each wave of 128 x 256 tiles in groups of 8 reads
-all of B at 8192 x 4096 x 14336). ``--set epilogue``: 4096^3 and 8192^3 with and without
+all of B at 8192 x 4096 x 14336); ``--set groups-square``: the squares 4096-16384, groups of 8
+and 16, 128 x 256 and 128 x 128 tiles. ``--set epilogue``: 4096^3 and 8192^3 with and without
 the store of C (``unstored``: the store under a condition that never holds), for what the
-epilogue costs each tile.
+epilogue costs each tile, and with the store's hints (``stored_plain``: no TMA;
+``stored_late``: latency 10).
 
-NAME: m128 (the default), waves, bk, square, streamk, blocks, epilogue, groups.
+NAME: m128 (the default), waves, bk, square, streamk, blocks, epilogue, groups,
+groups-square.
 """
 from __future__ import annotations
 
@@ -85,6 +88,28 @@ def unstored(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
 
 
 @ft.kernel
+def stored_plain(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
+    """``matmul`` whose store of C is not a TMA store (``allow_tma=False``)."""
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    acc = ft.zeros((bm, bn), f32)
+    for k in range(ft.cdiv(a.shape[1], bk)):
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    c.store(acc.astype(c.dtype), allow_tma=False)
+
+
+@ft.kernel
+def stored_late(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
+    """``matmul`` whose store of C carries the latency hint 10 (the most)."""
+    bm, bn = c.tile_shape
+    i, j = c.tile_index
+    acc = ft.zeros((bm, bn), f32)
+    for k in range(ft.cdiv(a.shape[1], bk)):
+        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
+    c.store(acc.astype(c.dtype), latency=10)
+
+
+@ft.kernel
 def reduce(c: ft.Out, p: ft.In, splits: ft.Const[int] = 2):
     bm, bn = c.tile_shape
     i, j = c.tile_index
@@ -99,6 +124,7 @@ SETS = {"m128": [(128, 4096, 4096), (128, 1024, 4096), (128, 4096, 14336),
         "streamk": [(4096, 4096, 4096), (8192, 8192, 8192), (128, 4096, 4096),
                     (128, 1024, 4096), (512, 4096, 4096)],
         "groups": [(8192, 4096, 14336), (8192, 14336, 4096)],
+        "groups-square": [(4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384)],
         "epilogue": [(4096, 4096, 4096), (8192, 8192, 8192)],
         "blocks": [(4096, 4096, 4096), (128, 4096, 4096), (128, 1024, 4096), (512, 4096, 4096)]}
 
@@ -139,6 +165,10 @@ def variants(big: bool, which: str = "m128") -> list[tuple]:
             (f"{t[0]}x{t[1]} {name} {per} per SM", matmul, t, sched(blocks=per * sms), 1, 64)
             for t in ((128, 128), (128, 64), (64, 64)) for per in (1, 2, 3, 4)
             for name, sched in (("persistent", ft.persistent), ("stream-K", ft.stream_k))]
+    if which == "groups-square":
+        return [(f"{t[0]}x{t[1]} persistent group {g}", _hinted(matmul, h), t,
+                 ft.persistent(group=g), 1, 64)
+                for g in (8, 16) for t, h in (((128, 256), "ww8"), ((128, 128), "-"))]
     if which == "groups":
         return [(f"{t[0]}x{t[1]} persistent group {g}", _hinted(matmul, h), t,
                  ft.persistent(group=g), 1, 64)
@@ -147,10 +177,10 @@ def variants(big: bool, which: str = "m128") -> list[tuple]:
     if which == "epilogue":
         per = ft.persistent()
         return [(f"{t[0]}x{t[1]} {'persistent' if s else 'one per block'}"
-                 f"{' unstored' if kern is unstored else ''}", _hinted(kern, h), t, s, 1, 64)
+                 f"{'' if kern is matmul else ' ' + kern.name}", _hinted(kern, h), t, s, 1, 64)
                 for t, h, s in (((128, 128), "-", per), ((128, 128), "-", None),
                                 ((128, 256), "ww8", per), ((128, 256), "ww8", None))
-                for kern in (matmul, unstored)]
+                for kern in (matmul, unstored, stored_plain, stored_late)]
     if which == "bk":
         return [(f"{t[0]}x{t[1]} bk {bk}", matmul, t, None, 1, bk)
                 for t in ((64, 64), (128, 64)) for bk in (64, 128)]

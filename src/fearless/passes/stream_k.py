@@ -178,7 +178,11 @@ def _pieces(s, sh: _Shares, b, n, whole, out, select, prefix, loop, acc) -> None
     pieces = s.select(sh.fits, split, s.select(s.cmp("lt", b, sh.r), s.const(1), s.const(0)))
     body = Region([Value(INDEX, "piece")])
     with s.b.at(body):
-        piece = s.narrow(body.args[0])
+        # the later piece first: a share's piece of its second tile starts at that tile's
+        # iteration 0, and the piece of its first tile ends at that tile's last iteration, so
+        # blocks that run the later piece first read the same K steps at the same time (as
+        # whole waves do, sharing them in L2), instead of each at its own offset
+        piece = s.sub(s.sub(pieces, s.const(1)), s.narrow(body.args[0]))
         t = s.add(first_t, piece)
         tq = s.mul(t, sh.q)
         k0 = s.index(s.sub(s.max(start, tq), tq))
