@@ -7,8 +7,7 @@ square sizes 1024-8192 (16384 with ``--full``) and the LLM shapes M (tokens) in 
 fearless: ``examples.tile_gemm.matmul`` with output tiles 128x128, 128x256 and 256x128 (bk 64;
 the large two with fearless's default ``num_worker_warps_per_cta: 8``), each launched one tile
 per block and persistent (``schedule=ft.persistent()``), and 128x128 and 128x256 with
-``schedule=ft.stream_k()``; where M >= 2048 also 128x128 and 128x256 persistent in groups of
-16 tile rows (``ft.persistent(group=16)``); where M <= 512 also 128x64, 64x128 and 64x64, one tile per block;
+``schedule=ft.stream_k()``; where M <= 512 also 128x64, 64x128 and 64x64, one tile per block;
 for every LLM shape ``fearless.nn.linear`` (the models' path: its default plan, the decode GEMV
 for M <= 16 and split-K where the tiles leave SMs idle; on B.T stored as the (N, K) weight it
 takes: the same bytes); and ``ft.autotune`` over those configs (the first call tunes; the winner
@@ -76,6 +75,7 @@ from fearless.errors import OccupancyWarning
 from fearless.ir import types as T
 from fearless.kernel.tile import _schedule_type as schedule_type
 from fearless.kernel.tile_fast import pow2_div
+from fearless.passes.stream_k import PIECES, WHOLE
 from fearless.runtime.partition import one_block_per_tile, stream_k_launches
 from fearless.runtime.tile_launch import idle_sm_advice
 from examples.tile_gemm import matmul
@@ -101,20 +101,17 @@ REPS, QUICK_REPS = 21, 15   # timed rounds per shape (cheap: the runs are mostly
 @dataclass(frozen=True)
 class Config:
     """One fearless tile GEMM: output tile, K step, ``schedule`` ("" one tile per block,
-    "persistent" or "stream-K") and its tile ``group`` (tile rows of its grouped order), and
-    the M it is timed at: ``min_m`` to ``max_m`` (None: no bound)."""
+    "persistent" or "stream-K"), and the largest M it is timed at (None: every M)."""
 
     tile: tuple
     bk: int = 64
     schedule: str = ""
     max_m: int | None = None
-    group: int = 8
-    min_m: int = 1
 
     def partition_schedule(self, blocks: int | None = None):
         """The ``schedule=`` of its output partition."""
         make = {"": None, "persistent": ft.persistent, "stream-K": ft.stream_k}[self.schedule]
-        return make and make(blocks=blocks, group=self.group)
+        return make and make(blocks=blocks)
 
     def forms(self, m: int, n: int, sms: int) -> list:
         """The ``ir.types.Persistent`` (None: no schedule) of each launch over an (m, n)
@@ -132,7 +129,7 @@ class Config:
         return [replace(first, phase=ph) for ph in stream_k_launches(tiles, sms)]
 
     def applies(self, m: int) -> bool:
-        return m >= self.min_m and (self.max_m is None or m <= self.max_m)
+        return self.max_m is None or m <= self.max_m
 
     def tiles(self, m: int, n: int) -> int:
         """Tiles of an (m, n) output."""
@@ -140,8 +137,7 @@ class Config:
 
     @property
     def name(self) -> str:
-        return (f"{self.tile[0]}x{self.tile[1]}{' ' + self.schedule if self.schedule else ''}"
-                f"{'' if self.group == 8 else f' group {self.group}'}")
+        return f"{self.tile[0]}x{self.tile[1]}{' ' + self.schedule if self.schedule else ''}"
 
 
 # The 64-wide tiles, one per block (persistent, 1.6-2.7x slower: RESULTS.md, session 14),
@@ -150,14 +146,8 @@ class Config:
 SMALL_M = 512   # from M 1024 on, 128 x 128 tiles give 2 blocks per SM at N 4096
 # Stream-K with the two tiles it speeds up at M 128 (RESULTS.md, sessions 17-18); 256 x 128
 # tiles run slower than 128 x 256 at every shape timed.
-# Persistent tiles in groups of 16 tile rows where the output has more than 8 (M >= 2048): 1-2.6%
-# faster than groups of 8 at 16384^3 (128 x 256) and at M 8192 with K or N 14336, 2% slower at
-# 4096^3 (gemm_tile_probe.py --set groups / groups-square, RESULTS.md, session 19).
-GROUP_M = 2048
 CONFIGS = tuple(Config(tile, 64, p) for tile in ((128, 128), (128, 256), (256, 128))
                 for p in ("", "persistent")) + tuple(
-    Config(tile, 64, "persistent", group=16, min_m=GROUP_M)
-    for tile in ((128, 128), (128, 256))) + tuple(
     Config(tile, 64, "stream-K") for tile in ((128, 128), (128, 256))) + tuple(
     Config(tile, 64, max_m=SMALL_M) for tile in ((128, 64), (64, 128), (64, 64)))
 # the same configs as ft.Configs: the tuner picks one per shape (issue 15: within 1% of the best)
@@ -345,12 +335,14 @@ def split_tails(shape: Shape, sms: int) -> dict:
 def launch_advice(shape: Shape, cfg: Config, sms: int) -> list[str]:
     """The PerformanceWarning a first launch of ``cfg`` over ``shape`` gives when its tiles do
     not suit the shape (``tile_launch.idle_sm_advice``; one tile per block or persistent
-    alike; none for stream-K where it splits the tail: ``kernel/tile.py``'s
-    ``_weighs_idle_sms``), as ``compiled_first`` words it."""
+    alike; for stream-K, none where it splits a tail after whole waves, and its own where it
+    splits every tile: ``kernel/tile.py``'s ``_splits_every_tile``), as ``compiled_first``
+    words it."""
     tiles = cfg.tiles(shape.m, shape.n)
-    if cfg.schedule == "stream-K" and info.tail_split(tiles, sms):
+    phases = stream_k_launches(tiles, sms) if cfg.schedule == "stream-K" else ()
+    if WHOLE in phases and PIECES in phases:
         return []
-    why = idle_sm_advice((shape.m, shape.n), cfg.tile, tiles, sms)
+    why = idle_sm_advice((shape.m, shape.n), cfg.tile, tiles, sms, PIECES in phases)
     if why is None:
         return []
     LAUNCH_WARNINGS.add(why)
