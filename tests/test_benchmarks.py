@@ -122,6 +122,11 @@ def test_a_config_whose_launch_leaves_sms_idle_is_counted_as_warned():
                                bench.Config((128, 128), schedule="persistent"), 132) == []
     row = {"warnings": bench.launch_advice(m128, bench.Config((256, 128)), 132)}
     assert bench.flagged(row)
+    # stream-K: its own advice where it splits all 32 tiles, none where it splits a tail after
+    # whole waves (4096^3 with 128 x 128 tiles on 20 SMs: 51 waves, then 4 tiles)
+    split = bench.Config((128, 128), schedule="stream-K")
+    assert "each of the 32 tiles into pieces" in bench.launch_advice(m128, split, 132)[0]
+    assert bench.launch_advice(bench.Shape("square", 4096, 4096, 4096, f16), split, 20) == []
 
 
 def test_each_config_compiles_the_forms_its_launches_take():
@@ -165,6 +170,3 @@ def test_stream_k_is_weighed_against_one_tile_per_block_where_it_splits_the_tail
     lines = "\n".join(bench.target_lines(bench.summary([m128])))
     assert "stream-K where it splits the tail: 0.96-1.21x" in lines and "MISSED" in lines
     assert "128x256 stream-K 0.96x" in lines
-    # and no idle-SM warning is held against a launch that splits its tail
-    assert bench.launch_advice(bench.Shape("llm", 128, 4096, 4096, f16),
-                               bench.Config((128, 128), schedule="stream-K"), 132) == []

@@ -426,15 +426,35 @@ def test_the_fixups_loads_of_partial_sums_wait_for_no_memory_operation():
                          for op in loads)
 
 
-def test_idle_sms_are_weighed_unless_stream_k_splits_the_loops():
-    """The OccupancyWarning's rule counts a launch's tiles; a stream-K call that splits its
-    tiles' loops over every block is not weighed, one that runs them one per block is."""
-    from fearless.kernel.tile import _weighs_idle_sms
+def test_idle_sms_are_weighed_by_how_stream_k_splits_the_loops():
+    """The OccupancyWarning's rule counts a launch's tiles: as they are where a stream-K call
+    runs them one per block, as pieces where it splits every tile's loop, and not at all where
+    it splits a tail after whole waves (every SM busy)."""
+    from fearless.kernel.tile import _splits_every_tile
 
-    def part(schedule):
-        return fl.zeros((100, 100), f32).partition((50, 50), schedule=schedule)
-    assert _weighs_idle_sms([part(None)], 1) and not _weighs_idle_sms([], 1)
-    assert _weighs_idle_sms([part(ft.persistent(blocks=16))], 1)
-    # 4 tiles: split over 16 blocks; for 7, too many to split, so one block each
-    assert not _weighs_idle_sms([part(ft.stream_k(blocks=16))], 1)
-    assert _weighs_idle_sms([part(ft.stream_k(blocks=7))], 1)
+    def part(schedule, n=100):
+        return fl.zeros((n, 100), f32).partition((50, 50), schedule=schedule)
+    assert _splits_every_tile([part(None)], 1) is False and _splits_every_tile([], 1) is None
+    assert _splits_every_tile([part(ft.persistent(blocks=16))], 1) is False
+    # 4 tiles: all split over 16 blocks; for 7, too many to split, so one block each; 18 tiles
+    # on 16 blocks: a whole wave, then 2 split
+    assert _splits_every_tile([part(ft.stream_k(blocks=16))], 1) is True
+    assert _splits_every_tile([part(ft.stream_k(blocks=7))], 1) is False
+    assert _splits_every_tile([part(ft.stream_k(blocks=16), 450)], 1) is None
+
+
+@pytest.mark.parametrize("tile, tiles, named", [
+    ((128, 128), 32, "each of the 32 tiles into pieces"),
+    ((128, 256), 16, "each of the 16 tiles into pieces"),
+    ((64, 64), 128, None),          # a wave of tiles: not split into several pieces each
+    ((128, 128), 44, None),         # a third of the SMs
+])
+def test_stream_k_that_splits_few_large_tiles_is_named(tile, tiles, named):
+    """Stream-K over few tiles of 128 rows or columns cuts each into several pieces, and ran
+    at 49-77% of smaller tiles one per block on the H200 (session 19): the OccupancyWarning
+    names it."""
+    from fearless.runtime.tile_launch import idle_sm_advice
+    why = idle_sm_advice((128, 4096), tile, tiles, 132, split=True)
+    assert (why is None) is (named is None), why
+    if named is not None:
+        assert named in why and "64 x 64" in why

@@ -360,17 +360,23 @@ class TileKernel(BaseKernel):
             if loaded is not None:   # entries: none only for a stream-K call with no launch
                 self._remember(values, types, constants,
                                [each.loaded for each in entries] or [loaded])
-                if self._advises and entry.compiled.info.mma \
-                        and _weighs_idle_sms(partitions, self.per_sm(backend)):
-                    why = tile_launch.idle_sm_advice(partitions[0].shape,
-                                                     partitions[0].tile_shape,
-                                                     prod(partitions[0].grid),
-                                                     device.multiprocessor_count())
-                    if why is not None:
-                        warn_user(f"tile kernel '{self.name}': {why}", OccupancyWarning)
+                if self._advises and entry.compiled.info.mma:
+                    self._advise(partitions, self.per_sm(backend))
         return DeviceOperation(enqueue, tuple(v for _, v in runtime), reads=reads,
                                writes=writes, partitions=partitions,
                                label=f"kernel '{self.name}'")
+
+    def _advise(self, partitions: list, per_sm: int) -> None:
+        """The OccupancyWarning of a first launch whose tiles do not suit its output
+        (``tile_launch.idle_sm_advice``), if any."""
+        split = _splits_every_tile(partitions, per_sm)
+        if split is None:
+            return
+        why = tile_launch.idle_sm_advice(partitions[0].shape, partitions[0].tile_shape,
+                                         prod(partitions[0].grid),
+                                         device.multiprocessor_count(), split)
+        if why is not None:
+            warn_user(f"tile kernel '{self.name}': {why}", OccupancyWarning)
 
     def _positional(self, args, kwargs) -> list | None:
         """Every parameter's value by position (keywords and ``ft.Const`` defaults filled in),
@@ -454,11 +460,17 @@ def _is_stream_k(partitions: list) -> bool:
     return bool(partitions) and isinstance(partitions[0].schedule, StreamK)
 
 
-def _weighs_idle_sms(partitions: list, per_sm: int) -> bool:
-    """Whether a launch's tile count says how busy the SMs are (``idle_sm_advice``): not where
-    a stream-K call splits its tiles' loops over every block (its pieces launch)."""
-    return bool(partitions) and not (_is_stream_k(partitions)
-                                     and PIECES in partitions[0].stream_k_phases(per_sm))
+def _splits_every_tile(partitions: list, per_sm: int) -> bool | None:
+    """How ``idle_sm_advice`` weighs a launch over ``partitions``: its ``split`` (a stream-K
+    call that cuts every tile's loop into pieces, with no whole wave), or None where the tile
+    count does not say how busy the SMs are (no partition; stream-K's whole waves and a split
+    tail, which keep every SM busy)."""
+    if not partitions:
+        return None
+    phases = partitions[0].stream_k_phases(per_sm) if _is_stream_k(partitions) else ()
+    if PIECES not in phases:
+        return False
+    return None if WHOLE in phases else True
 
 
 def _phase(types: tuple, phase: int) -> tuple:

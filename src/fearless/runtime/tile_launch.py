@@ -98,14 +98,18 @@ def check_grid(name: str, grid: tuple, grouped: bool) -> None:
                      "(ft.persistent())")
 
 
-def idle_sm_advice(shape: tuple, tile: tuple, tiles: int, sms: int) -> str | None:
+def idle_sm_advice(shape: tuple, tile: tuple, tiles: int, sms: int,
+                   split: bool = False) -> str | None:
     """Why a launch of an ``ft.mma`` kernel over a 2-d Out of ``shape`` (a GEMM's) in tiles of
-    ``tile``, ``tiles`` of them on ``sms`` SMs, wastes the tensor cores, or None:
+    ``tile``, ``tiles`` of them on ``sms`` SMs, wastes the tensor cores, or None. ``split``: a
+    stream-K call that cuts every tile's loop into pieces over the SMs (no whole wave; only
+    the first two rules apply):
 
     * a tile axis at least twice the output's extent rounded up to a power of two (at least
       half of every tile past the edge; never advising under 16, the mma's least);
     * under a third of the SMs busy with a tile axis of 128 or more (a smaller tile spreads
-      the work);
+      the work), or so few tiles for stream-K to split (each into several pieces, whose f32
+      partial sums a fixup launch adds);
     * a tile smaller than 128 x 128 (each capped at the extent's power of two) where tiles of
       that size would still number two thirds of the SMs or more (``nn.linear``'s prefill rule):
       small tiles load more of A and B per output element;
@@ -118,7 +122,9 @@ def idle_sm_advice(shape: tuple, tile: tuple, tiles: int, sms: int) -> str | Non
     96-119% and 128 x 64 (64 blocks) 88-108% (sessions 14, 16); at 4096^3, 64 x 64 tiles ran at
     52% of 128 x 128's speed and 128 x 64 at 63%, at 512 x 4096 x 4096 at 57% and 81% (session
     16, one tile per block; persistent, 31-39% of cuBLAS); over 128 x 14336 x 4096, 128 x 256
-    tiles (56 blocks) ran at 70% of 128 x 128's speed (112 blocks; session 17)."""
+    tiles (56 blocks) ran at 70% of 128 x 128's speed (112 blocks; session 17); stream-K over
+    128 x 4096 x 4096 ran at 63% (128 x 128 tiles) and 49% (128 x 256) of the speed of 64 x 64
+    tiles one per block, over 128 x 4096 x 14336 at 77% and 63% (session 19, L2 flushed)."""
     if len(shape) != 2 or tiles == 0:
         return None
     fits = [max(16, 1 << (n - 1).bit_length()) for n in shape]
@@ -128,9 +134,17 @@ def idle_sm_advice(shape: tuple, tile: tuple, tiles: int, sms: int) -> str | Non
                     f"has {n}: half or more of every tile's loads and MMAs fall past the "
                     f"edge; use a tile of at most {fit} there")
     if 3 * tiles < sms and max(tile) >= 128:
+        if split:
+            return (f"stream-K cuts each of the {tiles} tiles into pieces over {sms} SMs, and "
+                    f"a fixup launch adds their f32 partial sums (over 128 x 4096 x 4096 on "
+                    f"the H200, 128 x 128 tiles so ran at 63% of the speed of 64 x 64 tiles "
+                    f"one per block); use smaller tiles, or ft.autotune over "
+                    f"ft.configs.gemm()")
         return (f"the launch runs {tiles} tile blocks on {sms} SMs, so most SMs idle (over "
                 f"128 x 4096 x 4096 on the H200, 128 x 128 tiles ran at 67% of cuBLAS and "
                 f"64 x 64 at 96%); use smaller tiles, or ft.autotune over ft.configs.gemm()")
+    if split:
+        return None
     big = [min(128, fit) for fit in fits]
     big_tiles = -(-shape[0] // big[0]) * -(-shape[1] // big[1])
     if tile[0] * tile[1] < big[0] * big[1] and 3 * big_tiles >= 2 * sms:
