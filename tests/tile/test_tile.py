@@ -389,6 +389,29 @@ def test_exp2_flush_to_zero_drops_subnormal_results(backend, dtype):
             assert (got[~normal & (want > 2.0 ** -149)] > 0).all()
 
 
+@ft.kernel
+def scaled_copy(out: ft.Out, x: ft.In, scale: ft.Const[float], twice: ft.Const[int] = 0):
+    y = ft.load_like(x, out) * scale
+    if twice:
+        y = y * scale
+    out.store(y)
+
+
+def test_inspect_takes_the_constants_defaults_as_a_call_does():
+    """A constant left out of ``inspect`` takes its default (before, the body read it as an
+    unassigned local); one without a default, or a name that is no constant, is refused."""
+    types = (T.TensorView(f32, 1, T.Role.OUT, (32,)), T.TensorView(f32, 1, T.Role.IN))
+    assert exp2_flushed.inspect("ir", types) == exp2_flushed.inspect("ir", types, {"flush": 1})
+    assert exp2_flushed.inspect("ir", types) != exp2_flushed.inspect("ir", types, {"flush": 0})
+    with pytest.raises(ArgumentTypeError, match="no default") as info:
+        scaled_copy.inspect("ir", types, {"twice": 1})
+    assert info.value.param == "scale"
+    with pytest.raises(ArgumentTypeError, match="not an ft.Const") as info:
+        scaled_copy.inspect("ir", types, {"scale": 2.0, "thrice": 1})
+    assert info.value.param == "thrice"
+    assert "mul" in scaled_copy.inspect("ir", types, {"scale": 2.0})
+
+
 def test_exp2_flush_to_zero_lowers_to_the_ftz_form():
     types = (T.TensorView(f32, 1, T.Role.OUT, (32,)), T.TensorView(f32, 1, T.Role.IN))
     flushed = exp2_flushed.inspect("tileir", types, {"flush": 1}, arch="sm_90")

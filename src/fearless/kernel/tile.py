@@ -277,14 +277,34 @@ class TileKernel(BaseKernel):
     def inspect(self, stage: str, types: tuple, constants: dict | None = None,
                 arch: str = "sm_90") -> str:
         """The text of one compile stage (ast, types, ir, passes, tileir, cubin, sass) for
-        ``types``."""
+        ``types`` and the ``ft.Const`` values ``constants`` (by name; one left out takes its
+        default, as a call does). Raises ArgumentTypeError for an unknown name or a constant
+        without a default left out."""
+        constants = self._constants(constants or {})
         try:
-            compiled = compile_tile(self.captured, self._ir_params(types), constants or {},
+            compiled = compile_tile(self.captured, self._ir_params(types), constants,
                                     arch if stage in ("tileir", "cubin", "sass") else None, stage,
                                     self.hints, tma=base.CONFIG.tma)
         except FearlessError as exc:
             raise exc.with_kernel(self.name) from None
         return show(compiled, stage)
+
+    def _constants(self, given: dict) -> dict:
+        """Every ``ft.Const``'s value: ``given``'s, else its default (``inspect``)."""
+        consts = [p for p in self.params if p.kind is P.CONST]
+        unknown = sorted(set(given) - {p.name for p in consts})
+        if unknown:
+            raise ArgumentTypeError(f"'{unknown[0]}' is not an ft.Const parameter",
+                                    kernel=self.name, param=unknown[0],
+                                    help=f"its constants: {[p.name for p in consts]}")
+        out = {}
+        for p in consts:
+            if p.name not in given and p.default is P.NO_DEFAULT:
+                raise ArgumentTypeError("this ft.Const has no default, so it needs a value",
+                                        kernel=self.name, param=p.name,
+                                        help=f"pass constants={{'{p.name}': ...}}")
+            out[p.name] = given.get(p.name, p.default)
+        return out
 
     # calling ---------------------------------------------------------------------------------
 
