@@ -33,9 +33,8 @@ per block for want of co-resident blocks).
 4-32 rows (the wave's share of A and B in L2: each wave of 128 x 256 tiles in groups of 8 reads
 all of B at 8192 x 4096 x 14336); ``--set groups-square``: the squares 4096-16384, groups of 8
 and 16, 128 x 256 and 128 x 128 tiles. ``--set epilogue``: 4096^3 and 8192^3 with and without
-the store of C (``unstored``: the store under a condition that never holds), for what the
-epilogue costs each tile, and with the store's hints (``stored_plain``: no TMA;
-``stored_late``: latency 10).
+the store of C (``epilogue``'s "unstored": the store under a condition that never holds), for
+what the epilogue costs each tile, and with the store's hints (no TMA; latency 10).
 
 NAME: m128 (the default), waves, bk, square, streamk, blocks, epilogue, groups,
 groups-square.
@@ -75,38 +74,24 @@ def part(p: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
 
 
 @ft.kernel
-def unstored(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
-    """``matmul`` whose store runs only where K is 77 (never here): the GEMM without its
-    epilogue, to time what the epilogue costs (its output is left as it was: not checked)."""
+def epilogue(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64, store: ft.Const[int] = 0):
+    """``matmul`` with another store of C (``--set epilogue``): ``store`` 0 as matmul's, 1
+    never (under a condition on K that never holds here: the GEMM without its epilogue, its
+    output not checked), 2 without TMA (``allow_tma=False``), 3 with the latency hint 10."""
     bm, bn = c.tile_shape
     i, j = c.tile_index
     acc = ft.zeros((bm, bn), f32)
     for k in range(ft.cdiv(a.shape[1], bk)):
         acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
-    if a.shape[1] == 77:
+    if store == 1:
+        if a.shape[1] == 77:
+            c.store(acc.astype(c.dtype))
+    elif store == 2:
+        c.store(acc.astype(c.dtype), allow_tma=False)
+    elif store == 3:
+        c.store(acc.astype(c.dtype), latency=10)
+    else:
         c.store(acc.astype(c.dtype))
-
-
-@ft.kernel
-def stored_plain(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
-    """``matmul`` whose store of C is not a TMA store (``allow_tma=False``)."""
-    bm, bn = c.tile_shape
-    i, j = c.tile_index
-    acc = ft.zeros((bm, bn), f32)
-    for k in range(ft.cdiv(a.shape[1], bk)):
-        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
-    c.store(acc.astype(c.dtype), allow_tma=False)
-
-
-@ft.kernel
-def stored_late(c: ft.Out, a: ft.In, b: ft.In, bk: ft.Const[int] = 64):
-    """``matmul`` whose store of C carries the latency hint 10 (the most)."""
-    bm, bn = c.tile_shape
-    i, j = c.tile_index
-    acc = ft.zeros((bm, bn), f32)
-    for k in range(ft.cdiv(a.shape[1], bk)):
-        acc = ft.mma(ft.load(a, (i, k), (bm, bk)), ft.load(b, (k, j), (bk, bn)), acc)
-    c.store(acc.astype(c.dtype), latency=10)
 
 
 @ft.kernel
@@ -130,7 +115,8 @@ SETS = {"m128": [(128, 4096, 4096), (128, 1024, 4096), (128, 4096, 14336),
 
 
 def variants(big: bool, which: str = "m128") -> list[tuple]:
-    """(name, kernel, tile, schedule, splits, bk) of each variant of the set ``which``."""
+    """(name, kernel, tile, schedule, splits, bk) of each variant of the set ``which``; ``bk``
+    the K step, or a dict of the kernel's constants (``epilogue``'s)."""
     if which == "waves":
         return [(f"{t[0]}x{t[1]}{' cga2' if 256 in t else ''} "
                  f"{'persistent' if s else 'one per block'}", _hinted(matmul, "-", 256 in t),
@@ -176,11 +162,12 @@ def variants(big: bool, which: str = "m128") -> list[tuple]:
                 for g in (4, 8, 16, 32)]
     if which == "epilogue":
         per = ft.persistent()
-        return [(f"{t[0]}x{t[1]} {'persistent' if s else 'one per block'}"
-                 f"{'' if kern is matmul else ' ' + kern.name}", _hinted(kern, h), t, s, 1, 64)
+        return [(f"{t[0]}x{t[1]} {'persistent' if s else 'one per block'}{label}",
+                 _hinted(epilogue, h), t, s, 1, {"bk": 64, "store": store})
                 for t, h, s in (((128, 128), "-", per), ((128, 128), "-", None),
                                 ((128, 256), "ww8", per), ((128, 256), "ww8", None))
-                for kern in (matmul, unstored, stored_plain, stored_late)]
+                for store, label in enumerate(("", " unstored", " stored without TMA",
+                                               " stored with latency 10"))]
     if which == "bk":
         return [(f"{t[0]}x{t[1]} bk {bk}", matmul, t, None, 1, bk)
                 for t in ((64, 64), (128, 64)) for bk in (64, 128)]
@@ -251,14 +238,15 @@ def probe(torch, m: int, n: int, k: int, which: str) -> None:
     bound = (np.abs(a64) @ np.abs(b64)) * (k * 2.0 ** -23 + 2.0 ** -11) + np.abs(want) * 2.0 ** -11
     rows = []
     for name, kern, tile, schedule, splits, bk in variants(m >= 4096, which):
+        consts = bk if isinstance(bk, dict) else {"bk": bk}
         parts = [fl.empty((splits, m, n), f32) for _ in range(CALLS + 1)] if splits > 1 else None
         rt = (64, 64) if splits <= 2 else (32, 64)
 
         def call(c, i, kern=kern, tile=tile, schedule=schedule, splits=splits, parts=parts,
-                 rt=rt, bk=bk):
+                 rt=rt, consts=consts):
             if splits == 1:
-                return kern(c.partition(tile, schedule=schedule), fa, fb, bk=bk)
-            return kern(parts[i].partition((1, *tile)), fa, fb, bk=bk).then(
+                return kern(c.partition(tile, schedule=schedule), fa, fb, **consts)
+            return kern(parts[i].partition((1, *tile)), fa, fb, **consts).then(
                 lambda r: reduce(c.partition(rt), r[0].unpartition(), splits=splits))
         try:
             got = call(fl.full((m, n), np.nan, f16), CALLS).sync()[0].unpartition().numpy()
