@@ -19,9 +19,9 @@ Timing (every case alike): CUDA events on the legacy default stream. Each timed 
 first the L2 is flushed (``--flush-mb`` MB read with torch, default 256, over four times the
 H200's 60 MB; ``--flush write`` writes it instead, as runs before session 19 did: a write leaves
 L2 full of dirty lines that the timed kernel's reads then write back to memory, which cost the
-decode GEMV 10 points of copy bandwidth on the H200, benchmarks/RESULTS.md), then the GPU is held in ``torch.cuda._sleep`` while the host enqueues, then the
-start event, the launch, the end event (for fearless, recorded right after the enqueue, by a
-``.then()`` callback). A run where the GPU reached the start event before the host had enqueued
+decode GEMV 10 points of copy bandwidth on the H200, benchmarks/RESULTS.md), then the GPU is
+held in ``torch.cuda._sleep`` while the host enqueues, then the start event, the launch, the
+end event (for fearless, recorded right after the enqueue, by a ``.then()`` callback). A run where the GPU reached the start event before the host had enqueued
 the launch is retried with a longer sleep, and counted as host-bound if it stays so. The cases of
 one shape are timed together, interleaved: first each case's untimed calls (the first call: the
 compile, the autotuning; then two more, the second's wall time sizing the sleep), then
@@ -75,8 +75,8 @@ from fearless.errors import OccupancyWarning
 from fearless.ir import types as T
 from fearless.kernel.tile import _schedule_type as schedule_type
 from fearless.kernel.tile_fast import pow2_div
-from fearless.passes.stream_k import PIECES, WHOLE
-from fearless.runtime.partition import one_block_per_tile, stream_k_launches
+from fearless.runtime.partition import (one_block_per_tile, splits_every_tile,
+                                        stream_k_launches)
 from fearless.runtime.tile_launch import idle_sm_advice
 from examples.tile_gemm import matmul
 
@@ -336,13 +336,14 @@ def launch_advice(shape: Shape, cfg: Config, sms: int) -> list[str]:
     """The PerformanceWarning a first launch of ``cfg`` over ``shape`` gives when its tiles do
     not suit the shape (``tile_launch.idle_sm_advice``; one tile per block or persistent
     alike; for stream-K, none where it splits a tail after whole waves, and its own where it
-    splits every tile: ``kernel/tile.py``'s ``_splits_every_tile``), as ``compiled_first``
-    words it."""
+    splits every tile: ``runtime/partition.splits_every_tile``), as ``compiled_first`` words
+    it."""
     tiles = cfg.tiles(shape.m, shape.n)
-    phases = stream_k_launches(tiles, sms) if cfg.schedule == "stream-K" else ()
-    if WHOLE in phases and PIECES in phases:
+    split = splits_every_tile(stream_k_launches(tiles, sms) if cfg.schedule == "stream-K"
+                              else ())
+    if split is None:
         return []
-    why = idle_sm_advice((shape.m, shape.n), cfg.tile, tiles, sms, PIECES in phases)
+    why = idle_sm_advice((shape.m, shape.n), cfg.tile, tiles, sms, split)
     if why is None:
         return []
     LAUNCH_WARNINGS.add(why)
@@ -531,8 +532,7 @@ def gpu_run(rep: Report, shapes: list[Shape], reps: int, flush_mb: int,
     ct_run, ct_why = cutile_matmul()
     rep.data["cutile"] = ct_why or "installed"
     rep.log(f"cuTile Python: {ct_why or 'installed'}; L2 flush: a {flush} of {flush_mb} MB "
-            f"per timed run, "
-            f"median of {reps} interleaved rounds")
+            f"per timed run, median of {reps} interleaved rounds")
     clock = FlushClock(torch, flush_mb, flush)
     copy = None
     if any(s.decode for s in shapes):

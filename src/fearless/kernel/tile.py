@@ -39,7 +39,7 @@ from fearless.runtime.args import library_streams, scalar
 from fearless.runtime.contract import check_names, requirements
 from fearless.runtime.lazy import DeviceOperation
 from fearless.runtime.module import load_rebuilding
-from fearless.runtime.partition import Partition, StreamK
+from fearless.runtime.partition import Partition, StreamK, splits_every_tile
 from fearless.runtime.stream import check_order, follow
 from fearless.runtime.tensor import Tensor, as_tensor
 from fearless.tracebacks import user_facing, warn_user
@@ -481,16 +481,12 @@ def _is_stream_k(partitions: list) -> bool:
 
 
 def _splits_every_tile(partitions: list, per_sm: int) -> bool | None:
-    """How ``idle_sm_advice`` weighs a launch over ``partitions``: its ``split`` (a stream-K
-    call that cuts every tile's loop into pieces, with no whole wave), or None where the tile
-    count does not say how busy the SMs are (no partition; stream-K's whole waves and a split
-    tail, which keep every SM busy)."""
+    """``runtime/partition.splits_every_tile`` of a launch over ``partitions`` (None for no
+    partition)."""
     if not partitions:
         return None
-    phases = partitions[0].stream_k_phases(per_sm) if _is_stream_k(partitions) else ()
-    if PIECES not in phases:
-        return False
-    return None if WHOLE in phases else True
+    return splits_every_tile(partitions[0].stream_k_phases(per_sm)
+                             if _is_stream_k(partitions) else ())
 
 
 def _phase(types: tuple, phase: int) -> tuple:

@@ -122,6 +122,16 @@ def stream_k_launches(tiles: int, blocks: int) -> tuple[int, ...]:
     return ((1,) if tiles // blocks else ()) + (2, 3)
 
 
+def splits_every_tile(launches: tuple[int, ...]) -> bool | None:
+    """How ``tile_launch.idle_sm_advice`` weighs a call that makes ``launches``
+    (``stream_k_launches``; () for any other schedule): its ``split`` (stream-K cuts every
+    tile's loop into pieces: no whole wave), or None where the tile count does not say how busy
+    the SMs are (whole waves and a split tail keep every SM busy)."""
+    if 2 not in launches:
+        return False
+    return None if 1 in launches else True
+
+
 def one_block_per_tile(tiles: int, blocks: int, stream_k: bool) -> bool:
     """Whether a persistent (or, with ``stream_k``, a stream-K) launch of ``blocks`` blocks
     over ``tiles`` tiles gives no block a second tile and splits no loop, so that it can run one
