@@ -53,9 +53,9 @@ def backend(request):
 
 @pytest.fixture
 def tune(monkeypatch, tmp_path):
-    """Tuning on the cpu backend, a fresh disk cache, and a timer that runs the candidate's
-    work and returns the next of ``fake.times`` (one per config that survives, in order);
-    ``timed`` counts the timings."""
+    """Tuning on the cpu backend, a fresh disk cache, and a timer that runs each candidate's
+    work once and gives it the next of ``fake.times`` (one per config that survives its trial,
+    in order); ``timed`` counts the configs timed."""
     driver = importlib.import_module("fearless.autotuning.driver")
     base = importlib.import_module("fearless.kernel.base")
     timing = importlib.import_module("fearless.runtime.timing")
@@ -64,13 +64,16 @@ def tune(monkeypatch, tmp_path):
         base.CONFIG, cache_dir=tmp_path / "cache", progress=False))
     timed = []
 
-    def fake(enqueue, reps=5):
-        enqueue()
-        timed.append(len(timed))
-        return fake.times.pop(0)
+    def fake(enqueues, rounds=5, before=None):
+        out = []
+        for enqueue in enqueues:
+            enqueue()
+            timed.append(len(timed))
+            out.append(fake.times.pop(0))
+        return out
 
     fake.times = []
-    monkeypatch.setattr(timing, "replay_seconds", fake)
+    monkeypatch.setattr(timing, "interleaved_seconds", fake)
     return fake, timed
 
 

@@ -20,7 +20,7 @@ its contract's, else ``prepare``'s). ``--const`` sets a tile kernel's ``ft.Const
 Timing: the first call is timed on its own (it compiles: the JIT compile, cold or from the
 disk cache, is reported apart; FEARLESS_CACHE=0 forces a cold compile), then ``--warmup``
 untimed runs, then ``--runs`` timed runs, each on its own: on the GPU a pair of CUDA events
-around it, after the L2 cache is flushed (twice the L2 written over; ``runtime/timing.py``);
+around it, after the L2 cache is flushed (twice the L2 read; ``autotuning/flush.py``);
 on the cpu backend the wall clock around the NumPy interpreter (not a GPU time: the output
 says so). Reported: P50, P99 (nearest rank), min and max, and at the P50 the GB/s of
 ``--bytes`` and the TFLOP/s of ``--flops`` (expressions of the sizes). ``--compare`` times a
@@ -175,6 +175,7 @@ def _prepare(kernel, inputs: Inputs, given: dict, launch: str | None, block):
 
 def _time(fl, kernel, call, runs: int, warmup: int, amounts: dict) -> dict:
     """The first call (with what it compiled), the warm-up, then the timed runs."""
+    from fearless.autotuning.flush import l2_flush
     from fearless.runtime import timing
     was_on = fl.stats.on
     fl.stats.reset()
@@ -191,7 +192,7 @@ def _time(fl, kernel, call, runs: int, warmup: int, amounts: dict) -> dict:
     for _ in range(warmup):
         call()
     fl.synchronize()
-    times = sorted(timing.run_seconds(call, runs))
+    times = sorted(timing.run_seconds(call, runs, l2_flush()))
     p50 = percentile(times, 50)
     return {"kernel": kernel.name, "first_call_s": first, "compile": compiled,
             "p50_s": p50, "p99_s": percentile(times, 99), "min_s": times[0],
@@ -208,7 +209,7 @@ def _device_name() -> str:
 def table(report: dict) -> str:
     """The report as plain text: a header, a row per kernel, the ratio."""
     flush = report["l2_flush_bytes"]
-    how = (f"CUDA events, L2 flushed before each run ({flush >> 20} MiB written)"
+    how = (f"CUDA events, L2 flushed before each run ({flush >> 20} MiB read)"
            if report["backend"] == "cuda" else
            "the wall clock: CPU times, not GPU times")
     sizes = ", ".join(f"{k}={v}" for k, v in report["sizes"].items()) or "none"

@@ -789,3 +789,40 @@ def test_the_tuner_keeps_compile_warnings_but_not_a_trials_occupancy_warning():
     tuned = SimpleNamespace(compile_warnings={})
     tuner._keep(tuned, {0: [("spills", PerformanceWarning), ("32 blocks", OccupancyWarning)]})
     assert tuned.compile_warnings == {0: [("spills", PerformanceWarning)]}
+
+
+def test_a_config_whose_timed_run_raises_is_dropped_and_the_others_are_timed(
+        tune, monkeypatch):
+    """Past the trials, the survivors are timed together; one whose timed run raises (here a
+    LaunchError from config 1's enqueue) is dropped with the error, the rest timed again."""
+    fake, timed = tune
+    fake.times = [9.0, 9.0, 2.0, 1.0]   # config 0 in the failed rounds and alone, then 0, 2
+    tuner = importlib.import_module("fearless.autotuning.tuner")
+    real_rounds = tuner._rounds
+    timing_now = []
+
+    def rounds(tuned, order, bound, read, n):
+        timing_now.append(list(order))
+        real_enqueue = tuned._enqueue
+
+        def enqueue(c, bound, twins):
+            if c == 1:
+                raise fl.errors.LaunchError("config 1 cannot be captured")
+            return real_enqueue(c, bound, twins)
+
+        monkeypatch.setattr(tuned, "_enqueue", enqueue)
+        try:
+            return real_rounds(tuned, order, bound, read, n)
+        finally:
+            monkeypatch.setattr(tuned, "_enqueue", real_enqueue)
+
+    monkeypatch.setattr(tuner, "_rounds", rounds)
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=32), ft.Config(tile=8)])(copy_some)
+    x = np.random.default_rng(3).standard_normal(64).astype(np.float32)
+    o, _ = tuned(fl.full(64, np.nan, f32), _host(x)).sync()
+    np.testing.assert_array_equal(o.unpartition().numpy(), x)
+    r = tuned.report
+    # all three, then config 0 alone (fine), config 1 alone (raises), then 0 and 2 together
+    assert timing_now == [[0, 1, 2], [0], [1], [0, 2]]
+    assert r[1].dropped == "LaunchError: config 1 cannot be captured" and r[1].seconds is None
+    assert (r[0].seconds, r[2].seconds, r.winner) == (2.0, 1.0, 2)

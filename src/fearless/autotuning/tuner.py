@@ -1,10 +1,11 @@
 """The measurement loop of ``ft.autotune`` and ``fl.autotune`` (``driver.py`` decides when it
 runs): each config that fits and accepts the call runs on scratch twins of the written
-arguments, is dropped when it fails or leaves an element of an output it must cover unwritten,
-and is timed otherwise; the survivors must agree. A time bound skips the configs left once it is
-spent (after at least one was measured).
+arguments (its trial), is dropped when it fails or leaves an element of an output it must cover
+unwritten; then the survivors are timed together, taking turns round after round, each timed
+run after an L2 flush (``runtime/timing.interleaved_seconds``), and must agree. A time bound
+skips the configs left once it is spent (after at least one passed its trial).
 
-Progress on stderr: one line per config measured or dropped
+Progress on stderr, once the timing is done: one line per config measured or dropped
 (``fearless: tuning 'matmul' 3/24: config 2 Config(...): 41.7 us``) when
 ``FEARLESS_AUTOTUNE_PROGRESS=1``, or when it is unset, stderr is a terminal and
 ``FEARLESS_PROGRESS`` is not ``0`` (a log file gets only the summary); then one summary line
@@ -21,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fearless.autotuning import flush
 from fearless.errors import AutotuneError, FearlessError, InternalError, OccupancyWarning
 from fearless.kernel import base
 from fearless.runtime import memory, timing
@@ -93,24 +95,24 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
         raise next(iter(refused.values()))
     _check_contiguous(tuned, bound)
     progress = _Progress(tuned.name, len(tuned.configs))
-    candidates, results, timed = [], {}, {}
+    candidates, results = [], {}
     for n, cfg in enumerate(tuned.configs):
         if n in unfit:
             candidates.append(Candidate(cfg, dropped=unfit[n]))
             continue
-        if timed and budget is not None and time.perf_counter() - start >= budget:
+        if results and budget is not None and time.perf_counter() - start >= budget:
             candidates.append(Candidate(cfg, skipped=f"the time bound of {budget:g} s was "
                                                      f"spent"))
             continue
         with deferred_warnings() as own:   # a compile not done ahead warns here
             exc = refused.get(n) if n <= checked else tuned._refusal(n, bound)
-            if exc is not None:
-                c = Candidate(cfg, dropped=f"refuses these arguments ({_line(exc)})")
-            else:
-                c = _measure(tuned, n, bound, results, timed)
+            c = Candidate(cfg, dropped=f"refuses these arguments ({_line(exc)})") \
+                if exc is not None else _try(tuned, n, bound, results)
         _keep(tuned, {n: own})
-        c = replace(c, warnings=tuple(m for m, _ in tuned.compile_warnings.get(n, ())))
-        candidates.append(c)
+        candidates.append(replace(c, warnings=tuple(
+            m for m, _ in tuned.compile_warnings.get(n, ()))))
+    timed = _time(tuned, bound, results, candidates)
+    for n, c in enumerate(candidates):
         progress.candidate(n, c)
     report = Report(label, tuple(candidates), time.perf_counter() - start, None, budget)
     tuned.report = report
@@ -145,27 +147,70 @@ def _warn(tuned, n: int) -> None:
         warn_user(message, category)
 
 
-def _measure(tuned, n: int, bound: dict, results: dict, timed: dict) -> Candidate:
-    """Config n's trial and timing: its Candidate; its results and seconds go to ``results``
-    and ``timed`` when it survives. Which outputs it reads is config n's own (a config that
-    reads an output must not spare another that only writes part of it the coverage check)."""
+def _try(tuned, n: int, bound: dict, results: dict) -> Candidate:
+    """Config n's trial: its Candidate, timed later (``_time``); its results go to ``results``
+    when it survives. Which outputs it reads is config n's own (a config that reads an output
+    must not spare another that only writes part of it the coverage check)."""
     cfg = tuned.configs[n]
     try:
-        read = tuned._outs_read(bound, n)
-        result = _trial(tuned, n, bound, read, tuned._outs_stored(bound, n))
-        if isinstance(result, str):
-            return Candidate(cfg, dropped=result)
-        # as in the trial, only what the config reads starts as a copy: the rest of the real
-        # outputs may be memory nothing has written yet (compute-sanitizer's initcheck)
-        twins = {name: twin(bound[name], copy=name in read or name not in tuned.outs)
-                 for name in tuned.written}
-        seconds = timing.replay_seconds(lambda: tuned._enqueue(n, bound, twins), tuned.reps)
+        result = _trial(tuned, n, bound, tuned._outs_read(bound, n), tuned._outs_stored(bound, n))
     except InternalError:
         raise
     except FearlessError as exc:
         return Candidate(cfg, dropped=f"{type(exc).__name__}: {_line(exc)}")
-    results[n], timed[n] = result, seconds
-    return Candidate(cfg, seconds=seconds)
+    if isinstance(result, str):
+        return Candidate(cfg, dropped=result)
+    results[n] = result
+    return Candidate(cfg)
+
+
+def _time(tuned, bound: dict, results: dict, candidates: list) -> dict:
+    """Time the configs that passed their trials (``results``' keys) in interleaved rounds,
+    each timed run after an L2 flush (``runtime/timing.interleaved_seconds``), on one set of
+    twins of the written arguments. Fills in their seconds in ``candidates``, or drops a config
+    whose timed run raised (the rest are then timed again without it); returns {config:
+    seconds}."""
+    order = sorted(results)
+    read = set().union(*(tuned._outs_read(bound, n) for n in order))
+    while order:
+        try:
+            seconds = _rounds(tuned, order, bound, read, tuned.reps)
+        except InternalError:
+            raise
+        except FearlessError as exc:
+            bad = next((n for n in order if _raises(tuned, n, bound, read)), None)
+            if bad is None:
+                raise
+            candidates[bad] = replace(candidates[bad],
+                                      dropped=f"{type(exc).__name__}: {_line(exc)}")
+            results.pop(bad)
+            order.remove(bad)
+            continue
+        for n, s in zip(order, seconds):
+            candidates[n] = replace(candidates[n], seconds=s)
+        return dict(zip(order, seconds))
+    return {}
+
+
+def _rounds(tuned, order: list, bound: dict, read: set, rounds: int) -> list:
+    """Median seconds of each config of ``order`` over ``rounds`` interleaved rounds, on fresh
+    twins: as in the trials, only an output some config reads starts as a copy (the rest of
+    the real outputs may be memory nothing has written yet: compute-sanitizer's initcheck)."""
+    twins = {name: twin(bound[name], copy=name in read or name not in tuned.outs)
+             for name in tuned.written}
+    return timing.interleaved_seconds(
+        [lambda n=n: tuned._enqueue(n, bound, twins) for n in order], rounds, flush.l2_flush())
+
+
+def _raises(tuned, n: int, bound: dict, read: set) -> bool:
+    """Whether config n's timed run alone raises a FearlessError."""
+    try:
+        _rounds(tuned, [n], bound, read, 1)
+    except InternalError:
+        raise
+    except FearlessError:
+        return True
+    return False
 
 
 def covers(tuned, n: int, bound: dict) -> bool:

@@ -1,125 +1,138 @@
 """Timing device work.
 
-``replay_seconds``, for choosing among kernel configurations (``fearless.tile.tuning``): the
-work is captured once into a graph and replayed, each replay timed with CUDA events with timing
-on the current stream (cuda), so the host's cost of building and enqueueing the work is not
-counted, or with the wall clock around a replay and a synchronisation (cpu).
+``interleaved_seconds``, for choosing among kernel configurations (``fearless.tile.tuning``,
+``fl.autotune``): each candidate's work is captured into a graph and replayed, each replay
+timed with CUDA events on the current stream (cuda), so the host's cost of building and
+enqueueing the work is not counted, or with the wall clock around a replay and a
+synchronisation (cpu); the candidates take turns, round after round.
 
 ``run_seconds``, for ``fearless bench`` (``fearless/bench.py``): each run of eager work timed
 apart, with the L2 cache flushed before each on the GPU. Benchmarks time with the peers' own
-tools instead (``benchmarks/``)."""
+tools instead (``benchmarks/``).
+
+The flush itself is a kernel (``autotuning/flush.py``, a read: a memset leaves dirty lines that
+the timed run writes back), so both take it as a function."""
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Sequence
 
 from fearless.runtime import device
 from fearless.runtime.stream import current_stream, synchronize
 
 
-def replay_seconds(enqueue, reps: int = 5) -> float:
-    """Median seconds of the device work ``enqueue()`` puts on the current stream (it must
-    not wait: ``op.enqueue()``, not ``.sync()``): run once eagerly (which compiles), captured
-    once with ``fl.capture()``, then ``reps`` timed replays after an untimed one. Raises what
-    ``enqueue`` raises, and BackendError from the driver."""
+def interleaved_seconds(enqueues: Sequence[Callable[[], None]], rounds: int = 5,
+                        before: Callable[[], None] | None = None) -> list[float]:
+    """Median seconds of the device work that each ``enqueues[i]()`` puts on the current stream
+    (it must not wait: ``op.enqueue()``, not ``.sync()``; each has run once eagerly, which
+    compiled it), over ``rounds`` rounds. In each round every candidate, in an order rotated
+    by one each round, is captured into a graph (``fl.capture()``), replayed once untimed, and
+    replayed once timed after ``before()`` (an L2 flush) is enqueued; its graph is released
+    before the next is captured, so candidates may share the tensors they write.
+
+    Why rounds: timed one after another, back to back, the same H200 GEMM config's time moved
+    by up to 25% with the order the configs ran in (the GPU's clocks follow its power and
+    temperature, which the earlier runs set; benchmarks/RESULTS.md, 2026-12-03), so a tuner
+    picked by the order. Taking turns spreads that drift over every candidate alike. Raises
+    what an enqueue raises, BackendError from the driver."""
     from fearless.runtime.capture import capture
-    enqueue()
-    synchronize()
-    with capture() as graph:
-        enqueue()
+    n, cuda = len(enqueues), device.current_backend() == "cuda"
+    times: list[list[float]] = [[] for _ in range(n)]
+    marks: list = []   # (candidate, start event, end event), read once every round is enqueued
     try:
-        graph.replay()
-        synchronize()
-        if device.current_backend() != "cuda":
-            times = []
-            for _ in range(reps):
-                start = time.perf_counter()
-                graph.replay()
-                synchronize()
-                times.append(time.perf_counter() - start)
-            return statistics.median(times)
-        return statistics.median(_event_times(graph.replay, reps))
+        for r in range(rounds):
+            for i in (*range(r % n, n), *range(r % n)):
+                with capture() as graph:
+                    enqueues[i]()
+                try:
+                    graph.replay()
+                    if before is not None:
+                        before()
+                    if cuda:
+                        marks.append((i, _event(), _event()))
+                        _record(marks[-1][1])
+                        graph.replay()
+                        _record(marks[-1][2])
+                    else:
+                        synchronize()
+                        start = time.perf_counter()
+                        graph.replay()
+                        synchronize()
+                        times[i].append(time.perf_counter() - start)
+                finally:
+                    graph.release()   # waits for its replays
+        for i, start, end in marks:
+            times[i].append(_elapsed(start, end))
     finally:
-        graph.release()
+        _destroy(e for _, start, end in marks for e in (start, end))
+    return [statistics.median(t) for t in times]
 
 
-def _event_times(replay, reps: int) -> list[float]:
+def _event():
     from cuda.bindings import driver
 
     from fearless.runtime.memory import check_result
-    stream = current_stream().handle
-    events = []
-    try:
-        for _ in range(2 * reps):
-            err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DEFAULT)
-            check_result((err,), "cuEventCreate")
-            events.append(event)
-        for k in range(reps):
-            check_result(driver.cuEventRecord(events[2 * k], stream), "cuEventRecord")
-            replay()
-            check_result(driver.cuEventRecord(events[2 * k + 1], stream), "cuEventRecord")
-        synchronize()
-        times = []
-        for k in range(reps):
-            err, ms = driver.cuEventElapsedTime(events[2 * k], events[2 * k + 1])
-            check_result((err,), "cuEventElapsedTime")
-            times.append(ms / 1e3)
-        return times
-    finally:
-        for event in events:
-            driver.cuEventDestroy(event)
+    err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DEFAULT)
+    check_result((err,), "cuEventCreate")
+    return event
+
+
+def _record(event) -> None:
+    from cuda.bindings import driver
+
+    from fearless.runtime.memory import check_result
+    check_result(driver.cuEventRecord(event, current_stream().handle), "cuEventRecord")
+
+
+def _elapsed(start, end) -> float:
+    """Seconds between two recorded events (waits for the second)."""
+    from cuda.bindings import driver
+
+    from fearless.runtime.memory import check_result
+    check_result(driver.cuEventSynchronize(end), "cuEventSynchronize")
+    err, ms = driver.cuEventElapsedTime(start, end)
+    check_result((err,), "cuEventElapsedTime")
+    return ms / 1e3
+
+
+def _destroy(events) -> None:
+    from cuda.bindings import driver
+    for event in events:
+        driver.cuEventDestroy(event)
 
 
 def l2_flush_bytes() -> int:
-    """Bytes that ``run_seconds`` writes before each run on cuda: twice the GPU's L2 cache
-    (so none of the last run's data is left in it), at least 64 MiB; 0 on the cpu backend."""
+    """Bytes that an L2 flush reads (``autotuning/flush.py``): twice the GPU's L2 cache (so none
+    of the last run's data is left in it), at least 64 MiB; 0 on the cpu backend."""
     if device.current_backend() != "cuda":
         return 0
     return max(2 * device.cuda_device().properties.l2_cache_size, 64 << 20)
 
 
-def run_seconds(run, runs: int, flush: bool = True) -> list[float]:
+def run_seconds(run, runs: int, before: Callable[[], None] | None = None) -> list[float]:
     """Seconds of each of ``runs`` calls of ``run()``, which enqueues work on the current stream
-    without waiting. cuda: a pair of CUDA events around each run; with ``flush``, a memset of
-    ``l2_flush_bytes()`` on the stream before each pair, so every run starts with a cold L2
-    (the memset also keeps the GPU busy while the host enqueues the run, so the host's launch
-    cost is not in the time); one synchronisation at the end. cpu: the wall clock around each
-    run and a synchronisation. Raises what ``run`` raises, BackendError from the driver."""
+    without waiting. cuda: ``before()`` (an L2 flush, which also keeps the GPU busy while the
+    host enqueues the run, so the host's launch cost is not in the time), then a pair of CUDA
+    events around the run; one synchronisation at the end. cpu: the wall clock around each run
+    and a synchronisation. Raises what ``run`` raises, BackendError from the driver."""
+    times = []
     if device.current_backend() != "cuda":
-        times = []
         for _ in range(runs):
             start = time.perf_counter()
             run()
             synchronize()
             times.append(time.perf_counter() - start)
         return times
-    from cuda.bindings import driver
-
-    from fearless.runtime import memory
-    stream = current_stream()
-    nbytes = l2_flush_bytes() if flush else 0
-    scratch = memory.allocate(nbytes, stream) if nbytes else None
-    events = []
+    marks: list = []
     try:
-        for _ in range(2 * runs):
-            err, event = driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DEFAULT)
-            memory.check_result((err,), "cuEventCreate")
-            events.append(event)
-        for k in range(runs):
-            if scratch is not None:
-                memory.memset(int(scratch.handle), k & 0xFF, nbytes, stream)
-            memory.check_result(driver.cuEventRecord(events[2 * k], stream.handle),
-                                "cuEventRecord")
+        for _ in range(runs):
+            if before is not None:
+                before()
+            marks.append((_event(), _event()))
+            _record(marks[-1][0])
             run()
-            memory.check_result(driver.cuEventRecord(events[2 * k + 1], stream.handle),
-                                "cuEventRecord")
-        synchronize()
-        times = []
-        for k in range(runs):
-            err, ms = driver.cuEventElapsedTime(events[2 * k], events[2 * k + 1])
-            memory.check_result((err,), "cuEventElapsedTime")
-            times.append(ms / 1e3)
-        return times
+            _record(marks[-1][1])
+        return [_elapsed(start, end) for start, end in marks]
     finally:
-        for event in events:
-            driver.cuEventDestroy(event)
+        _destroy(e for pair in marks for e in pair)

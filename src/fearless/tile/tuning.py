@@ -44,8 +44,10 @@ new layout). So is a config that fails to
 compile or launch, and, unless ``compare=False``, the survivors' results must agree (each
 element within ``rtol`` of the other, plus ``rtol`` times the output's mean magnitude; integers
 exactly): survivors that disagree are an ``AutotuneError`` naming both, never a silent choice.
-The rest are timed (a CUDA graph of one run, replayed between CUDA events) and only the winner
-runs on the real arguments, once; its lazy operation is returned. All candidates failing is an
+The rest are timed together, in rounds (``reps``, default 5) in which each runs once, in a turn
+that moves each round (a CUDA graph of one run, replayed between CUDA events after an L2 flush
+by a read; the median of its rounds counts: ``runtime/timing.interleaved_seconds``), and only
+the winner runs on the real arguments, once; its lazy operation is returned. All candidates failing is an
 ``AutotuneError`` listing each with why; ``tuned.report`` (a ``Report``) holds the last
 tuning's candidates, its key and its cost in seconds, ``fl.stats()`` records each tuning, and
 ``tuned.config_for(*args)`` names the config that calls with such arguments run.
@@ -53,9 +55,9 @@ tuning's candidates, its key and its cost in seconds, ``fl.stats()`` records eac
 Time: a tuning compiles its configs at once, in threads, before trying them, so a new key waits
 about as long as its slowest compile. ``max_seconds`` (and ``FEARLESS_AUTOTUNE_SECONDS``; the
 smaller applies) bounds one tuning, compiles included (under a bound they compile one by one,
-as each is tried): once it is spent, the configs not yet measured are skipped (``skipped`` in
-the report) and the best measured wins; at least one config is always measured, so a tuning
-may overrun by one config's compile and trial. Only the winner's compile warnings
+as each is tried): once it is spent, the configs not yet tried are skipped (``skipped`` in the
+report) and the best of those tried wins; at least one config is always tried and timed, so a
+tuning may overrun by one config's compile and trial, and by the timing. Only the winner's compile warnings
 (``PerformanceWarning``) reach the caller, also when it wins a later key from the memory cache;
 every config's are in the report. Progress goes to stderr
 (``fearless/autotuning/tuner.py``).
@@ -128,8 +130,9 @@ def autotune(configs=None, key=None, rtol: float | None = None, reps: int = 5,
     ``ft.Config`` list (default ``ft.configs.default(kernel)``); ``key``: names of runtime
     parameters (default the tensor ones), or a dict from names to functions of the argument (or
     None) whose values key the tuning instead; ``rtol``: the comparison's tolerance (default
-    1e-2 for f16 outputs, 2^-5 for bf16, 1e-5 for wider floats: ``tuner.default_rtol``); ``reps``: timed replays per
-    candidate; ``compare=False`` skips the comparison (outputs that may differ between runs:
+    1e-2 for f16 outputs, 2^-5 for bf16, 1e-5 for wider floats: ``tuner.default_rtol``);
+    ``reps``: timed rounds, in each of which every candidate runs once after an L2 flush (its
+    median wins); ``compare=False`` skips the comparison (outputs that may differ between runs:
     float atomics, atomic old values); ``max_seconds``: a bound on one tuning's wall-clock
     seconds. Raises AutotuneError for an empty or invalid config list, key or setting, naming
     it."""
