@@ -21,8 +21,9 @@ H200's 60 MB; ``--flush write`` writes it instead, as runs before session 19 did
 L2 full of dirty lines that the timed kernel's reads then write back to memory, which cost the
 decode GEMV 10 points of copy bandwidth on the H200, benchmarks/RESULTS.md), then the GPU is
 held in ``torch.cuda._sleep`` while the host enqueues, then the start event, the launch, the
-end event (for fearless, recorded right after the enqueue, by a ``.then()`` callback). A run where the GPU reached the start event before the host had enqueued
-the launch is retried with a longer sleep, and counted as host-bound if it stays so. The cases of
+end event (for fearless, recorded right after the enqueue, by a ``.then()`` callback). A run
+where the GPU reached the start event before the host had enqueued the launch is retried with a
+longer sleep, and counted as host-bound if it stays so. The cases of
 one shape are timed together, interleaved: first each case's untimed calls (the first call: the
 compile, the autotuning; then two more, the second's wall time sizing the sleep), then
 ``--reps`` rounds (default 21, ``--quick`` 15), each one timed run of every case, the order
@@ -45,7 +46,7 @@ the same tile one per block on every shape whose last wave it splits (``compiler
 
 Run from the repository root on the GPU machine:
     PYTHONPATH=src:. python3 benchmarks/bench_gemm.py [--quick] [--full]
-        [--dtypes f16,bf16] [--shapes square,llm | 2048,4096,llm:1024,...]
+        [--dtypes f16,bf16] [--shapes square,llm | 2048,4096,llm:1024,llm:8192x4096x14336,...]
 ``--quick``: f16, square 2048/4096/8192 and the LLM rows M=1024, 15 rounds.
 Output: a line per case, per-shape ratios, a table last; ``$OUT`` (default ./bench_out) gets
 bench_gemm.json and bench_gemm.log. Without a GPU, ``--dry-run`` runs every fearless config at
@@ -57,6 +58,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -178,8 +180,8 @@ class Shape:
 
 def select(shapes: str, dtypes: str, full: bool) -> list[Shape]:
     """The shapes named by ``--shapes`` (a comma list of ``square``, ``llm``, a square size,
-    ``llm:M``) in each dtype of ``--dtypes``, in order, without repeats. SystemExit for an
-    unknown name."""
+    ``llm:M``, or one LLM row ``llm:MxNxK``) in each dtype of ``--dtypes``, in order, without
+    repeats. SystemExit for an unknown name."""
     picked: list[tuple] = []
     for item in (s.strip() for s in shapes.split(",") if s.strip()):
         if item == "square":
@@ -189,8 +191,11 @@ def select(shapes: str, dtypes: str, full: bool) -> list[Shape]:
             picked += [("llm", m, n, k) for m in ms for k, n in LLM_KN]
         elif item.isdigit():
             picked.append(("square", int(item), int(item), int(item)))
+        elif re.fullmatch(r"llm:\d+x\d+x\d+", item):
+            picked.append(("llm", *map(int, item[4:].split("x"))))
         else:
-            raise SystemExit(f"--shapes: unknown {item!r} (square, llm, a size, llm:M)")
+            raise SystemExit(f"--shapes: unknown {item!r} (square, llm, a size, llm:M, "
+                             f"llm:MxNxK)")
     unknown = [d for d in dtypes.split(",") if d.strip() not in DTYPES]
     if unknown:
         raise SystemExit(f"--dtypes: unknown {', '.join(unknown)} (f16, bf16)")
@@ -698,8 +703,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU: every fearless config at tiny sizes on the CPU backend, and "
                          "the GPU specialisations of the chosen shapes lowered to Tile IR")
-    ap.add_argument("--shapes", help="comma list: square, llm, a square size, llm:M "
-                                     "(default square,llm)")
+    ap.add_argument("--shapes", help="comma list: square, llm, a square size, llm:M, "
+                                     "llm:MxNxK (default square,llm)")
     ap.add_argument("--dtypes", help="comma list of f16, bf16 (default both)")
     ap.add_argument("--full", action="store_true", help="square sizes up to 16384")
     ap.add_argument("--quick", action="store_true", help=f"shapes {QUICK_SHAPES}, dtypes "
