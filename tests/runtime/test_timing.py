@@ -58,15 +58,21 @@ def test_run_seconds_times_each_run_after_its_flush(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-def test_the_flush_kernel_reads_every_word_once(backend):
+def test_the_flush_kernel_reads_every_word_once_then_holds(backend):
     """seen[i] is the OR of words i, i + T, i + 2T, ... (T threads): random words, a length
-    that leaves a remainder past the unrolled steps."""
-    n, threads = 20 * 1024 + 77, 2 * flush.BLOCK
+    that leaves a remainder past the unrolled steps; held[0] is thread 0's hold, ``hold``
+    steps of the generator from seen[0]."""
+    n, threads, hold = 20 * 1024 + 77, 2 * flush.BLOCK, 37
     words = np.random.default_rng(2).integers(0, 2 ** 32, n, dtype=np.uint32)
-    seen = fl.full(threads, 0xDEADBEEF, u32)
-    flush.read_words[flush.read_words.prepare(threads)](fl.asarray(words), seen)
-    want = [np.bitwise_or.reduce(words[i::threads]) for i in range(threads)]
-    np.testing.assert_array_equal(seen.numpy(), np.array(want, np.uint32))
+    seen, held = fl.full(threads, 0xDEADBEEF, u32), fl.full(1, 0xDEADBEEF, u32)
+    flush.read_words[flush.read_words.prepare(threads)](fl.asarray(words), seen, held, hold)
+    want = np.array([np.bitwise_or.reduce(words[i::threads]) for i in range(threads)],
+                    np.uint32)
+    np.testing.assert_array_equal(seen.numpy(), want)
+    h = int(want[0])
+    for _ in range(hold):
+        h = (h * 1664525 + 1013904223) % 2 ** 32
+    assert held.numpy()[0] == h
 
 
 def test_there_is_no_flush_on_the_cpu_backend():
@@ -79,7 +85,7 @@ def test_the_gpu_flush_reads_twice_the_l2():
     run = flush.l2_flush()
     run()
     fl.synchronize()
-    words, seen, _ = flush._made[0]
+    words, seen, held, _ = flush._made[0]
     l2 = device.cuda_device().properties.l2_cache_size
     assert 4 * len(words) == timing.l2_flush_bytes() >= 2 * l2
     assert not seen.numpy().any()   # the words are zeroed once, so every OR is 0

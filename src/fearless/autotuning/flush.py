@@ -1,6 +1,7 @@
 """An L2 flush by a read, for timing kernels: before each timed run, ``l2_flush()``'s function
 enqueues a kernel that reads twice the GPU's L2 cache (``runtime/timing.l2_flush_bytes``), so
-the run starts with none of the last run's lines in L2, and none of them dirty.
+the run starts with none of the last run's lines in L2, and none of them dirty; the kernel
+also holds the GPU while the host enqueues the timed run (``HOLD``).
 
 Why a read and not a memset: a memset leaves L2 full of dirty lines, and the timed kernel's own
 reads then evict them, writing them back inside its timed window. On the H200 that cost the
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fearless.dtypes import u32
+from fearless.dtypes import i32, u32
 from fearless.kernel import kernel
 from fearless.runtime import device, memory, timing
 from fearless.runtime.contract import Contract
@@ -23,12 +24,20 @@ from fearless.simt.static import static_range
 BLOCK = 256
 UNROLL = 8          # loads in flight per thread and step: one alone reads at about 1 TB/s
 BLOCKS_PER_SM = 8   # 2048 threads: a full Hopper SM
+# Steps of thread 0's hold: at a few cycles each, about 100 us at Hopper's clocks. The flush so
+# outlasts the host's enqueue of what follows it (an event record and a graph launch, or an
+# eager launch: tens of us), and the timed run after it starts with no gap of host time in its
+# window (as bench_gemm holds the GPU in torch.cuda._sleep).
+HOLD = 1 << 15
 
 
 @kernel(contract=Contract(dims=1, block=BLOCK))
-def read_words(words: Slice[u32], seen: DisjointSlice[u32]):
+def read_words(words: Slice[u32], seen: DisjointSlice[u32], held: DisjointSlice[u32], hold: i32):
     """seen[i] = the OR of words[i], words[i + T], words[i + 2 T], ... (T = len(seen), the
-    launch's threads): every word is read once, in coalesced steps of T words."""
+    launch's threads): every word is read once, in coalesced steps of T words. Then thread 0
+    takes ``hold`` dependent steps of a linear congruential generator (Numerical Recipes'
+    constants) from seen[0] and stores the last in held[0] (len 1): the launch lasts at least
+    that long whatever the read takes."""
     i = thread.index_1d()
     if i < len(seen):
         n = len(words)
@@ -45,16 +54,23 @@ def read_words(words: Slice[u32], seen: DisjointSlice[u32]):
             a0 = a0 | words[j]
             j += step
         seen[i] = a0 | a1
+        if i < len(held):
+            h = a0 | a1
+            k = 0
+            while k < hold:
+                h = h * 1664525 + 1013904223
+                k += 1
+            held[i] = h
 
 
-_made: list = []   # [(words, seen, launch)] for GPU 0 (the cuda backend's), kept for the process
+_made: list = []   # [(words, seen, held, launch)] for GPU 0 (the cuda backend's), for the process
 
 
 def l2_flush() -> Callable[[], None] | None:
     """A function that enqueues the flush on the current stream without waiting (None on the
-    cpu backend, which has no L2 to empty). The first call allocates twice its L2
-    (64 MiB at least; zeroed, so the reads see written memory) and compiles the kernel (disk
-    cached). Raises BackendError from the driver."""
+    cpu backend, which has no L2 to empty): the read, then thread 0's hold (``HOLD``). The first
+    call allocates twice the L2 (64 MiB at least; zeroed, so the reads see written memory) and
+    compiles the kernel (disk cached). Raises BackendError from the driver."""
     if device.current_backend() != "cuda":
         return None
     if not _made:
@@ -62,6 +78,6 @@ def l2_flush() -> Callable[[], None] | None:
         words = empty(n, u32)
         memory.memset(words.data_ptr(), 0, 4 * n)
         threads = device.multiprocessor_count() * BLOCKS_PER_SM * BLOCK
-        _made.append((words, empty(threads, u32), read_words.prepare(threads)))
-    words, seen, launch = _made[0]
-    return lambda: read_words[launch](words, seen)
+        _made.append((words, empty(threads, u32), empty(1, u32), read_words.prepare(threads)))
+    words, seen, held, launch = _made[0]
+    return lambda: read_words[launch](words, seen, held, HOLD)
