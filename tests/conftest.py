@@ -64,10 +64,10 @@ def tune(monkeypatch, tmp_path):
         base.CONFIG, cache_dir=tmp_path / "cache", progress=False))
     timed = []
 
-    def fake(enqueues, rounds=5, before=None):
+    def fake(candidates, rounds=5, before=None):
         out = []
-        for enqueue in enqueues:
-            enqueue()
+        for prepare in candidates:
+            prepare()()
             timed.append(len(timed))
             out.append(fake.times.pop(0))
         return out

@@ -20,26 +20,33 @@ def add_const(o: ft.Out[f32], x: ft.In[f32], c: f32):
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)
-def test_the_candidates_take_turns_on_a_shared_output_each_timed_after_the_flush(backend):
-    """Three candidates write one tensor: each round captures them in an order rotated by one,
-    the flush comes before each timed replay, and each gets the median of its rounds."""
+def test_the_candidates_take_turns_each_on_fresh_tensors_and_timed_after_the_flush(backend):
+    """Three candidates: each round prepares and captures them in an order rotated by one,
+    the flush comes before each timed replay, each run writes tensors its preparation made,
+    and each candidate gets the median of its rounds."""
     x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
-    xs, out, log = fl.asarray(x), [fl.full(256, np.nan, f32)], []
+    xs, log, outs = fl.asarray(x), [], []
+    add_const(fl.empty(256, f32).partition(64), xs, 0.0).sync()   # compiled before the timing
 
     def candidate(c: float):
-        def enqueue():
+        def prepare():
             log.append(c)
-            out[0] = add_const(out[0].partition(64), xs, c).enqueue()[0].unpartition()
-        return enqueue
+            out = [fl.full(256, np.nan, f32)]
+            outs.append((c, out))
 
-    out[0] = add_const(out[0].partition(64), xs, 0.0).sync()[0].unpartition()   # compiled
+            def enqueue():
+                out[0] = add_const(out[0].partition(64), xs, c).enqueue()[0].unpartition()
+            return enqueue
+        return prepare
+
     seconds = timing.interleaved_seconds([candidate(1.0), candidate(2.0), candidate(3.0)], 4,
                                          lambda: log.append("flush"))
-    captured = [c for c in log if c != "flush"]
-    assert captured == [1.0, 2.0, 3.0, 2.0, 3.0, 1.0, 3.0, 1.0, 2.0, 1.0, 2.0, 3.0]
-    assert log.count("flush") == 12 and log[1] == "flush"   # flush after capture, before time
+    prepared = [c for c in log if c != "flush"]
+    assert prepared == [1.0, 2.0, 3.0, 2.0, 3.0, 1.0, 3.0, 1.0, 2.0, 1.0, 2.0, 3.0]
+    assert log.count("flush") == 12 and log[1] == "flush"   # after the capture, before time
     assert len(seconds) == 3 and all(0 < s < 10 for s in seconds)
-    np.testing.assert_array_equal(out[0].numpy(), x + np.float32(3.0))   # the last one ran
+    for c, out in outs:   # every run wrote its own tensor (the graphs are released: readable)
+        np.testing.assert_array_equal(out[0].numpy(), x + np.float32(c))
 
 
 @pytest.mark.parametrize("backend", BACKENDS, indirect=True)

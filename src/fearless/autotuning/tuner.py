@@ -166,8 +166,8 @@ def _try(tuned, n: int, bound: dict, results: dict) -> Candidate:
 
 def _time(tuned, bound: dict, results: dict, candidates: list) -> dict:
     """Time the configs that passed their trials (``results``' keys) in interleaved rounds,
-    each timed run after an L2 flush (``runtime/timing.interleaved_seconds``), on one set of
-    twins of the written arguments. Fills in their seconds in ``candidates``, or drops a config
+    each timed run after an L2 flush (``runtime/timing.interleaved_seconds``), on twins of the
+    written arguments. Fills in their seconds in ``candidates``, or drops a config
     whose timed run raised (the rest are then timed again without it); returns {config:
     seconds}."""
     order = sorted(results)
@@ -193,13 +193,17 @@ def _time(tuned, bound: dict, results: dict, candidates: list) -> dict:
 
 
 def _rounds(tuned, order: list, bound: dict, read: set, rounds: int) -> list:
-    """Median seconds of each config of ``order`` over ``rounds`` interleaved rounds, on fresh
-    twins: as in the trials, only an output some config reads starts as a copy (the rest of
-    the real outputs may be memory nothing has written yet: compute-sanitizer's initcheck)."""
-    twins = {name: twin(bound[name], copy=name in read or name not in tuned.outs)
-             for name in tuned.written}
-    return timing.interleaved_seconds(
-        [lambda n=n: tuned._enqueue(n, bound, twins) for n in order], rounds, flush.l2_flush())
+    """Median seconds of each config of ``order`` over ``rounds`` interleaved rounds, each run
+    on fresh twins: as in the trials, only an output some config reads starts as a copy (the
+    rest of the real outputs may be memory nothing has written yet: compute-sanitizer's
+    initcheck)."""
+    def prepare(n: int):
+        twins = {name: twin(bound[name], copy=name in read or name not in tuned.outs)
+                 for name in tuned.written}
+        return lambda: tuned._enqueue(n, bound, twins)
+
+    return timing.interleaved_seconds([lambda n=n: prepare(n) for n in order], rounds,
+                                      flush.l2_flush())
 
 
 def _raises(tuned, n: int, bound: dict, read: set) -> bool:

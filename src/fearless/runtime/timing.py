@@ -22,14 +22,18 @@ from fearless.runtime import device
 from fearless.runtime.stream import current_stream, synchronize
 
 
-def interleaved_seconds(enqueues: Sequence[Callable[[], None]], rounds: int = 5,
+def interleaved_seconds(candidates: Sequence[Callable[[], Callable[[], None]]], rounds: int = 5,
                         before: Callable[[], None] | None = None) -> list[float]:
-    """Median seconds of the device work that each ``enqueues[i]()`` puts on the current stream
-    (it must not wait: ``op.enqueue()``, not ``.sync()``; each has run once eagerly, which
-    compiled it), over ``rounds`` rounds. In each round every candidate, in an order rotated
-    by one each round, is captured into a graph (``fl.capture()``), replayed once untimed, and
-    replayed once timed after ``before()`` (an L2 flush) is enqueued; its graph is released
-    before the next is captured, so candidates may share the tensors they write.
+    """Median seconds of the device work of each candidate over ``rounds`` rounds. A candidate
+    is a function that prepares a run (makes the tensors it writes) and returns the function
+    that enqueues it on the current stream (it must not wait: ``op.enqueue()``, not
+    ``.sync()``; its kernels compiled already). In each round every candidate, in an order
+    rotated by one each round, is prepared, captured into a graph (``fl.capture()``), replayed
+    once untimed, and replayed once timed after ``before()`` (an L2 flush) is enqueued; its
+    graph is released before the next is prepared. Fresh tensors each time: with one output
+    shared by the candidates, under compute-sanitizer on the H200 a view of it outlived the
+    released graph that wrote it, and the next candidate's partition of it was refused (not
+    understood; not seen without the sanitizer, nor on the cpu backend).
 
     Why rounds: timed one after another, back to back, the same H200 GEMM config's time moved
     by up to 25% with the order the configs ran in (the GPU's clocks follow its power and
@@ -37,14 +41,15 @@ def interleaved_seconds(enqueues: Sequence[Callable[[], None]], rounds: int = 5,
     picked by the order. Taking turns spreads that drift over every candidate alike. Raises
     what an enqueue raises, BackendError from the driver."""
     from fearless.runtime.capture import capture
-    n, cuda = len(enqueues), device.current_backend() == "cuda"
+    n, cuda = len(candidates), device.current_backend() == "cuda"
     times: list[list[float]] = [[] for _ in range(n)]
     marks: list = []   # (candidate, start event, end event), read once every round is enqueued
     try:
         for r in range(rounds):
             for i in (*range(r % n, n), *range(r % n)):
+                enqueue = candidates[i]()
                 with capture() as graph:
-                    enqueues[i]()
+                    enqueue()
                 try:
                     graph.replay()
                     if before is not None:
