@@ -1,4 +1,4 @@
-"""How a tuner's clock ranks GEMM configs (issue 13): the same configs timed five ways in one
+"""How a tuner's clock ranks GEMM configs (issue 13): the same configs timed six ways in one
 run on the GPU, to see which way picks what bench_gemm's flushed launches find fastest.
 
 For each shape (f16, ``examples.tile_gemm.matmul``, bench_gemm's configs), each config's median

@@ -801,7 +801,7 @@ def test_a_config_whose_timed_run_raises_is_dropped_and_the_others_are_timed(
     real_rounds = tuner._rounds
     timing_now = []
 
-    def rounds(tuned, order, bound, read, n):
+    def rounds(tuned, order, bound, read, n, before):
         timing_now.append(list(order))
         real_enqueue = tuned._enqueue
 
@@ -812,7 +812,7 @@ def test_a_config_whose_timed_run_raises_is_dropped_and_the_others_are_timed(
 
         monkeypatch.setattr(tuned, "_enqueue", enqueue)
         try:
-            return real_rounds(tuned, order, bound, read, n)
+            return real_rounds(tuned, order, bound, read, n, before)
         finally:
             monkeypatch.setattr(tuned, "_enqueue", real_enqueue)
 
@@ -826,3 +826,20 @@ def test_a_config_whose_timed_run_raises_is_dropped_and_the_others_are_timed(
     assert timing_now == [[0, 1, 2], [0], [1], [0, 2]]
     assert r[1].dropped == "LaunchError: config 1 cannot be captured" and r[1].seconds is None
     assert (r[0].seconds, r[2].seconds, r.winner) == (2.0, 1.0, 2)
+
+
+def test_a_tuning_with_the_real_interleaved_timer_times_every_survivor(monkeypatch, tmp_path):
+    """No stand-in timer: the cpu backend's interleaved rounds (fresh twins each run) time
+    both configs that pass their trials; the one that leaves tiles unwritten is dropped, and
+    the winner's result is right."""
+    monkeypatch.setattr(tuning, "_tunes_on_cpu", lambda: True)
+    monkeypatch.setattr(BASE, "CONFIG", dataclasses.replace(
+        BASE.CONFIG, cache_dir=tmp_path / "cache", progress=False))
+    tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=16, skip=1), ft.Config(tile=32)],
+                        reps=3)(copy_some)
+    x = np.random.default_rng(4).standard_normal(64).astype(np.float32)
+    o, _ = tuned(fl.full(64, np.nan, f32), _host(x)).sync()
+    np.testing.assert_array_equal(o.unpartition().numpy(), x)
+    r = tuned.report
+    assert r[1].dropped.startswith("leaves 32 of the 64") and r[1].seconds is None
+    assert r[0].seconds > 0 and r[2].seconds > 0 and r.winner in (0, 2)

@@ -5,7 +5,7 @@ unwritten; then the survivors are timed together, taking turns round after round
 run after an L2 flush (``runtime/timing.interleaved_seconds``), and must agree. A time bound
 skips the configs left once it is spent (after at least one passed its trial).
 
-Progress on stderr, once the timing is done: one line per config measured or dropped
+Progress on stderr, once the timing is done: one line per config tried, timed or dropped
 (``fearless: tuning 'matmul' 3/24: config 2 Config(...): 41.7 us``) when
 ``FEARLESS_AUTOTUNE_PROGRESS=1``, or when it is unset, stderr is a terminal and
 ``FEARLESS_PROGRESS`` is not ``0`` (a log file gets only the summary); then one summary line
@@ -95,7 +95,7 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
         raise next(iter(refused.values()))
     _check_contiguous(tuned, bound)
     progress = _Progress(tuned.name, len(tuned.configs))
-    candidates, results = [], {}
+    candidates, results, tried = [], {}, []
     for n, cfg in enumerate(tuned.configs):
         if n in unfit:
             candidates.append(Candidate(cfg, dropped=unfit[n]))
@@ -111,13 +111,14 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
         _keep(tuned, {n: own})
         candidates.append(replace(c, warnings=tuple(
             m for m, _ in tuned.compile_warnings.get(n, ()))))
+        tried.append(n)
     timed = _time(tuned, bound, results, candidates)
-    for n, c in enumerate(candidates):
-        progress.candidate(n, c)
+    for n in tried:
+        progress.candidate(n, candidates[n])
     report = Report(label, tuple(candidates), time.perf_counter() - start, None, budget)
     tuned.report = report
     if not timed:
-        lines = "\n".join(f"  config {n} {c.config!r}: {c.dropped}"
+        lines = "\n".join(f"  config {n} {c.config!r}: {c.dropped or c.skipped}"
                           for n, c in enumerate(candidates))
         raise AutotuneError(f"every config failed:\n{lines}", kernel=tuned.name)
     if tuned.compare:
@@ -167,18 +168,21 @@ def _try(tuned, n: int, bound: dict, results: dict) -> Candidate:
 def _time(tuned, bound: dict, results: dict, candidates: list) -> dict:
     """Time the configs that passed their trials (``results``' keys) in interleaved rounds,
     each timed run after an L2 flush (``runtime/timing.interleaved_seconds``), on twins of the
-    written arguments. Fills in their seconds in ``candidates``, or drops a config
-    whose timed run raised (the rest are then timed again without it); returns {config:
-    seconds}."""
+    written arguments. Fills in their seconds in ``candidates``, or drops a config whose timed
+    run raised alone (the rest are then timed again without it; an error no config raises
+    alone propagates); returns {config: seconds}."""
     order = sorted(results)
     read = set().union(*(tuned._outs_read(bound, n) for n in order))
+    before = flush.l2_flush()
+    if before is not None and order:
+        before()   # once alone: a failure of the flush is not blamed on a config
     while order:
         try:
-            seconds = _rounds(tuned, order, bound, read, tuned.reps)
+            seconds = _rounds(tuned, order, bound, read, tuned.reps, before)
         except InternalError:
             raise
         except FearlessError as exc:
-            bad = next((n for n in order if _raises(tuned, n, bound, read)), None)
+            bad = next((n for n in order if _raises(tuned, n, bound, read, before)), None)
             if bad is None:
                 raise
             candidates[bad] = replace(candidates[bad],
@@ -192,7 +196,7 @@ def _time(tuned, bound: dict, results: dict, candidates: list) -> dict:
     return {}
 
 
-def _rounds(tuned, order: list, bound: dict, read: set, rounds: int) -> list:
+def _rounds(tuned, order: list, bound: dict, read: set, rounds: int, before) -> list:
     """Median seconds of each config of ``order`` over ``rounds`` interleaved rounds, each run
     on fresh twins: as in the trials, only an output some config reads starts as a copy (the
     rest of the real outputs may be memory nothing has written yet: compute-sanitizer's
@@ -202,14 +206,13 @@ def _rounds(tuned, order: list, bound: dict, read: set, rounds: int) -> list:
                  for name in tuned.written}
         return lambda: tuned._enqueue(n, bound, twins)
 
-    return timing.interleaved_seconds([lambda n=n: prepare(n) for n in order], rounds,
-                                      flush.l2_flush())
+    return timing.interleaved_seconds([lambda n=n: prepare(n) for n in order], rounds, before)
 
 
-def _raises(tuned, n: int, bound: dict, read: set) -> bool:
+def _raises(tuned, n: int, bound: dict, read: set, before) -> bool:
     """Whether config n's timed run alone raises a FearlessError."""
     try:
-        _rounds(tuned, [n], bound, read, 1)
+        _rounds(tuned, [n], bound, read, 1, before)
     except InternalError:
         raise
     except FearlessError:

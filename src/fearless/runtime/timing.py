@@ -27,38 +27,44 @@ def interleaved_seconds(candidates: Sequence[Callable[[], Callable[[], None]]], 
     """Median seconds of the device work of each candidate over ``rounds`` rounds. A candidate
     is a function that prepares a run (makes the tensors it writes) and returns the function
     that enqueues it on the current stream (it must not wait: ``op.enqueue()``, not
-    ``.sync()``; its kernels compiled already). In each round every candidate, in an order
-    rotated by one each round, is prepared, captured into a graph (``fl.capture()``), replayed
-    once untimed, and replayed once timed after ``before()`` (an L2 flush) is enqueued; its
-    graph is released before the next is prepared. Fresh tensors each time: with one output
-    shared by the candidates, under compute-sanitizer on the H200 a view of it outlived the
-    released graph that wrote it, and the next candidate's partition of it was refused (not
-    understood; not seen without the sanitizer, nor on the cpu backend).
+    ``.sync()``; its kernels compiled already). Round r takes the candidates in turn from
+    ``r * n // rounds`` on (n candidates; wrapping round), so the turns' starts spread over the
+    candidates; each is prepared, captured into a graph (``fl.capture()``), replayed once
+    untimed, and replayed once timed after ``before()`` (an L2 flush) is enqueued; its graph is
+    released before the next is prepared. Fresh tensors each time: with one output shared by
+    the candidates, under compute-sanitizer on the H200 a view of it outlived the released
+    graph that wrote it, and the next candidate's partition of it was refused (not understood;
+    not seen without the sanitizer, nor on the cpu backend).
 
     Why rounds: timed one after another, back to back, the same H200 GEMM config's time moved
-    by up to 25% with the order the configs ran in (the GPU's clocks follow its power and
-    temperature, which the earlier runs set; benchmarks/RESULTS.md, 2026-12-03), so a tuner
-    picked by the order. Taking turns spreads that drift over every candidate alike. Raises
-    what an enqueue raises, BackendError from the driver."""
+    by up to 17% with the order the configs ran in (benchmarks/RESULTS.md, 2026-12-03; the GPU's
+    clocks following its power and temperature, which the earlier runs set, is our guess), so a
+    tuner picked by the order. Taking turns spreads such drift over the candidates. Raises what
+    an enqueue or ``before`` raises, BackendError from the driver."""
     from fearless.runtime.capture import capture
     n, cuda = len(candidates), device.current_backend() == "cuda"
     times: list[list[float]] = [[] for _ in range(n)]
-    marks: list = []   # (candidate, start event, end event), read once every round is enqueued
+    marks: list = []   # [candidate, start event, end event], read once every round is enqueued
     try:
         for r in range(rounds):
-            for i in (*range(r % n, n), *range(r % n)):
+            first = r * n // rounds % n
+            for i in (*range(first, n), *range(first)):
                 enqueue = candidates[i]()
                 with capture() as graph:
                     enqueue()
+                del enqueue   # its tensors go with the graph's release, before the next's
                 try:
                     graph.replay()
                     if before is not None:
                         before()
                     if cuda:
-                        marks.append((i, _event(), _event()))
-                        _record(marks[-1][1])
+                        mark = [i]
+                        marks.append(mark)
+                        mark.append(_event())
+                        mark.append(_event())
+                        _record(mark[1])
                         graph.replay()
-                        _record(marks[-1][2])
+                        _record(mark[2])
                     else:
                         synchronize()
                         start = time.perf_counter()
@@ -67,10 +73,11 @@ def interleaved_seconds(candidates: Sequence[Callable[[], Callable[[], None]]], 
                         times[i].append(time.perf_counter() - start)
                 finally:
                     graph.release()   # waits for its replays
+        synchronize()   # the flushes' deferred checks too
         for i, start, end in marks:
             times[i].append(_elapsed(start, end))
     finally:
-        _destroy(e for _, start, end in marks for e in (start, end))
+        _destroy(e for mark in marks for e in mark[1:])
     return [statistics.median(t) for t in times]
 
 
@@ -119,7 +126,8 @@ def run_seconds(run, runs: int, before: Callable[[], None] | None = None) -> lis
     """Seconds of each of ``runs`` calls of ``run()``, which enqueues work on the current stream
     without waiting. cuda: ``before()`` (an L2 flush, which also keeps the GPU busy while the
     host enqueues the run, so the host's launch cost is not in the time), then a pair of CUDA
-    events around the run; one synchronisation at the end. cpu: the wall clock around each run
+    events around the run; one synchronisation at the end (which reports the runs' bounds
+    errors). cpu: the wall clock around each run
     and a synchronisation. Raises what ``run`` raises, BackendError from the driver."""
     times = []
     if device.current_backend() != "cuda":
@@ -134,10 +142,14 @@ def run_seconds(run, runs: int, before: Callable[[], None] | None = None) -> lis
         for _ in range(runs):
             if before is not None:
                 before()
-            marks.append((_event(), _event()))
-            _record(marks[-1][0])
+            mark: list = []
+            marks.append(mark)
+            mark.append(_event())
+            mark.append(_event())
+            _record(mark[0])
             run()
-            _record(marks[-1][1])
+            _record(mark[1])
+        synchronize()   # fearless's: its deferred checks (bounds errors) report here
         return [_elapsed(start, end) for start, end in marks]
     finally:
-        _destroy(e for pair in marks for e in pair)
+        _destroy(e for mark in marks for e in mark)

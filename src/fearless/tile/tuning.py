@@ -56,9 +56,9 @@ Time: a tuning compiles its configs at once, in threads, before trying them, so 
 about as long as its slowest compile. ``max_seconds`` (and ``FEARLESS_AUTOTUNE_SECONDS``; the
 smaller applies) bounds one tuning, compiles included (under a bound they compile one by one,
 as each is tried): once it is spent, the configs not yet tried are skipped (``skipped`` in the
-report) and the best of those tried wins; at least one config is always tried and timed, so a
-tuning may overrun by one config's compile and trial, and by the timing. Only the winner's compile warnings
-(``PerformanceWarning``) reach the caller, also when it wins a later key from the memory cache;
+report) and the best of those timed wins; at least one config is always tried (compiled and
+run in its trial), so a tuning may overrun by one config's compile and trial, and by the
+timing of those that passed. Only the winner's compile warnings (``PerformanceWarning``) reach the caller, also when it wins a later key from the memory cache;
 every config's are in the report. Progress goes to stderr
 (``fearless/autotuning/tuner.py``).
 
