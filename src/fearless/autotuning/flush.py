@@ -58,8 +58,9 @@ _made: list = []   # [(words, seen, launch)] for GPU 0 (the cuda backend's), kep
 
 def l2_flush() -> Callable[[], None] | None:
     """A function that enqueues the flush on the current stream without waiting (None on the
-    cpu backend, which has no L2 to empty). The first call allocates twice the L2 (64 MiB at least; zeroed, so the reads see written memory) and
-    compiles the kernel (disk cached). Raises BackendError from the driver."""
+    cpu backend, which has no L2 to empty). The first call allocates twice the L2 (64 MiB at
+    least; zeroed, so the reads see written memory) and compiles the kernel (disk cached).
+    Raises BackendError from the driver."""
     if device.current_backend() != "cuda":
         return None
     if not _made:

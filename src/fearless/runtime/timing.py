@@ -127,8 +127,8 @@ def run_seconds(run, runs: int, before: Callable[[], None] | None = None) -> lis
     without waiting. cuda: ``before()`` (an L2 flush, which also keeps the GPU busy while the
     host enqueues the run, so the host's launch cost is not in the time), then a pair of CUDA
     events around the run; one synchronisation at the end (which reports the runs' bounds
-    errors). cpu: the wall clock around each run
-    and a synchronisation. Raises what ``run`` raises, BackendError from the driver."""
+    errors). cpu: the wall clock around each run and a synchronisation. Raises what ``run``
+    raises, BackendError from the driver."""
     times = []
     if device.current_backend() != "cuda":
         for _ in range(runs):

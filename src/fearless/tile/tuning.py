@@ -47,10 +47,10 @@ exactly): survivors that disagree are an ``AutotuneError`` naming both, never a 
 The rest are timed together, in rounds (``reps``, default 5) in which each runs once, in a turn
 that moves each round (a CUDA graph of one run, replayed between CUDA events after an L2 flush
 by a read; the median of its rounds counts: ``runtime/timing.interleaved_seconds``), and only
-the winner runs on the real arguments, once; its lazy operation is returned. All candidates failing is an
-``AutotuneError`` listing each with why; ``tuned.report`` (a ``Report``) holds the last
-tuning's candidates, its key and its cost in seconds, ``fl.stats()`` records each tuning, and
-``tuned.config_for(*args)`` names the config that calls with such arguments run.
+the winner runs on the real arguments, once; its lazy operation is returned. All candidates
+failing is an ``AutotuneError`` listing each with why; ``tuned.report`` (a ``Report``) holds
+the last tuning's candidates, its key and its cost in seconds, ``fl.stats()`` records each
+tuning, and ``tuned.config_for(*args)`` names the config that calls with such arguments run.
 
 Time: a tuning compiles its configs at once, in threads, before trying them, so a new key waits
 about as long as its slowest compile. ``max_seconds`` (and ``FEARLESS_AUTOTUNE_SECONDS``; the
@@ -58,9 +58,9 @@ smaller applies) bounds one tuning, compiles included (under a bound they compil
 as each is tried): once it is spent, the configs not yet tried are skipped (``skipped`` in the
 report) and the best of those timed wins; at least one config is always tried (compiled and
 run in its trial), so a tuning may overrun by one config's compile and trial, and by the
-timing of those that passed. Only the winner's compile warnings (``PerformanceWarning``) reach the caller, also when it wins a later key from the memory cache;
-every config's are in the report. Progress goes to stderr
-(``fearless/autotuning/tuner.py``).
+timing of those that passed. Only the winner's compile warnings (``PerformanceWarning``) reach
+the caller, also when it wins a later key from the memory cache; every config's are in the
+report. Progress goes to stderr (``fearless/autotuning/tuner.py``).
 
 The configs that refuse the real arguments (their ``requires=``, say) are not tried. A key's
 ranking (the timed configs, fastest first) persists in ``FEARLESS_CACHE_DIR/autotune/`` per
