@@ -156,10 +156,10 @@ def test_tuned_configs_agree_within_the_rounding_of_p(dtype, units):
     tuned = A._prefill_tuned(64, A.PREFILL[64], dtype)
     unit = A._P_UNIT[dtype]
     assert tuned.rtol == pytest.approx(units * unit)
-    tuner = importlib.import_module("fearless.autotuning.tuner")
+    agreement = importlib.import_module("fearless.autotuning.agreement")
     ref = np.random.default_rng(3).standard_normal(4096) * 0.04
-    assert tuner._differs({"o": ref * (1 + 8 * unit)}, {"o": ref}, tuned.rtol) is None
-    assert tuner._differs({"o": ref * 1.1}, {"o": ref}, tuned.rtol) is not None
+    assert agreement.differs({"o": ref * (1 + 8 * unit)}, {"o": ref}, tuned.rtol) is None
+    assert agreement.differs({"o": ref * 1.1}, {"o": ref}, tuned.rtol) is not None
 
 
 def test_prefill_output_is_fresh_and_poison_free(small_tiles):

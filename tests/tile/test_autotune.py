@@ -661,15 +661,15 @@ def test_the_default_tolerance_follows_the_rounding_of_the_dtype(dtype, unit):
     """Two 16-bit results a few units of rounding apart agree (bf16: a flash attention's
     blocks of 64 or 128 keys round its probabilities apart on the H200, 5 units at 0.016);
     a result off by a few percent does not."""
-    tuner = importlib.import_module("fearless.autotuning.tuner")
+    agreement = importlib.import_module("fearless.autotuning.agreement")
     want = np.random.default_rng(7).standard_normal(4096) * 0.05
     ref = fl.asarray(want, {"float16": fl.f16, "bfloat16": fl.bf16}[dtype]).numpy()
     near = (ref.astype(np.float64) * (1 + 5 * unit)).astype(ref.dtype)
     assert (near != ref).any()
-    assert tuner._differs({"o": near}, {"o": ref}, None) is None
+    assert agreement.differs({"o": near}, {"o": ref}, None) is None
     for off in (1.5, 1 + 2 ** -4 if dtype == "bfloat16" else 1.03):   # a few % is caught
         far = (ref.astype(np.float64) * off).astype(ref.dtype)
-        assert "compared within" in tuner._differs({"o": far}, {"o": ref}, None)
+        assert "compared within" in agreement.differs({"o": far}, {"o": ref}, None)
 
 
 def _record_compiles(monkeypatch, note):

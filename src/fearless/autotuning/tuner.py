@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from fearless.autotuning import flush
+from fearless.autotuning.agreement import Agreement
 from fearless.errors import AutotuneError, FearlessError, InternalError, OccupancyWarning
 from fearless.kernel import base
 from fearless.runtime import memory, timing
@@ -95,24 +96,25 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
         raise next(iter(refused.values()))
     _check_contiguous(tuned, bound)
     progress = _Progress(tuned.name, len(tuned.configs))
-    candidates, results, tried = [], {}, []
+    candidates, survivors, tried = [], set(), []
+    agreement = Agreement(tuned)
     for n, cfg in enumerate(tuned.configs):
         if n in unfit:
             candidates.append(Candidate(cfg, dropped=unfit[n]))
             continue
-        if results and budget is not None and time.perf_counter() - start >= budget:
+        if survivors and budget is not None and time.perf_counter() - start >= budget:
             candidates.append(Candidate(cfg, skipped=f"the time bound of {budget:g} s was "
                                                      f"spent"))
             continue
         with deferred_warnings() as own:   # a compile not done ahead warns here
             exc = refused.get(n) if n <= checked else tuned._refusal(n, bound)
             c = Candidate(cfg, dropped=f"refuses these arguments ({_line(exc)})") \
-                if exc is not None else _try(tuned, n, bound, results)
+                if exc is not None else _try(tuned, n, bound, survivors, agreement)
         _keep(tuned, {n: own})
         candidates.append(replace(c, warnings=tuple(
             m for m, _ in tuned.compile_warnings.get(n, ()))))
         tried.append(n)
-    timed = _time(tuned, bound, results, candidates)
+    timed = _time(tuned, bound, survivors, candidates)
     for n in tried:
         progress.candidate(n, candidates[n])
     report = Report(label, tuple(candidates), time.perf_counter() - start, None, budget)
@@ -121,8 +123,7 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
         lines = "\n".join(f"  config {n} {c.config!r}: {c.dropped or c.skipped}"
                           for n, c in enumerate(candidates))
         raise AutotuneError(f"every config failed:\n{lines}", kernel=tuned.name)
-    if tuned.compare:
-        _agree(tuned, results)
+    agreement.check()
     ranking = sorted(timed, key=timed.get)
     tuned.report = replace(report, winner=ranking[0])
     progress.done(tuned.report, timed[ranking[0]])
@@ -148,10 +149,11 @@ def _warn(tuned, n: int) -> None:
         warn_user(message, category)
 
 
-def _try(tuned, n: int, bound: dict, results: dict) -> Candidate:
-    """Config n's trial: its Candidate, timed later (``_time``); its results go to ``results``
-    when it survives. Which outputs it reads is config n's own (a config that reads an output
-    must not spare another that only writes part of it the coverage check)."""
+def _try(tuned, n: int, bound: dict, survivors: set, agreement: Agreement) -> Candidate:
+    """Config n's trial: its Candidate, timed later (``_time``); when it survives, n joins
+    ``survivors`` and its outputs go to ``agreement``. Which outputs it reads is config n's own
+    (a config that reads an output must not spare another that only writes part of it the
+    coverage check)."""
     cfg = tuned.configs[n]
     try:
         result = _trial(tuned, n, bound, tuned._outs_read(bound, n), tuned._outs_stored(bound, n))
@@ -161,17 +163,18 @@ def _try(tuned, n: int, bound: dict, results: dict) -> Candidate:
         return Candidate(cfg, dropped=f"{type(exc).__name__}: {_line(exc)}")
     if isinstance(result, str):
         return Candidate(cfg, dropped=result)
-    results[n] = result
+    survivors.add(n)
+    agreement.add(n, result)
     return Candidate(cfg)
 
 
-def _time(tuned, bound: dict, results: dict, candidates: list) -> dict:
-    """Time the configs that passed their trials (``results``' keys) in interleaved rounds,
+def _time(tuned, bound: dict, survivors: set, candidates: list) -> dict:
+    """Time the configs that passed their trials (``survivors``) in interleaved rounds,
     each timed run after an L2 flush (``runtime/timing.interleaved_seconds``), on twins of the
     written arguments. Fills in their seconds in ``candidates``, or drops a config whose timed
     run raised alone (the rest are then timed again without it; an error no config raises
     alone propagates); returns {config: seconds}."""
-    order = sorted(results)
+    order = sorted(survivors)
     read = set().union(*(tuned._outs_read(bound, n) for n in order))
     before = flush.l2_flush()
     if before is not None and order:
@@ -187,7 +190,7 @@ def _time(tuned, bound: dict, results: dict, candidates: list) -> dict:
                 raise
             candidates[bad] = replace(candidates[bad],
                                       dropped=f"{type(exc).__name__}: {_line(exc)}")
-            results.pop(bad)
+            survivors.discard(bad)
             order.remove(bad)
             continue
         for n, s in zip(order, seconds):
@@ -270,19 +273,6 @@ def _trial(tuned, n: int, bound: dict, read: set, stored: set):
     return runs[0]
 
 
-def _agree(tuned, results: dict) -> None:
-    order = sorted(results)
-    first = order[0]
-    for n in order[1:]:
-        differs = _differs(results[n], results[first], tuned.rtol)
-        if differs:
-            raise AutotuneError(
-                f"configs {first} {tuned.configs[first]!r} and {n} {tuned.configs[n]!r} "
-                f"compute different values: {differs}", kernel=tuned.name,
-                help="one of them is wrong (drop it from the list); if the kernel's "
-                     "outputs may differ between runs (float atomics), pass compare=False")
-
-
 def twin(t, copy: bool, fill: int = 0) -> Tensor:
     """A scratch tensor of ``t``'s shape, dtype and 16-byte alignment class: a copy of ``t``,
     or every byte ``fill``."""
@@ -313,38 +303,6 @@ def twin(t, copy: bool, fill: int = 0) -> Tensor:
 def _bits(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
                                          8: np.uint64}[a.dtype.itemsize])
-
-
-def default_rtol(dtype: np.dtype) -> float:
-    """The comparison's default tolerance for a float output of ``dtype``: 1e-2 for f16 (20
-    units of its 2^-11 rounding), 2^-5 for bf16 (8 units of its 2^-8: two correct flash
-    attention configs, probabilities rounded to bf16 in blocks of 64 or of 128 keys, differed by
-    2.7 units of (|value| + the mean magnitude) on the H200, while a config off by 4% is still
-    caught), 1e-5 for wider floats."""
-    if dtype.itemsize > 2:
-        return 1e-5
-    return 2.0 ** -5 if dtype.name == "bfloat16" else 1e-2
-
-
-def _differs(results: dict, reference: dict, rtol) -> str | None:
-    for name, got in results.items():
-        want = reference[name]
-        if got.dtype.kind in "biu":
-            bad = got != want
-            tol = "exactly"
-        else:
-            g, w = got.astype(np.float64), want.astype(np.float64)
-            r = rtol if rtol is not None else default_rtol(got.dtype)
-            finite = np.isfinite(w)
-            mean = float(np.abs(w[finite]).mean()) if finite.any() else 0.0
-            close = np.abs(g - w) <= r * (np.abs(w) + mean)
-            bad = ~(close | (np.isnan(g) & np.isnan(w)) | (g == w))
-            tol = f"within {r} x (|value| + {mean:.3g})"
-        if bad.any():
-            k = int(np.flatnonzero(np.asarray(bad).ravel())[0])
-            return (f"'{name}' element {k}: {got.ravel()[k].item()!r} against "
-                    f"{want.ravel()[k].item()!r} (compared {tol})")
-    return None
 
 
 class _Progress:

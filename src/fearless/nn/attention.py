@@ -23,7 +23,7 @@ from functools import lru_cache
 import fearless as fl
 from fearless import dtypes, f32
 from fearless import tile as ft
-from fearless.autotuning import driver, tuner
+from fearless.autotuning import agreement, driver
 from fearless.errors import ArgumentTypeError
 from fearless.kernel import base
 from fearless.nn import _common as c
@@ -315,7 +315,7 @@ def tuning_rtol(dtype: str) -> float:
     of two correct configs reached about 8 units (bf16, S 4096, D 128, causal, on the H200:
     0.0014 against a mean |out| of 0.039, which the bf16 default of 2^-5 refused); the largest
     of 10^8-10^9 outputs is 5-10% more (it grows as sqrt(2 ln n))."""
-    return max(12 * _P_UNIT[dtype], tuner.default_rtol(dtypes.from_name(dtype).numpy))
+    return max(12 * _P_UNIT[dtype], agreement.default_rtol(dtypes.from_name(dtype).numpy))
 
 
 @lru_cache(maxsize=None)

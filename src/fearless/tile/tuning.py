@@ -130,7 +130,7 @@ def autotune(configs=None, key=None, rtol: float | None = None, reps: int = 5,
     ``ft.Config`` list (default ``ft.configs.default(kernel)``); ``key``: names of runtime
     parameters (default the tensor ones), or a dict from names to functions of the argument (or
     None) whose values key the tuning instead; ``rtol``: the comparison's tolerance (default
-    1e-2 for f16 outputs, 2^-5 for bf16, 1e-5 for wider floats: ``tuner.default_rtol``);
+    1e-2 for f16 outputs, 2^-5 for bf16, 1e-5 for wider floats: ``agreement.default_rtol``);
     ``reps``: timed rounds, in each of which every candidate runs once after an L2 flush (its
     median wins); ``compare=False`` skips the comparison (outputs that may differ between runs:
     float atomics, atomic old values); ``max_seconds``: a bound on one tuning's wall-clock
