@@ -791,12 +791,9 @@ def test_the_tuner_keeps_compile_warnings_but_not_a_trials_occupancy_warning():
     assert tuned.compile_warnings == {0: [("spills", PerformanceWarning)]}
 
 
-def test_a_config_whose_timed_run_raises_is_dropped_and_the_others_are_timed(
-        tune, monkeypatch):
-    """Past the trials, the survivors are timed together; one whose timed run raises (here a
-    LaunchError from config 1's enqueue) is dropped with the error, the rest timed again."""
-    fake, timed = tune
-    fake.times = [9.0, 9.0, 2.0, 1.0]   # config 0 in the failed rounds and alone, then 0, 2
+def _timed_runs_raise(monkeypatch, bad: int) -> list:
+    """Make config ``bad``'s timed runs raise a LaunchError (its trial still passes); returns
+    the list of each timing's configs."""
     tuner = importlib.import_module("fearless.autotuning.tuner")
     real_rounds = tuner._rounds
     timing_now = []
@@ -806,8 +803,8 @@ def test_a_config_whose_timed_run_raises_is_dropped_and_the_others_are_timed(
         real_enqueue = tuned._enqueue
 
         def enqueue(c, bound, twins):
-            if c == 1:
-                raise fl.errors.LaunchError("config 1 cannot be captured")
+            if c == bad:
+                raise fl.errors.LaunchError(f"config {bad} cannot be captured")
             return real_enqueue(c, bound, twins)
 
         monkeypatch.setattr(tuned, "_enqueue", enqueue)
@@ -817,6 +814,16 @@ def test_a_config_whose_timed_run_raises_is_dropped_and_the_others_are_timed(
             monkeypatch.setattr(tuned, "_enqueue", real_enqueue)
 
     monkeypatch.setattr(tuner, "_rounds", rounds)
+    return timing_now
+
+
+def test_a_config_whose_timed_run_raises_is_dropped_and_the_others_are_timed(
+        tune, monkeypatch):
+    """Past the trials, the survivors are timed together; one whose timed run raises (here a
+    LaunchError from config 1's enqueue) is dropped with the error, the rest timed again."""
+    fake, timed = tune
+    fake.times = [9.0, 9.0, 2.0, 1.0]   # config 0 in the failed rounds and alone, then 0, 2
+    timing_now = _timed_runs_raise(monkeypatch, 1)
     tuned = ft.autotune([ft.Config(tile=16), ft.Config(tile=32), ft.Config(tile=8)])(copy_some)
     x = np.random.default_rng(3).standard_normal(64).astype(np.float32)
     o, _ = tuned(fl.full(64, np.nan, f32), _host(x)).sync()
@@ -826,6 +833,35 @@ def test_a_config_whose_timed_run_raises_is_dropped_and_the_others_are_timed(
     assert timing_now == [[0, 1, 2], [0], [1], [0, 2]]
     assert r[1].dropped == "LaunchError: config 1 cannot be captured" and r[1].seconds is None
     assert (r[0].seconds, r[2].seconds, r.winner) == (2.0, 1.0, 2)
+
+
+@ft.kernel
+def add_offset_d(o: ft.Out[f32], x: ft.In[f32], off: ft.Const[int] = 0):
+    o.store(ft.load_like(x, o) + off)
+
+
+@pytest.mark.parametrize("bad, offs, refused", [
+    (1, (0, 1, 0), None),       # the config that differs is dropped by the timing
+    (0, (1, 0, 0), None),       # the first (the reference) is, and the others agree
+    (0, (0, 0, 1), (1, 2)),     # the first is, and the two kept differ: both named
+])
+def test_only_the_configs_the_timing_keeps_must_agree(tune, monkeypatch, bad, offs, refused):
+    """The configs are compared with the first as their trials end, but a difference counts
+    only between configs the timing kept (as when they were compared after it)."""
+    fake, _ = tune
+    fake.times = [1.0] * 8
+    _timed_runs_raise(monkeypatch, bad)
+    tuned = ft.autotune([ft.Config(tile=16, off=k) for k in offs])(add_offset_d)
+    x = np.random.default_rng(9).standard_normal(64).astype(np.float32)
+    if refused is None:
+        o, _ = tuned(fl.full(64, np.nan, f32), _host(x)).sync()
+        assert tuned.report[bad].dropped == f"LaunchError: config {bad} cannot be captured"
+        np.testing.assert_allclose(o.unpartition().numpy(), x + offs[tuned.report.winner])
+        return
+    with pytest.raises(AutotuneError, match=rf"configs {refused[0]} .* and {refused[1]} .* "
+                                            rf"compute different values: .*config {bad}'s "
+                                            rf"outputs, dropped since"):
+        tuned(fl.full(64, np.nan, f32), _host(x)).sync()
 
 
 def test_a_tuning_with_the_real_interleaved_timer_times_every_survivor(monkeypatch, tmp_path):

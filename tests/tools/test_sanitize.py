@@ -14,7 +14,8 @@ from fearless import cli, sanitize
 def test_command_runs_the_script_with_an_error_exit_code():
     cmd = sanitize.command("/cuda/bin/compute-sanitizer", "job.py", "racecheck", ["-n", "3"])
     assert cmd == ["/cuda/bin/compute-sanitizer", "--tool", "racecheck", "--error-exitcode",
-                   "86", "--target-processes", "application-only", sys.executable, "job.py", "-n", "3"]
+                   "86", "--target-processes", "application-only", sys.executable, "job.py",
+                   "-n", "3"]
 
 
 def test_skipped_cleanly_without_compute_sanitizer(monkeypatch, capsys):

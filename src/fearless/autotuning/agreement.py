@@ -3,7 +3,8 @@
 first one's outputs (host arrays), so the tuner keeps one set of outputs, not one per config.
 
 The comparison runs in slices of ``SLICE`` elements, in float32 for outputs of 32 bits or
-fewer (exact for f16, bf16 and f32 values; its rounding is below 2^-23 of the tolerance) and
+fewer (exact for f16, bf16 and f32 values: near the bound two values are within a factor of two,
+so their difference is exact, and the bound's own rounding is a few units of 2^-24 of it) and
 float64 for wider ones. Why: the whole-array float64 form took about 5 s for each config of a
 8192^2 f16 output on a 2-core host, and its temporaries were several times the output.
 """
@@ -32,26 +33,32 @@ def _work(dtype: np.dtype):
 
 
 def mean_magnitude(want: np.ndarray) -> float:
-    """The mean |value| of the finite elements of a float array (0.0 when none is finite)."""
+    """The mean |value| of the finite elements of a float array (0.0 when none is finite), as
+    a running mean of the slices' means: a float64 sum of values near its largest overflows."""
     flat, work = want.reshape(-1), _work(want.dtype)
-    total, count = 0.0, 0
+    mean, count = 0.0, 0
     for s in range(0, flat.size, SLICE):
         w = flat[s:s + SLICE].astype(work)
-        finite = np.isfinite(w)
-        total += float(np.abs(w[finite]).sum(dtype=np.float64))
-        count += int(finite.sum())
-    return total / count if count else 0.0
+        a = np.abs(w[np.isfinite(w)])
+        if a.size:
+            part = float(a.sum(dtype=np.float64) / a.size) if work is np.float32 else \
+                float((a / a.size).sum())
+            count += a.size
+            mean += (part - mean) * (a.size / count)
+    return mean
 
 
 def _first_bad(got: np.ndarray, want: np.ndarray, r: float, mean: float) -> int | None:
     """The first flat index where ``got`` is not within r x (|want| + mean) of ``want`` (NaN
     matches NaN, an infinity only itself), or None."""
     g_flat, w_flat, work = got.reshape(-1), want.reshape(-1), _work(got.dtype)
+    bound = work(min(r * mean, float(np.finfo(work).max)))
     for s in range(0, g_flat.size, SLICE):
         g, w = g_flat[s:s + SLICE].astype(work), w_flat[s:s + SLICE].astype(work)
         with np.errstate(invalid="ignore", over="ignore"):   # inf - inf: NaN, not close
-            # an infinite reference bounds nothing: only itself matches it
-            close = (np.abs(g - w) <= r * (np.abs(w) + mean)) & np.isfinite(w)
+            # |g - w| - r|w| <= r mean: r(|w| + mean) would overflow to inf near the format's
+            # largest value and bound nothing; an infinite reference matches only itself
+            close = (np.abs(g - w) - r * np.abs(w) <= bound) & np.isfinite(w)
         bad = ~(close | (np.isnan(g) & np.isnan(w)) | (g == w))
         if bad.any():
             return s + int(np.flatnonzero(bad)[0])
@@ -81,38 +88,51 @@ def differs(results: dict, reference: dict, rtol, means: dict | None = None) -> 
 
 
 class Agreement:
-    """The configs' outputs, compared as each trial ends with the first's (``add``); the
-    first difference is raised by ``check`` (after the timing, so the report stays whole)."""
+    """The configs' outputs, compared as each trial ends with the first's (``add``); a
+    difference among the configs the timing kept is raised by ``check`` (after the timing, so
+    the report stays whole)."""
 
     def __init__(self, tuned):
         self.tuned = tuned
         self.first: int | None = None
         self.reference: dict | None = None
-        self.means: dict = {}
-        self.mismatch: tuple[int, str] | None = None
+        self.means: dict | None = None
+        self.verdicts: dict[int, str | None] = {}   # config -> why it differs from the first
 
     def add(self, n: int, outputs: dict) -> None:
         """Config n's outputs ({name: host array}); the first config's are kept."""
-        if not self.tuned.compare or self.mismatch is not None:
+        if not self.tuned.compare:
             return
         if self.reference is None:
             self.first, self.reference = n, outputs
-            self.means = {name: mean_magnitude(a) for name, a in outputs.items()
+            return
+        if self.means is None:   # only once a second config survives its trial
+            self.means = {name: mean_magnitude(a) for name, a in self.reference.items()
                           if a.dtype.kind not in "biu"}
-            return
-        why = differs(outputs, self.reference, self.tuned.rtol, self.means)
-        if why:
-            self.mismatch = (n, why)
+        self.verdicts[n] = differs(outputs, self.reference, self.tuned.rtol, self.means)
 
-    def check(self) -> None:
-        """Raise AutotuneError naming the first two configs found to compute different
-        values."""
-        if self.mismatch is None:
+    def check(self, kept) -> None:
+        """Raise AutotuneError naming two configs of ``kept`` (those the timing kept) that
+        compute different values: the first config and one that differs from it; or, when
+        the first was dropped since, one that agreed with it and one that did not (two that
+        both differed from it are not compared with each other)."""
+        verdicts = {n: why for n, why in sorted(self.verdicts.items()) if n in kept}
+        differ = [(n, why) for n, why in verdicts.items() if why is not None]
+        if not differ:
             return
-        n, why = self.mismatch
+        n, why = differ[0]
+        if self.first in kept:
+            other, note = self.first, ""
+        else:
+            agreed = [m for m, w in verdicts.items() if w is None]
+            if not agreed:
+                return
+            other = agreed[0]
+            note = (f" (both compared with config {self.first}'s outputs, dropped since; "
+                    f"config {other} agreed with them)")
         configs = self.tuned.configs
         raise AutotuneError(
-            f"configs {self.first} {configs[self.first]!r} and {n} {configs[n]!r} compute "
-            f"different values: {why}", kernel=self.tuned.name,
+            f"configs {other} {configs[other]!r} and {n} {configs[n]!r} compute different "
+            f"values: {why}{note}", kernel=self.tuned.name,
             help="one of them is wrong (drop it from the list); if the kernel's outputs may "
                  "differ between runs (float atomics), pass compare=False")

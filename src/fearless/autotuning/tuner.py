@@ -123,7 +123,7 @@ def tune(tuned, bound: dict, fits: list, unfit: dict, label: str, budget: float 
         lines = "\n".join(f"  config {n} {c.config!r}: {c.dropped or c.skipped}"
                           for n, c in enumerate(candidates))
         raise AutotuneError(f"every config failed:\n{lines}", kernel=tuned.name)
-    agreement.check()
+    agreement.check(timed)
     ranking = sorted(timed, key=timed.get)
     tuned.report = replace(report, winner=ranking[0])
     progress.done(tuned.report, timed[ranking[0]])
