@@ -190,7 +190,6 @@ def _time(tuned, bound: dict, survivors: set, candidates: list) -> dict:
                 raise
             candidates[bad] = replace(candidates[bad],
                                       dropped=f"{type(exc).__name__}: {_line(exc)}")
-            survivors.discard(bad)
             order.remove(bad)
             continue
         for n, s in zip(order, seconds):

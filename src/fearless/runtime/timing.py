@@ -58,7 +58,7 @@ def interleaved_seconds(candidates: Sequence[Callable[[], Callable[[], None]]], 
                     if before is not None:
                         before()
                     if cuda:
-                        mark = [i]
+                        mark = [i]   # in marks before its events exist: none can leak
                         marks.append(mark)
                         mark.append(_event())
                         mark.append(_event())
@@ -142,7 +142,7 @@ def run_seconds(run, runs: int, before: Callable[[], None] | None = None) -> lis
         for _ in range(runs):
             if before is not None:
                 before()
-            mark: list = []
+            mark: list = []   # in marks before its events exist: none can leak
             marks.append(mark)
             mark.append(_event())
             mark.append(_event())
